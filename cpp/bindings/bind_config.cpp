@@ -1,0 +1,37 @@
+// Build configuration and the communicator check, for show_config() and tests.
+#include <mpi.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "../comm.hpp"
+#include "../config.hpp"
+#include "bindings.hpp"
+#include "pycomm.hpp"
+
+namespace py = pybind11;
+
+namespace pmewald::py_bindings {
+
+void bind_config(py::module_& m) {
+  m.def("build_config", &build_config,
+        "Versions of pmewald, MPI, FFTW and Kokkos this extension was built with.");
+  m.def("comm_info",
+        [](py::object comm) {
+          MPI_Comm c = comm_from_python(comm);
+          int rank = 0, size = 1;
+          MPI_Comm_rank(c, &rank);
+          MPI_Comm_size(c, &size);
+          return py::make_tuple(rank, size);
+        },
+        py::arg("comm") = py::none(),
+        "(rank, size) of a communicator as the core sees it; raises TypeError for a non-communicator.");
+  m.def("agree_or_throw",
+        [](py::object comm, const std::string& local_error) {
+          MPI_Comm c = comm_from_python(comm);
+          agree_or_throw(c, local_error);
+        },
+        py::arg("comm"), py::arg("local_error"),
+        "Collective error agreement: raises ValueError on every rank if any rank passes a message.");
+}
+
+}  // namespace pmewald::py_bindings

@@ -1,0 +1,16 @@
+// Declarations shared by the binding files; each bind_*.cpp adds one area.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "../extent.hpp"
+
+namespace pmewald::py_bindings {
+
+void bind_config(pybind11::module_& m);
+void bind_geometry(pybind11::module_& m);
+
+pybind11::tuple box_to_python(const Box3& b);
+Box3 box_from_python(const pybind11::handle& obj, const char* argument);
+
+}  // namespace pmewald::py_bindings

@@ -1,0 +1,27 @@
+// Kokkos types shared by every kernel.
+//
+// FFTW works on host memory, so the mesh data and everything the kernels touch
+// live in the default *host* execution space (Serial with Debian's Kokkos,
+// OpenMP or Threads with a user's own Kokkos build). Kernels are written once
+// against ExecSpace and never assume a particular backend.
+#pragma once
+
+#include <Kokkos_Complex.hpp>
+#include <Kokkos_Core.hpp>
+
+namespace pmewald {
+
+using ExecSpace = Kokkos::DefaultHostExecutionSpace;
+using MemSpace = ExecSpace::memory_space;
+using Complex = Kokkos::complex<double>;
+
+template <class T>
+using View1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using View2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
+
+using Range = Kokkos::RangePolicy<ExecSpace>;
+
+}  // namespace pmewald

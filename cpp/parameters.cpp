@@ -59,47 +59,92 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
       for (int r = 0; r < 3; ++r) s += R[3 * r + d] * R[3 * r + e];
       Gm[d][e] = s;
     }
-  // per-axis tables, index g in [0, K) <-> signed m
-  std::vector<double> S0[3], S1[3], S2[3], Bm[3], u1[3];  // u1: u at j = -1,0,1
-  std::vector<double> T0[3], T1[3];                      // n = -1, 0, 1
-  std::vector<int> msig[3];
+  // Per-axis tables, index g in [0, K) <-> signed m. The principal (j = 0)
+  // alias is kept apart from the sums over j != 0 so that S(m), a small
+  // difference of large terms, is assembled from non-cancelling pieces:
+  //   S = sum_{j != j'} |D g U_j U_j'|^2 + sum_j |D_j g U_j^2 - R_j|^2.
+  struct Axis {
+    std::vector<int> m;
+    std::vector<double> u0, B, r1;         // u(j=0), moduli, u0^2 B - 1
+    std::vector<double> a[3], b[3];        // sum_{j!=0} x^k u^2 and x^k u^4, k = 0,1,2
+    std::vector<double> u1, T0, T1;        // u at j = -1,0,1; self-force tables (n = -1,0,1)
+  } ax[3];
   for (int d = 0; d < 3; ++d) {
     const int Kd = K[d];
-    S0[d].assign(Kd, 0);
-    S1[d].assign(Kd, 0);
-    S2[d].assign(Kd, 0);
-    u1[d].assign(3 * Kd, 0);
-    T0[d].assign(3 * Kd, 0);
-    T1[d].assign(3 * Kd, 0);
-    msig[d].assign(Kd, 0);
-    Bm[d] = bspline_moduli(Kd, p);
+    Axis& A = ax[d];
+    A.m.assign(Kd, 0);
+    A.u0.assign(Kd, 0);
+    A.r1.assign(Kd, 0);
+    for (int k = 0; k < 3; ++k) {
+      A.a[k].assign(Kd, 0);
+      A.b[k].assign(Kd, 0);
+    }
+    A.u1.assign(3 * Kd, 0);
+    A.T0.assign(3 * Kd, 0);
+    A.T1.assign(3 * Kd, 0);
+    A.B = bspline_moduli(Kd, p);
     std::vector<double> u(2 * kJ + 3);
     for (int g = 0; g < Kd; ++g) {
       const int m = (2 * g > Kd) ? g - Kd : g;
-      msig[d][g] = m;
+      A.m[g] = m;
       for (int j = -kJ - 1; j <= kJ + 1; ++j)
         u[j + kJ + 1] = sinc_pow(static_cast<double>(m + j * Kd) / Kd, p);
       for (int j = -kJ; j <= kJ; ++j) {
         const double x = m + static_cast<double>(j) * Kd, uu = u[j + kJ + 1];
-        S0[d][g] += uu * uu;
-        S1[d][g] += x * uu * uu;
-        S2[d][g] += x * x * uu * uu;
+        if (j != 0) {
+          const double u2 = uu * uu, u4 = u2 * u2;
+          A.a[0][g] += u2;
+          A.a[1][g] += x * u2;
+          A.a[2][g] += x * x * u2;
+          A.b[0][g] += u4;
+          A.b[1][g] += x * u4;
+          A.b[2][g] += x * x * u4;
+        }
         for (int n = -1; n <= 1; ++n) {
           const double v = uu * u[j - n + kJ + 1];
-          T0[d][3 * g + n + 1] += v;
-          T1[d][3 * g + n + 1] += x * v;
+          A.T0[3 * g + n + 1] += v;
+          A.T1[3 * g + n + 1] += x * v;
         }
       }
-      for (int j = -1; j <= 1; ++j) u1[d][3 * g + j + 1] = u[j + kJ + 1];
+      A.u0[g] = u[kJ + 1];
+      A.r1[g] = A.u0[g] * A.u0[g] * A.B[g] - 1.0;
+      for (int j = -1; j <= 1; ++j) A.u1[3 * g + j + 1] = u[j + kJ + 1];
     }
   }
+  // prod_d (base_d + ex_d) - prod_d base_d, expanded over non-empty subsets
+  auto excess3 = [](const double* base, const double* ex) {
+    return ex[0] * base[1] * base[2] + base[0] * ex[1] * base[2] + base[0] * base[1] * ex[2] +
+           ex[0] * ex[1] * base[2] + ex[0] * base[1] * ex[2] + base[0] * ex[1] * ex[2] +
+           ex[0] * ex[1] * ex[2];
+  };
+  // sum_{j != 0} |2 pi recip (m + jK)|^2 U_j^q for q = 2 (pw = 1) or q = 4 (pw = 2)
+  auto k2_moment = [&](const int* gg, const double* x0, int pw) {
+    double tot = 0;
+    for (int d = 0; d < 3; ++d)
+      for (int e = 0; e < 3; ++e) {
+        double base[3], ex[3];
+        for (int c = 0; c < 3; ++c) {
+          const double u0 = ax[c].u0[gg[c]];
+          const double u0q = pw == 1 ? u0 * u0 : u0 * u0 * u0 * u0;
+          const auto& tab = pw == 1 ? ax[c].a : ax[c].b;
+          const int k = (c == d) + (c == e);  // power of x on this axis
+          double xk = 1.0;
+          for (int i = 0; i < k; ++i) xk *= x0[c];
+          base[c] = xk * u0q;
+          ex[c] = tab[k][gg[c]];
+        }
+        tot += Gm[d][e] * excess3(base, ex);
+      }
+    return 4.0 * M_PI * M_PI * tot;
+  };
   double S_sum = 0;
   double cn[27][3] = {};
   for (int g0 = 0; g0 < K[0]; ++g0)
     for (int g1 = 0; g1 < K[1]; ++g1)
       for (int g2 = 0; g2 < K[2]; ++g2) {
         const int gg[3] = {g0, g1, g2};
-        const int m[3] = {msig[0][g0], msig[1][g1], msig[2][g2]};
+        const int m[3] = {ax[0].m[g0], ax[1].m[g1], ax[2].m[g2]};
+        const double x0[3] = {double(m[0]), double(m[1]), double(m[2])};
         const bool zero = (m[0] == 0 && m[1] == 0 && m[2] == 0);
         double k0[3], kp[3];
         for (int r = 0; r < 3; ++r) {
@@ -109,14 +154,50 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
                             R[3 * r + 2] * (2 * m[2] == K[2] ? 0 : m[2]));
         }
         const double k02 = k0[0] * k0[0] + k0[1] * k0[1] + k0[2] * k0[2];
-        const double B = Bm[0][g0] * Bm[1][g1] * Bm[2][g2];
-        const double gi = zero ? 0.0 : 4.0 * M_PI * std::exp(-k02 * inv4a2) / k02 * B;
-        const double U2 = S0[0][g0] * S0[1][g1] * S0[2][g2];
-        // aliases with the Gaussian
-        double A = 0, Bv[3] = {0, 0, 0}, C = 0;
+        const double kp2 = kp[0] * kp[0] + kp[1] * kp[1] + kp[2] * kp[2];
+        const bool nyq = kp2 != k02;
+        const double B = ax[0].B[g0] * ax[1].B[g1] * ax[2].B[g2];
+        const double f0 = zero ? 0.0 : 4.0 * M_PI * std::exp(-k02 * inv4a2) / k02;
+        const double gi = f0 * B;
+        double U0sq[3], a0[3], b0[3], U0q[3], ones[3] = {1, 1, 1}, r1[3];
+        for (int d = 0; d < 3; ++d) {
+          const double u0 = ax[d].u0[gg[d]];
+          U0sq[d] = u0 * u0;
+          U0q[d] = U0sq[d] * U0sq[d];
+          a0[d] = ax[d].a[0][gg[d]];
+          b0[d] = ax[d].b[0][gg[d]];
+          r1[d] = ax[d].r1[gg[d]];
+        }
+        const double U02 = U0sq[0] * U0sq[1] * U0sq[2];
+        const double D1 = excess3(U0sq, a0);       // sum_{j!=0} U_j^2
+        const double D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
+        const double BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
+        // j = 0 diagonal term and the off-diagonal (j != j') terms
+        double S = 0;
+        if (!zero) {
+          if (diff == Differentiation::IK) {
+            const double cross = 2.0 * U02 * D1 + (D1 * D1 - D4);
+            S += kp2 * gi * gi * cross;
+            if (!nyq) {
+              S += k02 * f0 * f0 * BU0m1 * BU0m1;
+            } else {
+              for (int r = 0; r < 3; ++r) {
+                const double v = kp[r] * gi * U02 - k0[r] * f0;
+                S += v * v;
+              }
+            }
+          } else {
+            const double KU1 = k2_moment(gg, x0, 1);  // sum_{j!=0} k_j^2 U_j^2
+            const double KU4 = k2_moment(gg, x0, 2);  // sum_{j!=0} k_j^2 U_j^4
+            const double bracket = k02 * U02 * D1 + KU1 * (U02 + D1) - KU4;
+            S += gi * gi * bracket + k02 * f0 * f0 * BU0m1 * BU0m1;
+          }
+        }
+        // j != 0 diagonal terms with the reference (Gaussian-damped aliases)
         for (int j0 = -1; j0 <= 1; ++j0)
           for (int j1 = -1; j1 <= 1; ++j1)
             for (int j2 = -1; j2 <= 1; ++j2) {
+              if (j0 == 0 && j1 == 0 && j2 == 0) continue;
               const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
                                    m[1] + static_cast<double>(j1) * K[1],
                                    m[2] + static_cast<double>(j2) * K[2]};
@@ -124,40 +205,21 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
               for (int r = 0; r < 3; ++r)
                 kj[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
               const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
-              if (kj2 == 0.0) continue;
               const double ex = kj2 * inv4a2;
-              if (ex > 700) continue;
-              const double fj = 4.0 * M_PI * std::exp(-ex) / kj2;
-              const double uj = u1[0][3 * g0 + j0 + 1] * u1[1][3 * g1 + j1 + 1] *
-                                u1[2][3 * g2 + j2 + 1];
+              const double fj = ex > 700 ? 0.0 : 4.0 * M_PI * std::exp(-ex) / kj2;
+              const double uj = ax[0].u1[3 * g0 + j0 + 1] * ax[1].u1[3 * g1 + j1 + 1] *
+                                ax[2].u1[3 * g2 + j2 + 1];
               const double Uj2 = uj * uj;
-              A += kj2 * fj * fj;
-              for (int r = 0; r < 3; ++r) Bv[r] += Uj2 * fj * kj[r];
-              C += Uj2 * kj2 * fj;
-            }
-        double S;
-        if (diff == Differentiation::IK) {
-          const double kdotB = kp[0] * Bv[0] + kp[1] * Bv[1] + kp[2] * Bv[2];
-          const double kp2 = kp[0] * kp[0] + kp[1] * kp[1] + kp[2] * kp[2];
-          S = A - 2.0 * gi * kdotB + kp2 * gi * gi * U2 * U2;
-        } else {
-          // sum_j k_j^2 U_j^2 = 4 pi^2 sum_{d,e} Gm_de M_de
-          double kU = 0;
-          for (int d = 0; d < 3; ++d)
-            for (int e = 0; e < 3; ++e) {
-              double Mde;
-              const int o = 3 - d - e;
-              if (d == e) {
-                Mde = S2[d][gg[d]] * S0[(d + 1) % 3][gg[(d + 1) % 3]] *
-                      S0[(d + 2) % 3][gg[(d + 2) % 3]];
+              if (diff == Differentiation::IK) {
+                for (int r = 0; r < 3; ++r) {
+                  const double v = kp[r] * gi * Uj2 - kj[r] * fj;
+                  S += v * v;
+                }
               } else {
-                Mde = S1[d][gg[d]] * S1[e][gg[e]] * S0[o][gg[o]];
+                const double v = gi * Uj2 - fj;
+                S += kj2 * v * v;
               }
-              kU += Gm[d][e] * Mde;
             }
-          kU *= 4.0 * M_PI * M_PI;
-          S = A - 2.0 * gi * C + gi * gi * kU * U2;
-        }
         S_sum += S;
         if (gi == 0.0) continue;
         // self-force Fourier coefficients (up to the common factor -i/V)
@@ -168,8 +230,8 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
               const int nn[3] = {n0, n1, n2};
               double t0[3], t1[3];
               for (int d = 0; d < 3; ++d) {
-                t0[d] = T0[d][3 * gg[d] + nn[d] + 1];
-                t1[d] = T1[d][3 * gg[d] + nn[d] + 1];
+                t0[d] = ax[d].T0[3 * gg[d] + nn[d] + 1];
+                t1[d] = ax[d].T1[3 * gg[d] + nn[d] + 1];
               }
               double* c = cn[(n0 + 1) * 9 + (n1 + 1) * 3 + (n2 + 1)];
               if (diff == Differentiation::IK) {

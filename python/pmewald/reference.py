@@ -153,6 +153,23 @@ def _erfc_nonneg(x):
     return out, expm
 
 
+def _erf_nonneg(x):
+    """erf(x) and exp(-x^2) for a 1-D float array with x >= 0, accurate for small x."""
+    ec, expm = _erfc_nonneg(x)
+    out = 1.0 - ec
+    small = x < _ERFC_TAYLOR_LO
+    if np.any(small):
+        xs = x[small]
+        x2 = 2.0 * xs * xs
+        term = xs.copy()
+        acc = xs.copy()
+        for n in range(1, _ERFC_SERIES_TERMS):
+            term = term * x2 / (2 * n + 1)
+            acc += term
+        out[small] = _TWO_OVER_SQRT_PI * expm[small] * acc
+    return out, expm
+
+
 def erfc(x):
     """Vectorised complementary error function accurate to ~1e-15 relative.
 
@@ -272,23 +289,29 @@ def minimum_image(box, displacements):
     d = np.asarray(displacements, dtype=float)
     single = d.ndim == 1
     d = np.atleast_2d(d)
-    inv = np.linalg.inv(b)
-    frac = d @ inv
+    frac = d @ np.linalg.inv(b)
     frac -= np.round(frac)
-    d0 = frac @ b
-    if d0.shape[0] == 0:
-        return d0.reshape(d.shape)
-    rmax = float(np.max(np.linalg.norm(d0, axis=1)))
-    shifts = _image_shifts(b, rmax * (1.0 + 1e-12) + 1e-300) @ b
-    best = d0.copy()
+    best = (frac + _minimum_image_shifts(b, frac)) @ b
+    return best[0] if single else best
+
+
+def _minimum_image_shifts(box, frac):
+    """Integer shifts n minimising |(frac + n) @ box| for rows frac in [-1/2, 1/2]^3."""
+    nshift = np.zeros_like(frac)
+    if frac.shape[0] == 0:
+        return nshift
+    d0 = frac @ box
     best_r2 = np.einsum("ij,ij->i", d0, d0)
-    for s in shifts:
-        v = d0 + s
+    rmax = math.sqrt(float(np.max(best_r2)))
+    for n in _image_shifts(box, rmax * (1.0 + 1e-12) + 1e-300):
+        if not np.any(n):
+            continue
+        v = (frac + n) @ box
         r2 = np.einsum("ij,ij->i", v, v)
         better = r2 < best_r2 * (1.0 - 1e-14)
-        best[better] = v[better]
+        nshift[better] = n
         best_r2[better] = r2[better]
-    return best[0] if single else best
+    return nshift
 
 
 # --------------------------------------------------------------------------
@@ -372,19 +395,28 @@ def _kvectors(box, kc):
     return g[keep], g2[keep]
 
 
-def _real_space(box, pos, q, alpha, rc):
-    """Real-space energy, forces and virial (Coulomb constant 1)."""
-    n = pos.shape[0]
-    inv = np.linalg.inv(box)
-    frac = pos @ inv
+def _pair_flat_index(i, j, i0, n):
+    """Position of pair (i, j), i < j, in the row-major upper triangle of rows i0.."""
+    return (i - i0) * (n - 1) - ((i0 + i - 1) * (i - i0)) // 2 + (j - i - 1)
+
+
+def _real_space(box, frac, q, alpha, rc, skip=None):
+    """Real-space energy, forces and virial (Coulomb constant 1).
+
+    ``frac`` are wrapped fractional coordinates.  ``skip`` optionally holds
+    ``(I, J, t)``: pairs ``I < J`` whose image ``t`` (index into the shift
+    list) is left out of the sum (the minimum images of excluded pairs).
+    """
+    n = frac.shape[0]
     forces = np.zeros((n, 3))
     virial = np.zeros((3, 3))
     energy = 0.0
     rc2 = rc * rc
-    shifts = _image_shifts(box, rc) @ box
+    nshifts = _image_shifts(box, rc)
+    shifts = nshifts @ box
     c_exp = _TWO_OVER_SQRT_PI * alpha
 
-    def pair_terms(v, r2, qq):
+    def pair_terms(r2, qq):
         r = np.sqrt(r2)
         ec, em = _erfc_nonneg(alpha * r)
         e = qq * ec / r
@@ -392,17 +424,16 @@ def _real_space(box, pos, q, alpha, rc):
         return e, fscal
 
     # atom with its own periodic images: 1/2 sum_i q_i^2 sum_{n != 0} phi(|n|)
-    sv = shifts
-    sr2 = np.einsum("ij,ij->i", sv, sv)
+    sr2 = np.einsum("ij,ij->i", shifts, shifts)
     sel = (sr2 > 0.0) & (sr2 < rc2)
     if np.any(sel):
-        e, fscal = pair_terms(sv[sel], sr2[sel], 1.0)
+        e, fscal = pair_terms(sr2[sel], 1.0)
         q2sum = float(np.dot(q, q))
         energy += 0.5 * q2sum * float(np.sum(e))
-        virial += 0.5 * q2sum * np.einsum("i,ij,ik->jk", fscal, sv[sel], sv[sel])
+        virial += 0.5 * q2sum * np.einsum("i,ij,ik->jk", fscal, shifts[sel], shifts[sel])
 
     if n < 2:
-        return energy, forces, virial
+        return energy, forces, virial, nshifts
 
     block = max(1, min(n, _CHUNK_ELEMENTS // (4 * n)))
     for i0 in range(0, n - 1, block):
@@ -412,25 +443,35 @@ def _real_space(box, pos, q, alpha, rc):
         mask = jj > ii
         I = np.broadcast_to(ii, mask.shape)[mask]
         J = np.broadcast_to(jj, mask.shape)[mask]
+        skip_shift = None
+        if skip is not None:
+            sI, sJ, st = skip
+            inblk = (sI >= i0) & (sI < i1) & (st >= 0)
+            if np.any(inblk):
+                skip_shift = np.full(I.shape[0], -1, dtype=np.intp)
+                skip_shift[_pair_flat_index(sI[inblk], sJ[inblk], i0, n)] = st[inblk]
         d = frac[I] - frac[J]
         d -= np.round(d)
         dc = d @ box
         qq_all = q[I] * q[J]
-        for s in shifts:
+        for t, s in enumerate(shifts):
             v = dc + s
             r2 = np.einsum("ij,ij->i", v, v)
-            hit = np.nonzero(r2 < rc2)[0]
+            inside = r2 < rc2
+            if skip_shift is not None:
+                inside &= skip_shift != t
+            hit = np.nonzero(inside)[0]
             if hit.size == 0:
                 continue
             v = v[hit]
-            e, fscal = pair_terms(v, r2[hit], qq_all[hit])
+            e, fscal = pair_terms(r2[hit], qq_all[hit])
             energy += float(np.sum(e))
             fv = fscal[:, None] * v
             for a in range(3):
                 forces[:, a] += np.bincount(I[hit], weights=fv[:, a], minlength=n)
                 forces[:, a] -= np.bincount(J[hit], weights=fv[:, a], minlength=n)
             virial += v.T @ fv
-    return energy, forces, virial
+    return energy, forces, virial, nshifts
 
 
 def _reciprocal_space(box, vol, pos, q, alpha, kc):
@@ -462,15 +503,13 @@ def _reciprocal_space(box, vol, pos, q, alpha, kc):
     return energy, forces, virial
 
 
-def _exclusion_terms(box, pos, q, exclusions):
-    """Energy, forces, virial of removing q_i q_j / r_ij (minimum image)."""
-    n = pos.shape[0]
-    forces = np.zeros((n, 3))
+def _check_exclusions(exclusions, n):
+    """Validate exclusions; return an (m, 2) int64 array (possibly empty)."""
     if exclusions is None:
-        return 0.0, forces, np.zeros((3, 3))
+        return np.zeros((0, 2), dtype=np.int64)
     ex = np.asarray(exclusions)
     if ex.size == 0:
-        return 0.0, forces, np.zeros((3, 3))
+        return np.zeros((0, 2), dtype=np.int64)
     if ex.ndim != 2 or ex.shape[1] != 2:
         raise ValueError("exclusions must be an (m, 2) integer array")
     if not np.issubdtype(ex.dtype, np.integer):
@@ -484,20 +523,56 @@ def _exclusion_terms(box, pos, q, exclusions):
     canon = np.sort(ex, axis=1)
     if np.unique(canon, axis=0).shape[0] != canon.shape[0]:
         raise ValueError("duplicate exclusion pairs")
+    return canon
+
+
+def _exclusion_terms(box, frac, q, ex, alpha, rc, nshifts):
+    """Excluded pairs (canonical, i < j): removal of q_i q_j / r at minimum image.
+
+    Returns the removed energy ``-sum q_i q_j / r``, the real-space part
+    ``sum q_i q_j erfc(alpha r) / r`` of those minimum images (when inside the
+    cutoff), the combined ``-q_i q_j erf(alpha r) / r`` energy, forces and
+    virial, and the ``(I, J, t)`` triple telling the real-space loop which
+    image to leave out.  Coulomb constant 1.
+    """
+    n = frac.shape[0]
+    forces = np.zeros((n, 3))
+    if ex.shape[0] == 0:
+        return 0.0, 0.0, 0.0, forces, np.zeros((3, 3)), None
     i, j = ex[:, 0], ex[:, 1]
-    v = minimum_image(box, pos[i] - pos[j])
+    d = frac[i] - frac[j]          # same arithmetic as the real-space loop
+    d -= np.round(d)
+    nmin = _minimum_image_shifts(box, d)
+    v = (d + nmin) @ box
     r2 = np.einsum("ij,ij->i", v, v)
     if np.any(r2 == 0.0):
         raise ValueError("excluded pair at zero distance")
     r = np.sqrt(r2)
     qq = q[i] * q[j]
-    energy = -float(np.sum(qq / r))
-    fv = (-qq / (r2 * r))[:, None] * v          # force on i
+    e_bare = -float(np.sum(qq / r))
+    # index of the minimum image in the real-space shift list (-1: beyond cutoff)
+    t = np.full(ex.shape[0], -1, dtype=np.intp)
+    lookup = {tuple(row): k for k, row in enumerate(nshifts.astype(np.int64).tolist())}
+    for m, row in enumerate(nmin.astype(np.int64).tolist()):
+        t[m] = lookup.get(tuple(row), -1)
+    # the loop's own distance for that image decides whether it was inside rc
+    vloop = d @ box + np.where(t[:, None] >= 0, nmin @ box, 0.0)
+    inside = (t >= 0) & (np.einsum("ij,ij->i", vloop, vloop) < rc * rc)
+    t[~inside] = -1
+    erf_ar, em = _erf_nonneg(alpha * r)
+    e_real_part = float(np.sum(np.where(inside, qq * (1.0 - erf_ar) / r, 0.0)))
+    # combined potential u = -qq erf(alpha r)/r for images the loop skipped,
+    # u = -qq / r for images it never contained (erfc(alpha r) below rounding there)
+    g = np.where(inside, erf_ar, 1.0)
+    e_comb = -float(np.sum(qq * g / r))
+    dg = np.where(inside, _TWO_OVER_SQRT_PI * alpha * em, 0.0)     # r * d(erf)/dr / r
+    fscal = qq * (dg - g / r) / r2        # force on i = fscal * v
+    fv = fscal[:, None] * v
     for a in range(3):
         forces[:, a] += np.bincount(i, weights=fv[:, a], minlength=n)
         forces[:, a] -= np.bincount(j, weights=fv[:, a], minlength=n)
     virial = v.T @ fv
-    return energy, forces, virial
+    return e_bare, e_real_part, e_comb, forces, virial, (i, j, t)
 
 
 def ewald(box, positions, charges, *, exclusions=None, coulomb_constant=1.0,
@@ -560,22 +635,27 @@ def ewald(box, positions, charges, *, exclusions=None, coulomb_constant=1.0,
     frac -= np.floor(frac)
     pos_w = frac @ b
 
-    e_real, f_real, w_real = _real_space(b, pos_w, q, alpha, rc)
+    ex = _check_exclusions(exclusions, n)
+    nshifts = _image_shifts(b, rc)
+    e_bare, e_ex_real, e_comb, f_ex, w_ex, skip = _exclusion_terms(
+        b, frac, q, ex, alpha, rc, nshifts)
+    e_loop, f_real, w_real, _ = _real_space(b, frac, q, alpha, rc, skip)
     e_rec, f_rec, w_rec = _reciprocal_space(b, vol, pos_w, q, alpha, kc)
     e_self = -alpha / _SQRT_PI * float(np.dot(q, q))
     qtot = float(np.sum(q))
     e_bg = -math.pi * qtot * qtot / (2.0 * vol * alpha * alpha)
-    e_ex, f_ex, w_ex = _exclusion_terms(b, pos, q, exclusions)
 
     terms = {
-        "real": k * e_real,
+        "real": k * (e_loop + e_ex_real),
         "reciprocal": k * e_rec,
         "self": k * e_self,
         "background": k * e_bg,
-        "exclusion": k * e_ex,
+        "exclusion": k * e_bare,
     }
-    energy = (terms["real"] + terms["reciprocal"] + terms["exclusion"]
-              + terms["self"] + terms["background"])
+    # Excluded minimum images enter as -q_i q_j erf(alpha r)/r rather than as
+    # erfc(alpha r)/r - 1/r: the same value, without the cancellation.  The
+    # terms therefore sum to the energy up to rounding of the larger terms.
+    energy = k * ((e_loop + e_comb) + e_rec + e_self + e_bg)
     forces = k * (f_real + f_rec + f_ex)
     virial = k * (w_real + w_rec + w_ex + e_bg * np.eye(3))
     virial = 0.5 * (virial + virial.T)

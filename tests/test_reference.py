@@ -333,6 +333,10 @@ def test_invalid_exclusions_raise():
         ewald(np.zeros((3, 3)), pos, q)
     with pytest.raises(ValueError):
         ewald(box, pos, q[:2])
+    with pytest.raises(ValueError):
+        ewald(box, pos, q, alpha=1e-4)          # absurdly many real-space images
+    with pytest.raises(ValueError):
+        ewald(box, pos, q, alpha=1e4)           # absurdly many k-vectors
     # an empty exclusion list is the same as none
     assert ewald(box, pos, q, exclusions=np.zeros((0, 2), np.int64)).energy == \
         ewald(box, pos, q).energy
@@ -349,6 +353,11 @@ def test_water_box_moderate_size():
     r2 = ewald(w.box, w.positions, w.charges, exclusions=w.exclusions,
                coulomb_constant=units.KCAL_MOL_ANGSTROM, alpha=1.5 * r.alpha)
     assert _rel(r.energy, r2.energy) < 1e-12
+    # the intramolecular exclusions cancel most of the real-space sum; the virial
+    # must still be alpha-independent to ~1e-13 of its size
+    assert np.max(np.abs(r.virial - r2.virial)) < 1e-12 * np.max(np.abs(r.virial))
+    assert np.max(np.abs(r.forces - r2.forces)) < 1e-12 * np.max(np.abs(r.forces))
+    assert abs(sum(r.terms.values()) - r.energy) < 1e-12 * abs(r.terms["real"])
 
 
 def test_units_constants():
@@ -357,3 +366,17 @@ def test_units_constants():
         "kj_mol_nm": 138.93545764, "kcal_mol_angstrom": 332.0637133}
     # kJ/mol nm -> kcal/mol Angstrom: divide by 4.184, multiply by 10
     assert abs(units.KJ_MOL_NM * 10 / 4.184 / units.KCAL_MOL_ANGSTROM - 1) < 1e-8
+
+
+def test_zero_and_one_atom_edge_cases():
+    r = ewald(np.full(3, 2.0), np.zeros((0, 3)), np.zeros(0))
+    assert r.energy == 0.0 and r.forces.shape == (0, 3)
+    # one neutral atom: nothing at all
+    r = ewald(2.0 * STRONG, [[5.0, -3.0, 1.0]], [0.0])
+    assert r.energy == 0.0
+    # one charged atom in the strongly triclinic cell equals it in an equivalent cell
+    box = 2.0 * STRONG
+    r1 = ewald(box, [[0.1, 0.2, 0.3]], [1.0])
+    r2 = ewald(np.array([[1, 0, 0], [-1, 1, 0], [0, 1, 1]], float) @ box, [[9.0, 9.0, 9.0]], [1.0])
+    assert _rel(r1.energy, r2.energy) < 1e-12
+    assert abs(np.trace(r1.virial) - r1.energy) < 1e-12 * abs(r1.energy)

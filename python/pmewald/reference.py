@@ -65,6 +65,8 @@ _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 
 # Work-array size (number of float64 elements per temporary) used for chunking.
 _CHUNK_ELEMENTS = 1 << 20
+# Largest image / k-vector enumeration grid accepted (guards against absurd alpha).
+_MAX_GRID = 4.0e6
 
 
 # --------------------------------------------------------------------------
@@ -253,6 +255,9 @@ def _image_shifts(box, radius, half_extent=0.5):
     """
     heights = cell_heights(box)
     nmax = np.floor(radius / heights + half_extent).astype(int)
+    if float(np.prod(2.0 * nmax + 1.0)) > _MAX_GRID:
+        raise ValueError("real-space cutoff spans too many periodic images; "
+                         "alpha is too small for this box")
     rngs = [np.arange(-m, m + 1) for m in nmax]
     grid = np.stack(np.meshgrid(*rngs, indexing="ij"), axis=-1).reshape(-1, 3)
     grid = grid.astype(float)
@@ -385,6 +390,9 @@ def _kvectors(box, kc):
     recip = 2.0 * math.pi * np.linalg.inv(box).T   # rows b_k, b_k . h_l = 2 pi delta
     lengths = np.linalg.norm(box, axis=1)
     mmax = np.floor(kc * lengths / (2.0 * math.pi)).astype(int)
+    if float(np.prod(2.0 * mmax + 1.0)) > _MAX_GRID:
+        raise ValueError("reciprocal-space cutoff needs too many k-vectors; "
+                         "alpha is too large for this box")
     rngs = [np.arange(-m, m + 1) for m in mmax]
     m = np.stack(np.meshgrid(*rngs, indexing="ij"), axis=-1).reshape(-1, 3)
     half = (m[:, 0] > 0) | ((m[:, 0] == 0) & ((m[:, 1] > 0) | ((m[:, 1] == 0) & (m[:, 2] > 0))))

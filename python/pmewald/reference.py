@@ -32,6 +32,17 @@ Energy
     LAMMPS).  For an excluded pair the periodic Ewald total is kept except
     for exactly ``k q_i q_j / r_ij`` with ``r_ij`` the *minimum-image*
     distance; that removed amount is reported as ``terms["exclusion"]``.
+    Numerically, the minimum image of an excluded pair enters the total as
+    ``-k q_i q_j erf(alpha r)/r`` (equal to ``erfc/r - 1/r``) so that the
+    large intramolecular terms do not cancel; the reported ``terms`` sum to
+    ``energy`` up to rounding of the largest term.
+
+Cutoffs
+    With ``s = sqrt(ln(100 / accuracy))`` the real-space cutoff is
+    ``s / alpha`` (all lattice images within it are summed; the image range
+    follows from the perpendicular heights of the cell) and the
+    reciprocal-space cutoff is ``|G| < 2 alpha s``.  When ``alpha`` is not
+    given it is chosen to minimise an operation-count estimate.
 
 Forces
     ``forces[i] = -dE/dr_i``.
@@ -330,7 +341,7 @@ class EwaldResult:
     Attributes
     ----------
     energy : float
-        Total electrostatic energy (sum of ``terms``).
+        Total electrostatic energy (the sum of ``terms`` up to rounding).
     forces : numpy.ndarray, shape (n, 3)
         ``-dE/dr_i``.
     virial : numpy.ndarray, shape (3, 3)

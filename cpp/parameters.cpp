@@ -206,7 +206,8 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
                 kj[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
               const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
               const double ex = kj2 * inv4a2;
-              const double fj = ex > 700 ? 0.0 : 4.0 * M_PI * std::exp(-ex) / kj2;
+              // beyond exp(-60) the reference alias is negligible next to g U_j^2
+              const double fj = ex > 60.0 ? 0.0 : 4.0 * M_PI * std::exp(-ex) / kj2;
               const double uj = ax[0].u1[3 * g0 + j0 + 1] * ax[1].u1[3 * g1 + j1 + 1] *
                                 ax[2].u1[3 * g2 + j2 + 1];
               const double Uj2 = uj * uj;
@@ -223,11 +224,12 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
         S_sum += S;
         if (gi == 0.0) continue;
         // self-force Fourier coefficients (up to the common factor -i/V)
-        for (int n0 = -1; n0 <= 1; ++n0)
-          for (int n1 = -1; n1 <= 1; ++n1)
-            for (int n2 = -1; n2 <= 1; ++n2) {
-              if (n0 == 0 && n1 == 0 && n2 == 0) continue;
-              const int nn[3] = {n0, n1, n2};
+        // only the six n = +-e_d: the other n != 0 are products of two or
+        // three first-order-small T0 factors (second order, negligible)
+        for (int face = 0; face < 6; ++face) {
+              int nn[3] = {0, 0, 0};
+              nn[face / 2] = (face % 2) ? 1 : -1;
+              const int n0 = nn[0], n1 = nn[1], n2 = nn[2];
               double t0[3], t1[3];
               for (int d = 0; d < 3; ++d) {
                 t0[d] = ax[d].T0[3 * gg[d] + nn[d] + 1];
@@ -273,20 +275,67 @@ struct MeshChoice {
 
 MeshChoice smallest_mesh(const Mat3& box, double alpha, int p, Differentiation diff,
                          double sum_q2, int n, double kc, double sum_q4, double goal) {
+  // K_d(s) = fft_friendly(ceil(s h_d)), s = mesh points per unit height.
+  // Phase 1 brackets the smallest s meeting the goal by power-law
+  // extrapolation of the estimate (error ~ s^-slope); phase 2 bisects in
+  // log s down to 2% so the returned mesh is the smallest on that grid.
+  constexpr int kMaxMesh = 512;
   const auto h = heights_of(box);
   const double hmin = std::fmin(h[0], std::fmin(h[1], h[2]));
-  double s = p / hmin * 0.999;
-  Int3 last{-1, -1, -1};
-  for (int it = 0; it < 400; ++it, s *= 1.1) {
-    const Int3 K = mesh_for_density(s, h, p);
-    if (K == last) continue;
-    last = K;
-    if (K[0] > 1024 || K[1] > 1024 || K[2] > 1024) break;
-    const double e = reciprocal_error(box, alpha, K, p, diff, sum_q2, n, kc, sum_q4);
-    if (e <= goal) return {K, e};
+  const double hmax = std::fmax(h[0], std::fmax(h[1], h[2]));
+  const double s_cap = kMaxMesh / hmax;
+  auto eval = [&](double s, Int3& K) {
+    K = mesh_for_density(s, h, p);
+    return reciprocal_error(box, alpha, K, p, diff, sum_q2, n, kc, sum_q4);
+  };
+  auto fail = [&]() {
+    return ValueError("no mesh up to " + std::to_string(kMaxMesh) +
+                      " points per axis reaches the requested accuracy with order " +
+                      std::to_string(p) + "; loosen the tolerance or raise the order/cutoff");
+  };
+  double s_lo = 0, s = p / hmin * 0.999, e_lo = 0;
+  Int3 K;
+  double e = eval(s, K);
+  if (e <= goal) return {K, e};
+  for (int it = 0; it < 60; ++it) {
+    double slope = p;
+    if (s_lo > 0 && e_lo > e) slope = std::fmax(std::log(e_lo / e) / std::log(s / s_lo), 1.0);
+    double s_new = s * std::pow(e / goal, 1.0 / slope) * 0.97;
+    s_new = std::fmin(std::fmax(s_new, 1.08 * s), 3.0 * s);
+    if (s >= s_cap) throw fail();
+    // give up early when even an optimistic power law (slope >= p) predicts
+    // the error at the largest allowed mesh to stay well above the goal
+    if (e * std::pow(s / s_cap, std::fmax(slope, static_cast<double>(p))) > 4.0 * goal)
+      throw fail();
+    s_new = std::fmin(s_new, s_cap);
+    s_lo = s;
+    e_lo = e;
+    s = s_new;
+    Int3 Kn;
+    e = eval(s, Kn);
+    if (e <= goal) {
+      // bisect (s_lo, s]
+      MeshChoice best{Kn, e};
+      double lo = s_lo, hi = s;
+      Int3 Klo = mesh_for_density(lo, h, p);
+      while (hi / lo > 1.02) {
+        const double mid = std::sqrt(lo * hi);
+        Int3 Km;
+        const double em = eval(mid, Km);
+        if (Km == Klo) { lo = mid; continue; }
+        if (em <= goal) {
+          hi = mid;
+          best = {Km, em};
+        } else {
+          lo = mid;
+          Klo = Km;
+        }
+        if (Km == best.mesh && em > goal) break;
+      }
+      return best;
+    }
   }
-  throw ValueError("no mesh up to 1024 points per axis reaches the requested accuracy with order " +
-                   std::to_string(p) + "; loosen the tolerance or raise the order/cutoff");
+  throw fail();
 }
 
 }  // namespace
@@ -349,7 +398,7 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
     }
   }
   if (best_cost < 0)
-    throw ValueError("no order in 4..7 with a mesh up to 1024 per axis reaches the target");
+    throw ValueError("no order in 4..7 with a mesh up to 512 per axis reaches the target");
   return finish(bestK, bestp);
 }
 

@@ -58,12 +58,12 @@ struct Parameters {
 //  - alpha: real-space error = target / sqrt(2) (alpha >= 1/r_c).
 //  - mesh: K_d = fft_friendly(ceil(s * h_d)) (h_d plane spacings, so triclinic
 //    cells get meshes by heights), at least `order`, with s the smallest
-//    spacing density (10% steps) whose reciprocal estimate is within the
+//    density (found by extrapolation + bisection to 2%) whose reciprocal estimate is within the
 //    remaining budget sqrt(target^2 - est_real^2) (at least target/sqrt 2).
 //  - order: order <= 0 picks among 4..7 by a cost model
 //    (FFT ~ N_mesh log N_mesh, spread+gather ~ n p^3); the default is order 5
 //    (pass 5).
-// Throws ValueError when no mesh up to 1024 per axis meets the target.
+// Throws ValueError when no mesh up to 512 per axis meets the target.
 Parameters choose_parameters(const Mat3& box, double cutoff, double target, double sum_q2,
                              int n_atoms, Differentiation diff, double coulomb_constant,
                              double alpha = 0.0, const Int3& mesh = Int3{0, 0, 0},

@@ -117,7 +117,7 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
 }
 
 void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
-            View3<double> grid, bool zero_first) {
+            View3<double> grid, bool zero_first, SpreadMode mode) {
   const int p = st.order;
   const std::size_t n = st.size();
   if (charges.extent(0) != n) throw ValueError("spread: charges and stencil lengths differ");
@@ -130,7 +130,9 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
   const Int3 lo = ext_box.lo;
   auto base = st.base;
   auto W = st.w;
-  if (ExecSpace().concurrency() <= 1) {
+  const bool plain = mode == SpreadMode::Plain ||
+                     (mode == SpreadMode::Auto && ExecSpace().concurrency() <= 1);
+  if (plain) {
     // Serial backend: plain adds are race-free and avoid atomic overhead.
     Kokkos::parallel_for(
         "pmewald::spread_serial", Range(0, n), KOKKOS_LAMBDA(const int i) {

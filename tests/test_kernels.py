@@ -234,7 +234,7 @@ def test_spread_bricks_sum_to_full_mesh():
     box = BOXES["triclinic"]
     pos, q = random_system(70, box, seed=2)
     mesh, p = (12, 10, 9), 5
-    full, eb_full = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh))
+    full, eb_full, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh))
     assert eb_full == ((-(p - 1),) * 3, mesh)
 
     def fold(grid, eb):
@@ -254,10 +254,14 @@ def test_spread_bricks_sum_to_full_mesh():
         for y0, y1 in zip(splits[1][:-1], splits[1][1:]):
             brick = ((x0, y0, 0), (x1, y1, 9))
             own = ((cells[:, 0] >= x0) & (cells[:, 0] < x1) & (cells[:, 1] >= y0) & (cells[:, 1] < y1))
-            g, eb = K.spread_brick(box, pos[own], q[own], mesh, p, brick)
+            g, eb, _ = K.spread_brick(box, pos[own], q[own], mesh, p, brick)
             assert eb == ((x0 - p + 1, y0 - p + 1, -p + 1), (x1, y1, 9))
             total += fold(g, eb)
     assert np.allclose(total, ref, atol=1e-14)
+    # atomic and plain adds give the same grid
+    ga, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="atomic")
+    gp, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="plain")
+    assert np.allclose(ga, full, atol=1e-15) and np.allclose(gp, full, atol=1e-15)
     # an atom outside the brick is refused
     with pytest.raises(ValueError, match="outside the brick"):
         K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), (5, 4, 9)))

@@ -148,7 +148,12 @@ void bind_kernels(py::module_& m) {
   k.def(
       "spread_brick",
       [](darr box, darr positions, darr charges, const Int3& mesh, int order,
-         py::handle brick) {
+         py::handle brick, const std::string& mode, int repeat) {
+        SpreadMode sm;
+        if (mode == "auto") sm = SpreadMode::Auto;
+        else if (mode == "plain") sm = SpreadMode::Plain;
+        else if (mode == "atomic") sm = SpreadMode::Atomic;
+        else throw ValueError("mode must be \"auto\", \"plain\" or \"atomic\"");
         const Mat3 B = box_arg(box);
         auto x = positions_arg(positions);
         auto q = charges_arg(charges, positions.shape(0));
@@ -159,13 +164,15 @@ void bind_kernels(py::module_& m) {
         const Int3 s = eb.shape();
         py::array_t<double> G({s[0], s[1], s[2]});
         View3<double> gv(G.mutable_data(), s[0], s[1], s[2]);
-        spread(st, q, eb, gv, true);
-        return py::make_tuple(G, box_to_python(eb));
+        Kokkos::Timer timer;
+        for (int r = 0; r < std::max(repeat, 1); ++r) spread(st, q, eb, gv, true, sm);
+        const double seconds = timer.seconds() / std::max(repeat, 1);
+        return py::make_tuple(G, box_to_python(eb), seconds);
       },
       py::arg("box"), py::arg("positions"), py::arg("charges"), py::arg("mesh"),
-      py::arg("order"), py::arg("brick"),
+      py::arg("order"), py::arg("brick"), py::arg("mode") = "auto", py::arg("repeat") = 1,
       "Spread owned atoms onto the brick's extended grid [lo-(p-1), hi); returns "
-      "(grid, extended_box).");
+      "(grid, extended_box, seconds per spread) (mode auto/plain/atomic, repeat for timing).");
 
   k.def(
       "mesh_cells",

@@ -6,6 +6,7 @@
 
 #include "bspline.hpp"
 #include "errors.hpp"
+#include "kokkos_types.hpp"
 
 namespace pmewald::kernels {
 
@@ -37,7 +38,31 @@ inline double sinc_pow(double x, int p) {  // (sin(pi x)/(pi x))^p
 
 constexpr int kJ = 30;  // aliases for the U^2-only sums (polynomial decay)
 
+struct Acc19 {
+  double v[19];
+  Acc19() {
+    for (double& x : v) x = 0;
+  }
+  Acc19& operator+=(const Acc19& o) {
+    for (int i = 0; i < 19; ++i) v[i] += o.v[i];
+    return *this;
+  }
+  void operator+=(const volatile Acc19& o) volatile {
+    for (int i = 0; i < 19; ++i) v[i] += o.v[i];
+  }
+};
+
 }  // namespace
+}  // namespace pmewald::kernels
+
+namespace Kokkos {
+template <>
+struct reduction_identity<pmewald::kernels::Acc19> {
+  static pmewald::kernels::Acc19 sum() { return pmewald::kernels::Acc19(); }
+};
+}  // namespace Kokkos
+
+namespace pmewald::kernels {
 
 double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
                         Differentiation diff, double sum_q2, int n_atoms,
@@ -137,11 +162,28 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
       }
     return 4.0 * M_PI * M_PI * tot;
   };
-  double S_sum = 0;
-  double cn[27][3] = {};
-  for (int g0 = 0; g0 < K[0]; ++g0)
+  // Sum over the mesh, using S(-m) = S(m): only one point of each pair
+  // (m, -m) is visited (weight 2; self-conjugate points weight 1). The
+  // self-force coefficients obey contrib(-m, n) = -contrib(m, -n).
+  // Any alias j != 0 has |x_d| >= K_d/2 on some axis, and x_d = a_d . k / (2 pi),
+  // so |k_j| >= min_d pi K_d / |a_d|.
+  double kmin = 1e300;
+  for (int d = 0; d < 3; ++d) {
+    const double ad = std::sqrt(box[3 * d] * box[3 * d] + box[3 * d + 1] * box[3 * d + 1] +
+                                box[3 * d + 2] * box[3 * d + 2]);
+    kmin = std::fmin(kmin, M_PI * K[d] / ad);
+  }
+  const bool aliases_negligible = kmin * kmin * inv4a2 > 60.0;
+  Acc19 tot;
+  Kokkos::parallel_reduce(
+      "pmewald::reciprocal_error", Kokkos::RangePolicy<ExecSpace>(0, K[0]),
+      [&](const int g0, Acc19& acc) {
     for (int g1 = 0; g1 < K[1]; ++g1)
       for (int g2 = 0; g2 < K[2]; ++g2) {
+        const int c0 = (K[0] - g0) % K[0], c1 = (K[1] - g1) % K[1], c2 = (K[2] - g2) % K[2];
+        if (g0 > c0 || (g0 == c0 && (g1 > c1 || (g1 == c1 && g2 > c2)))) continue;
+        const bool selfconj = (g0 == c0 && g1 == c1 && g2 == c2);
+        const double wgt = selfconj ? 1.0 : 2.0;
         const int gg[3] = {g0, g1, g2};
         const int m[3] = {ax[0].m[g0], ax[1].m[g1], ax[2].m[g2]};
         const double x0[3] = {double(m[0]), double(m[1]), double(m[2])};
@@ -173,6 +215,7 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
         const double D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
         const double BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
         // j = 0 diagonal term and the off-diagonal (j != j') terms
+        double KU4 = 0;
         double S = 0;
         if (!zero) {
           if (diff == Differentiation::IK) {
@@ -188,68 +231,82 @@ double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
             }
           } else {
             const double KU1 = k2_moment(gg, x0, 1);  // sum_{j!=0} k_j^2 U_j^2
-            const double KU4 = k2_moment(gg, x0, 2);  // sum_{j!=0} k_j^2 U_j^4
+            KU4 = k2_moment(gg, x0, 2);  // sum_{j!=0} k_j^2 U_j^4
             const double bracket = k02 * U02 * D1 + KU1 * (U02 + D1) - KU4;
             S += gi * gi * bracket + k02 * f0 * f0 * BU0m1 * BU0m1;
           }
         }
-        // j != 0 diagonal terms with the reference (Gaussian-damped aliases)
-        for (int j0 = -1; j0 <= 1; ++j0)
-          for (int j1 = -1; j1 <= 1; ++j1)
-            for (int j2 = -1; j2 <= 1; ++j2) {
-              if (j0 == 0 && j1 == 0 && j2 == 0) continue;
-              const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
-                                   m[1] + static_cast<double>(j1) * K[1],
-                                   m[2] + static_cast<double>(j2) * K[2]};
-              double kj[3];
-              for (int r = 0; r < 3; ++r)
-                kj[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
-              const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
-              const double ex = kj2 * inv4a2;
-              // beyond exp(-60) the reference alias is negligible next to g U_j^2
-              const double fj = ex > 60.0 ? 0.0 : 4.0 * M_PI * std::exp(-ex) / kj2;
-              const double uj = ax[0].u1[3 * g0 + j0 + 1] * ax[1].u1[3 * g1 + j1 + 1] *
-                                ax[2].u1[3 * g2 + j2 + 1];
-              const double Uj2 = uj * uj;
-              if (diff == Differentiation::IK) {
-                for (int r = 0; r < 3; ++r) {
-                  const double v = kp[r] * gi * Uj2 - kj[r] * fj;
-                  S += v * v;
-                }
-              } else {
-                const double v = gi * Uj2 - fj;
-                S += kj2 * v * v;
+        // j != 0 diagonal terms, sum_{j!=0} |D_j g U_j^2 - R_j|^2, split as
+        //   ik: |k'|^2 g^2 sum_{j!=0} U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k'.k_j)
+        //   ad: g^2 sum_{j!=0} k_j^2 U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k_j^2):
+        // the first part uses the factorised alias sums (|j_d| <= 30), the
+        // second only aliases whose Gaussian matters (|j_d| <= 1, skipped
+        // altogether when the nearest alias is beyond exp(-60)).
+        if (!zero) {
+          if (diff == Differentiation::IK) S += kp2 * gi * gi * D4;
+          else S += gi * gi * KU4;
+        }
+        if (!aliases_negligible) {
+          for (int j0 = -1; j0 <= 1; ++j0)
+            for (int j1 = -1; j1 <= 1; ++j1)
+              for (int j2 = -1; j2 <= 1; ++j2) {
+                if (j0 == 0 && j1 == 0 && j2 == 0) continue;
+                const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
+                                     m[1] + static_cast<double>(j1) * K[1],
+                                     m[2] + static_cast<double>(j2) * K[2]};
+                double kj[3];
+                for (int r = 0; r < 3; ++r)
+                  kj[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+                const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
+                const double ex = kj2 * inv4a2;
+                if (ex > 60.0) continue;  // negligible next to g U_j^2
+                const double fj = 4.0 * M_PI * std::exp(-ex) / kj2;
+                const double uj = ax[0].u1[3 * g0 + j0 + 1] * ax[1].u1[3 * g1 + j1 + 1] *
+                                  ax[2].u1[3 * g2 + j2 + 1];
+                const double Uj2 = uj * uj;
+                const double kdot = diff == Differentiation::IK
+                                        ? kp[0] * kj[0] + kp[1] * kj[1] + kp[2] * kj[2]
+                                        : kj2;
+                S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
               }
-            }
-        S_sum += S;
+        }
+        acc.v[0] += wgt * S;
         if (gi == 0.0) continue;
-        // self-force Fourier coefficients (up to the common factor -i/V)
+        // self-force Fourier coefficients (up to the common factor -i/V);
         // only the six n = +-e_d: the other n != 0 are products of two or
         // three first-order-small T0 factors (second order, negligible)
+        double contr[6][3];
         for (int face = 0; face < 6; ++face) {
-              int nn[3] = {0, 0, 0};
-              nn[face / 2] = (face % 2) ? 1 : -1;
-              const int n0 = nn[0], n1 = nn[1], n2 = nn[2];
-              double t0[3], t1[3];
-              for (int d = 0; d < 3; ++d) {
-                t0[d] = ax[d].T0[3 * gg[d] + nn[d] + 1];
-                t1[d] = ax[d].T1[3 * gg[d] + nn[d] + 1];
-              }
-              double* c = cn[(n0 + 1) * 9 + (n1 + 1) * 3 + (n2 + 1)];
-              if (diff == Differentiation::IK) {
-                const double t = gi * t0[0] * t0[1] * t0[2];
-                for (int r = 0; r < 3; ++r) c[r] += kp[r] * t;
-              } else {
-                const double w0 = t1[0] * t0[1] * t0[2], w1 = t0[0] * t1[1] * t0[2],
-                             w2 = t0[0] * t0[1] * t1[2];
-                for (int r = 0; r < 3; ++r)
-                  c[r] += gi * two_pi * (R[3 * r] * w0 + R[3 * r + 1] * w1 + R[3 * r + 2] * w2);
-              }
-            }
+          int nn[3] = {0, 0, 0};
+          nn[face / 2] = (face % 2) ? 1 : -1;
+          double t0[3], t1[3];
+          for (int d = 0; d < 3; ++d) {
+            t0[d] = ax[d].T0[3 * gg[d] + nn[d] + 1];
+            t1[d] = ax[d].T1[3 * gg[d] + nn[d] + 1];
+          }
+          double* c = contr[face];
+          if (diff == Differentiation::IK) {
+            const double t = gi * t0[0] * t0[1] * t0[2];
+            for (int r = 0; r < 3; ++r) c[r] = kp[r] * t;
+          } else {
+            const double w0 = t1[0] * t0[1] * t0[2], w1 = t0[0] * t1[1] * t0[2],
+                         w2 = t0[0] * t0[1] * t1[2];
+            for (int r = 0; r < 3; ++r)
+              c[r] = gi * two_pi * (R[3 * r] * w0 + R[3 * r + 1] * w1 + R[3 * r + 2] * w2);
+          }
+        }
+        for (int face = 0; face < 6; ++face) {
+          const int other = face ^ 1;  // -n
+          for (int r = 0; r < 3; ++r)
+            acc.v[1 + 3 * face + r] +=
+                selfconj ? contr[face][r] : contr[face][r] - contr[other][r];
+        }
       }
+      },
+      Kokkos::Sum<Acc19>(tot));
+  const double S_sum = tot.v[0];
   double self2 = 0;
-  for (int i = 0; i < 27; ++i)
-    for (int r = 0; r < 3; ++r) self2 += cn[i][r] * cn[i][r];
+  for (int i = 1; i < 19; ++i) self2 += tot.v[i] * tot.v[i];
   self2 /= V * V;
   const double pair = (sum_q2 * sum_q2 - sum_q4) * std::fmax(S_sum, 0.0) / (V * V);
   const double var = (pair + sum_q4 * self2) / n_atoms;

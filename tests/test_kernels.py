@@ -401,6 +401,14 @@ def test_bad_input_raises_value_error():
     with pytest.raises(ValueError):
         K.reciprocal_serial(box, pos, q, -1.0, (16, 16, 16), 5, "ad")
     with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, np.full(5, np.inf), 0.4, (16, 16, 16), 5, "ad")
+    # the next call after errors works, and an empty system is fine
+    E, F, W, phi = K.reciprocal_serial(box, np.zeros((0, 3)), np.zeros(0), 0.4, (8, 8, 8), 5, "ik")
+    assert E == 0.0 and F.shape == (0, 3) and np.all(W == 0) and phi.shape == (0,)
+    e, w, out = K.kspace_apply(box, (8, 8, 8), 0.4, 5, 1.0, ((0, 0, 0), (0, 8, 8)), (0, 1, 2),
+                               np.zeros(0, complex), "ad")
+    assert e == 0.0 and out.size == 0
+    with pytest.raises(ValueError):
         K.choose_parameters(box, 4.0, 1e-14, 5.0, 5, "ad", order=3)  # unreachable
     with pytest.raises(ValueError):
         K.choose_parameters(box, 4.0, -1.0, 5.0, 5, "ad")

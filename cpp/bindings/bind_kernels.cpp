@@ -57,6 +57,8 @@ View2<const double> positions_arg(const darr& x) {
 View1<const double> charges_arg(const darr& q, py::ssize_t n) {
   if (q.ndim() != 1 || q.shape(0) != n)
     throw ValueError("charges must have shape (n,) matching positions");
+  for (py::ssize_t i = 0; i < n; ++i)
+    if (!std::isfinite(q.data()[i])) throw ValueError("charges contain NaN or inf");
   return View1<const double>(q.data(), n);
 }
 

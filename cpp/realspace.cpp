@@ -1,0 +1,441 @@
+#include "realspace.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <unordered_map>
+
+#include "comm.hpp"
+#include "erfc_table.hpp"
+#include "errors.hpp"
+
+namespace pmewald {
+
+namespace {
+
+constexpr int kTagDirectory = 3130;  // and 3131
+constexpr int kTagOwners = 3140;     // and 3141
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kPi = 3.14159265358979323846;
+
+// Directory rank of an atom id: a mixed hash, so consecutive ids spread out.
+inline int directory_of(std::int64_t id, int P) {
+  std::uint64_t z = static_cast<std::uint64_t>(id) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z = z ^ (z >> 31);
+  return static_cast<int>(z % static_cast<std::uint64_t>(P));
+}
+
+struct DirRecord {
+  std::int64_t kind;  // 0: register (a = id, b = owner rank); 1: excluded pair (a, b)
+  std::int64_t a, b;
+};
+
+struct PairRecord {
+  std::int64_t a, b;
+};
+
+using ConstI64 = Kokkos::View<const std::int64_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+struct PairKernel {
+  using value_type = double[];
+  unsigned value_count = 8;  // E_real, E_excl, W00, W01, W02, W11, W12, W22
+
+  View2<double> own_r;
+  View1<double> own_q;
+  View1<int> cell_of_owned, slot_of_owned, cell_start;
+  View2<double> sr;
+  View1<double> sq;
+  View1<std::int64_t> sid;
+  ConstI64 excl_off, excl_ids;
+  View1<int> found;
+  View2<double> forces;
+  const double* erfc_coef;
+  int nc0, nc1, nc2;
+  double rc2, alpha, k;
+
+  void operator()(const int i, double* acc) const {
+    const double xi = own_r(i, 0), yi = own_r(i, 1), zi = own_r(i, 2);
+    const double kqi = k * own_q(i);
+    const int self = slot_of_owned(i);
+    const int c = cell_of_owned(i);
+    const int cx = c % nc0, cy = (c / nc0) % nc1, cz = c / (nc0 * nc1);
+    const std::int64_t e0 = excl_off(i), e1 = excl_off(i + 1);
+    double fx = 0, fy = 0, fz = 0;
+    double er = 0, ee = 0, w00 = 0, w01 = 0, w02 = 0, w11 = 0, w12 = 0, w22 = 0;
+    for (int z = (cz > 0 ? cz - 1 : 0); z <= (cz + 1 < nc2 ? cz + 1 : nc2 - 1); ++z)
+      for (int y = (cy > 0 ? cy - 1 : 0); y <= (cy + 1 < nc1 ? cy + 1 : nc1 - 1); ++y)
+        for (int x = (cx > 0 ? cx - 1 : 0); x <= (cx + 1 < nc0 ? cx + 1 : nc0 - 1); ++x) {
+          const int cell = x + nc0 * (y + nc1 * z);
+          const int jb = cell_start(cell), je = cell_start(cell + 1);
+          for (int j = jb; j < je; ++j) {
+            if (j == self) continue;
+            const double dx = xi - sr(j, 0), dy = yi - sr(j, 1), dz = zi - sr(j, 2);
+            const double r2 = dx * dx + dy * dy + dz * dz;
+            if (r2 >= rc2) continue;
+            bool excluded = false;
+            for (std::int64_t e = e0; e < e1; ++e)
+              if (excl_ids(e) == sid(j)) {
+                excluded = true;
+                found(e) += 1;
+                break;
+              }
+            const double kqq = kqi * sq(j);
+            double epair, fr;  // pair energy; force on i = fr * (dx, dy, dz)
+            if (r2 == 0.0) {
+              if (!excluded) {
+                // Two atoms on the same spot: infinite energy, report as inf.
+                epair = kqq * HUGE_VAL;
+                fr = 0;
+              } else {
+                epair = -kqq * alpha * kTwoOverSqrtPi;
+                fr = 0;
+              }
+            } else {
+              const double r = std::sqrt(r2);
+              const double inv_r2 = 1.0 / r2;
+              const double ar = alpha * r;
+              double erfc_ar, exp_mar2;
+              ErfcTable::eval(erfc_coef, ar, erfc_ar, exp_mar2);
+              const double g = kTwoOverSqrtPi * ar * exp_mar2;  // 2 alpha r exp(-a^2 r^2)/sqrt(pi)
+              if (!excluded) {
+                epair = kqq * erfc_ar / r;
+                fr = kqq * (erfc_ar + g) / r * inv_r2;
+              } else {
+                const double erf_ar = ar < 0.5 ? std::erf(ar) : 1.0 - erfc_ar;
+                epair = -kqq * erf_ar / r;
+                fr = kqq * (g - erf_ar) / r * inv_r2;
+              }
+            }
+            fx += fr * dx;
+            fy += fr * dy;
+            fz += fr * dz;
+            const double hf = 0.5 * fr;
+            if (excluded)
+              ee += 0.5 * epair;
+            else
+              er += 0.5 * epair;
+            w00 += hf * dx * dx;
+            w01 += hf * dx * dy;
+            w02 += hf * dx * dz;
+            w11 += hf * dy * dy;
+            w12 += hf * dy * dz;
+            w22 += hf * dz * dz;
+          }
+        }
+    forces(i, 0) = fx;
+    forces(i, 1) = fy;
+    forces(i, 2) = fz;
+    acc[0] += er;
+    acc[1] += ee;
+    acc[2] += w00;
+    acc[3] += w01;
+    acc[4] += w02;
+    acc[5] += w11;
+    acc[6] += w12;
+    acc[7] += w22;
+  }
+};
+
+template <class V>
+void ensure1(V& v, std::size_t n, const char* label) {
+  if (v.extent(0) < n) v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 4 + 16);
+}
+
+}  // namespace
+
+RealSpace::RealSpace(MPI_Comm comm)
+    : comm_(comm), nbx_dir_(comm, kTagDirectory), nbx_owner_(comm, kTagOwners) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+void RealSpace::set_exclusions(const Migration& mig, const std::int64_t* pairs, std::size_t m) {
+  std::string err;
+  for (std::size_t k = 0; k < m && err.empty(); ++k)
+    if (pairs[2 * k] == pairs[2 * k + 1])
+      err = "exclusions[" + std::to_string(k) + "] pairs atom id " + std::to_string(pairs[2 * k]) +
+            " with itself";
+  agree_or_throw(comm_, err);
+  long long mine = static_cast<long long>(m), total = 0;
+  check_mpi(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Allreduce");
+
+  const std::size_t n_owned = mig.n_owned();
+  excl_mig_ = &mig;
+  excl_generation_ = mig.generation();
+  excl_off_.assign(n_owned + 1, 0);
+  excl_ids_.clear();
+  if (total == 0) return;
+
+  const auto ids = mig.owned_ids();
+  // Round A: owners register their atoms; holders send pairs to the directory
+  // ranks of both ids.
+  std::unordered_map<int, std::size_t> slot;
+  std::vector<int> dests;
+  std::vector<std::vector<char>> bufs;
+  auto buffer_for = [&](int dest) -> std::vector<char>& {
+    auto it = slot.find(dest);
+    if (it != slot.end()) return bufs[it->second];
+    slot.emplace(dest, bufs.size());
+    dests.push_back(dest);
+    bufs.emplace_back();
+    return bufs.back();
+  };
+  for (std::size_t i = 0; i < n_owned; ++i)
+    append_bytes(buffer_for(directory_of(ids(i), size_)), DirRecord{0, ids(i), rank_});
+  for (std::size_t k = 0; k < m; ++k) {
+    const std::int64_t a = pairs[2 * k], b = pairs[2 * k + 1];
+    const int da = directory_of(a, size_), db = directory_of(b, size_);
+    append_bytes(buffer_for(da), DirRecord{1, a, b});
+    if (db != da) append_bytes(buffer_for(db), DirRecord{1, a, b});
+  }
+  std::vector<int> srcs;
+  std::vector<std::vector<char>> recv;
+  nbx_dir_.exchange(dests, bufs, srcs, recv);
+
+  // Directory work.
+  std::unordered_map<std::int64_t, int> owner_of;
+  for (const auto& b : recv)
+    for (std::size_t j = 0, n = record_count<DirRecord>(b); j < n; ++j) {
+      const DirRecord r = read_record<DirRecord>(b, j);
+      if (r.kind != 0) continue;
+      if (!owner_of.emplace(r.a, static_cast<int>(r.b)).second && err.empty())
+        err = "atom id " + std::to_string(r.a) + " is used by more than one atom";
+    }
+  slot.clear();
+  dests.clear();
+  bufs.clear();
+  for (const auto& b : recv)
+    for (std::size_t j = 0, n = record_count<DirRecord>(b); j < n; ++j) {
+      const DirRecord r = read_record<DirRecord>(b, j);
+      if (r.kind != 1) continue;
+      int sent_to = -1;
+      for (const std::int64_t e : {r.a, r.b}) {
+        if (directory_of(e, size_) != rank_) continue;
+        auto it = owner_of.find(e);
+        if (it == owner_of.end()) {
+          if (err.empty())
+            err = "exclusion (" + std::to_string(r.a) + ", " + std::to_string(r.b) +
+                  ") names atom id " + std::to_string(e) + ", which no rank passed";
+          continue;
+        }
+        if (it->second == sent_to) continue;
+        sent_to = it->second;
+        append_bytes(buffer_for(it->second), PairRecord{r.a, r.b});
+      }
+    }
+  nbx_owner_.exchange(dests, bufs, srcs, recv);
+
+  // Owner work: CSR of excluded partners per owned slot.
+  std::unordered_map<std::int64_t, std::size_t> slot_of_id;
+  slot_of_id.reserve(n_owned);
+  for (std::size_t i = 0; i < n_owned; ++i) slot_of_id.emplace(ids(i), i);
+  std::vector<std::pair<std::size_t, std::int64_t>> entries;
+  for (const auto& b : recv)
+    for (std::size_t j = 0, n = record_count<PairRecord>(b); j < n; ++j) {
+      const PairRecord p = read_record<PairRecord>(b, j);
+      auto ia = slot_of_id.find(p.a);
+      if (ia != slot_of_id.end()) entries.emplace_back(ia->second, p.b);
+      auto ib = slot_of_id.find(p.b);
+      if (ib != slot_of_id.end()) entries.emplace_back(ib->second, p.a);
+    }
+  std::sort(entries.begin(), entries.end());
+  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+  for (const auto& e : entries) excl_off_[e.first + 1] += 1;
+  for (std::size_t i = 0; i < n_owned; ++i) excl_off_[i + 1] += excl_off_[i];
+  excl_ids_.resize(entries.size());
+  for (std::size_t k = 0; k < entries.size(); ++k) excl_ids_[k] = entries[k].second;
+  agree_or_throw(comm_, err);
+}
+
+RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, double alpha,
+                                        double coulomb_constant, View2<double> forces) {
+  RealSpaceTerms t;
+  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
+  if (excl_mig_ != &mig || excl_generation_ != mig.generation()) {
+    // set_exclusions() not called for this migration: no exclusions.
+    excl_off_.assign(n_o + 1, 0);
+    excl_ids_.clear();
+  }
+  if (forces.extent(0) < n_o || forces.extent(1) != 3)
+    throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3");
+
+  const auto own_r = mig.owned_positions();
+  const auto own_s = mig.owned_fractional();
+  const auto own_q = mig.owned_charges();
+  const auto own_id = mig.owned_ids();
+  const auto gh_r = mig.ghost_positions();
+  const auto gh_s = mig.ghost_fractional();
+  const auto gh_q = mig.ghost_charges();
+  const auto gh_id = mig.ghost_ids();
+
+  for (std::size_t i = 0; i < n_o; ++i) {
+    t.sum_q += own_q(i);
+    t.sum_q2 += own_q(i) * own_q(i);
+  }
+
+  std::string err;
+  if (n_o > 0) {
+    // Cell grid over this rank's domain grown by the ghost margin, in
+    // fractional coordinates; cell edges >= cutoff / height along each axis,
+    // so any pair within the cutoff is in the same or a neighbouring cell.
+    int nc[3];
+    double flo[3], inv_w[3];
+    for (int d = 0; d < 3; ++d) {
+      const double c = mig.ghost_margin(d);
+      flo[d] = mig.domain_lo(d) - c;
+      const double width = mig.domain_hi(d) + c - flo[d];
+      nc[d] = std::max(1, static_cast<int>(std::floor(width / c)));
+      nc[d] = std::min(nc[d], 1 << 10);
+      inv_w[d] = nc[d] / width;
+    }
+    const int ncell = nc[0] * nc[1] * nc[2];
+    const std::size_t N = n_o + n_g;
+    auto cell_index = [&](double s0, double s1, double s2) {
+      const double s[3] = {s0, s1, s2};
+      int ci[3];
+      for (int d = 0; d < 3; ++d) {
+        int c = static_cast<int>(std::floor((s[d] - flo[d]) * inv_w[d]));
+        ci[d] = std::min(std::max(c, 0), nc[d] - 1);
+      }
+      return ci[0] + nc[0] * (ci[1] + nc[1] * ci[2]);
+    };
+    ensure1(cell_start_, static_cast<std::size_t>(ncell) + 1, "cell_start");
+    ensure1(cell_of_owned_, n_o, "cell_of_owned");
+    ensure1(slot_of_owned_, n_o, "slot_of_owned");
+    if (sr_.extent(0) < N) sr_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_r"), N + N / 4 + 16, 3);
+    ensure1(sq_, N, "sorted_q");
+    ensure1(sid_, N, "sorted_id");
+    std::vector<int> cell_of(N);
+    for (std::size_t i = 0; i < n_o; ++i) cell_of[i] = cell_index(own_s(i, 0), own_s(i, 1), own_s(i, 2));
+    for (std::size_t g = 0; g < n_g; ++g)
+      cell_of[n_o + g] = cell_index(gh_s(g, 0), gh_s(g, 1), gh_s(g, 2));
+    for (int c = 0; c <= ncell; ++c) cell_start_(c) = 0;
+    for (std::size_t a = 0; a < N; ++a) cell_start_(cell_of[a] + 1) += 1;
+    for (int c = 0; c < ncell; ++c) cell_start_(c + 1) += cell_start_(c);
+    std::vector<int> fill(cell_start_.data(), cell_start_.data() + ncell);
+    for (std::size_t a = 0; a < N; ++a) {
+      const int at = fill[static_cast<std::size_t>(cell_of[a])]++;
+      if (a < n_o) {
+        for (int d = 0; d < 3; ++d) sr_(at, d) = own_r(a, d);
+        sq_(at) = own_q(a);
+        sid_(at) = own_id(a);
+        slot_of_owned_(a) = at;
+        cell_of_owned_(a) = cell_of[a];
+      } else {
+        const std::size_t g = a - n_o;
+        for (int d = 0; d < 3; ++d) sr_(at, d) = gh_r(g, d);
+        sq_(at) = gh_q(g);
+        sid_(at) = gh_id(g);
+      }
+    }
+    ensure1(found_, std::max<std::size_t>(excl_ids_.size(), 1), "exclusion_found");
+    for (std::size_t e = 0; e < excl_ids_.size(); ++e) found_(e) = 0;
+
+    PairKernel kern;
+    kern.own_r = own_r;
+    kern.own_q = own_q;
+    kern.cell_of_owned = cell_of_owned_;
+    kern.slot_of_owned = slot_of_owned_;
+    kern.cell_start = cell_start_;
+    kern.sr = sr_;
+    kern.sq = sq_;
+    kern.sid = sid_;
+    kern.excl_off = ConstI64(excl_off_.data(), excl_off_.size());
+    kern.excl_ids = ConstI64(excl_ids_.data(), excl_ids_.size());
+    kern.found = found_;
+    kern.forces = forces;
+    kern.erfc_coef = ErfcTable::instance().coefficients();
+    kern.nc0 = nc[0];
+    kern.nc1 = nc[1];
+    kern.nc2 = nc[2];
+    kern.rc2 = cutoff * cutoff;
+    kern.alpha = alpha;
+    kern.k = coulomb_constant;
+    View1<double> sums("realspace_sums", 8);
+    Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(n_o)), kern, sums);
+    Kokkos::fence();
+    t.real = sums(0);
+    t.exclusion = sums(1);
+    const double w[6] = {sums(2), sums(3), sums(4), sums(5), sums(6), sums(7)};
+    t.virial = {w[0], w[1], w[2], w[1], w[3], w[4], w[2], w[4], w[5]};
+
+    for (std::size_t i = 0; i < n_o && err.empty(); ++i)
+      for (std::int64_t e = excl_off_[i]; e < excl_off_[i + 1]; ++e)
+        if (found_(e) != 1) {
+          err = "excluded pair (" + std::to_string(own_id(i)) + ", " +
+                std::to_string(excl_ids_[static_cast<std::size_t>(e)]) +
+                ") is not closer than the cutoff (" + std::to_string(cutoff) +
+                "); excluded pairs must lie within the cutoff";
+          break;
+        }
+  }
+  agree_or_throw(comm_, err);
+  return t;
+}
+
+RealSpaceTerms RealSpace::reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
+                                       const PeriodicCell& cell, double alpha,
+                                       double coulomb_constant) {
+  double in[13] = {local.real, local.exclusion, local.sum_q, local.sum_q2};
+  for (int k = 0; k < 9; ++k) in[4 + k] = local.virial[static_cast<std::size_t>(k)];
+  double out[13];
+  check_mpi(MPI_Allreduce(in, out, 13, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
+  RealSpaceTerms t;
+  t.real = out[0];
+  t.exclusion = out[1];
+  t.sum_q = out[2];
+  t.sum_q2 = out[3];
+  for (int k = 0; k < 9; ++k) t.virial[static_cast<std::size_t>(k)] = out[4 + k];
+  t.self = -coulomb_constant * alpha / std::sqrt(kPi) * t.sum_q2;
+  t.background = -coulomb_constant * kPi * t.sum_q * t.sum_q / (2.0 * cell.volume * alpha * alpha);
+  for (int d = 0; d < 3; ++d) t.virial[static_cast<std::size_t>(4 * d)] += t.background;
+  return t;
+}
+
+RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& mesh,
+                                 const double* positions, const double* charges,
+                                 const std::int64_t* ids, std::size_t n_local,
+                                 const std::int64_t* exclusions, std::size_t n_exclusions,
+                                 double cutoff, double alpha, double coulomb_constant,
+                                 double* forces_out) {
+  Comm dup(comm);
+  std::string err = PeriodicCell::check(box9);
+  if (err.empty()) {
+    PeriodicCell cell(box9);
+    if (!(std::isfinite(cutoff) && cutoff > 0))
+      err = "cutoff must be a positive finite number";
+    else if (cutoff > 0.5 * cell.min_height() * (1 + 1e-12)) {
+      std::ostringstream os;
+      os.precision(10);
+      os << "cutoff " << cutoff << " exceeds half the smallest box height ("
+         << 0.5 * cell.min_height() << ")";
+      err = os.str();
+    } else if (!(std::isfinite(alpha) && alpha > 0))
+      err = "alpha must be a positive finite number";
+    else if (!std::isfinite(coulomb_constant))
+      err = "coulomb_constant must be finite";
+  }
+  for (int d = 0; d < 3 && err.empty(); ++d)
+    if (mesh[d] < 1) err = "mesh sizes must be positive";
+  agree_or_throw(dup.get(), err);
+  std::vector<double> shared(box9, box9 + 9);
+  shared.insert(shared.end(), {double(mesh[0]), double(mesh[1]), double(mesh[2]), cutoff, alpha,
+                               coulomb_constant});
+  if (!same_on_all_ranks(dup.get(), shared))
+    agree_or_throw(dup.get(), "box, mesh, cutoff, alpha and coulomb_constant must be the same on every rank");
+
+  const PeriodicCell cell(box9);
+  Migration mig(dup.get());
+  mig.set_geometry(cell, mesh);
+  mig.forward(positions, charges, ids, n_local);
+  RealSpace rs(dup.get());
+  rs.set_exclusions(mig, exclusions, n_exclusions);
+  mig.exchange_ghosts(cutoff);
+  View2<double> f("realspace_forces", mig.n_owned(), 3);
+  const RealSpaceTerms local = rs.compute_local(mig, cutoff, alpha, coulomb_constant, f);
+  mig.reverse(f.data(), 3, forces_out);
+  return RealSpace::reduce_terms(dup.get(), local, cell, alpha, coulomb_constant);
+}
+
+}  // namespace pmewald

@@ -1,0 +1,105 @@
+// Real-space part of Ewald: erfc-screened pairs within the cutoff (cell list
+// over owned + ghost atoms), exclusion corrections, self and background
+// terms.
+//
+// Pair counting: a full neighbour list. Each rank visits every pair (i, j)
+// with i owned and j owned or ghost, r_ij < cutoff, and takes the whole force
+// on i but half the pair's energy and virial. Every pair is therefore counted
+// exactly once globally (half from each side), and each thread writes only
+// its own atom's force. Since cutoff <= min height / 2, at most one image of a
+// pair is within the cutoff and it is the minimum image.
+//
+// Exclusions (OpenMM's way): an excluded pair gets no erfc term and gets
+// -k q_i q_j erf(alpha r)/r (minimum image) to remove its reciprocal-space
+// part. Excluded pairs must be closer than the cutoff.
+//
+// Virial: W = -dE/d(eps) with positions and box strained by (1 + eps); for
+// pairs W_ab = sum r_ij,a F_ij,b (F_ij the force on i due to j).
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kokkos_types.hpp"
+#include "migrate.hpp"
+#include "sparse_exchange.hpp"
+
+namespace pmewald {
+
+// Energies and virial (row-major 3x3).
+struct RealSpaceTerms {
+  double real = 0;        // erfc pair sum
+  double exclusion = 0;   // -erf corrections of excluded pairs
+  double self = 0;        // -k alpha / sqrt(pi) sum q^2
+  double background = 0;  // -k pi Q^2 / (2 V alpha^2)
+  std::array<double, 9> virial{};  // of real + exclusion + background
+  double sum_q = 0, sum_q2 = 0;
+  double energy() const { return real + exclusion + self + background; }
+};
+
+class RealSpace {
+ public:
+  // Uses `comm` as given (the same communicator as the Migration).
+  explicit RealSpace(MPI_Comm comm);
+
+  // Collective. Routes the excluded pairs (m x 2 global ids, row-major; any
+  // rank may hold any pair, each pair once) to the owners of both atoms, for
+  // the atoms `mig` owns now (call after every Migration::forward). Uses a
+  // distributed directory (id -> owner at rank hash(id) % P): two NBX rounds,
+  // no O(P) data. Unknown ids, duplicate atom ids (when exclusions are given)
+  // and self-pairs raise ValueError on every rank. m = 0 on every rank costs
+  // one small allreduce.
+  void set_exclusions(const Migration& mig, const std::int64_t* pairs, std::size_t m);
+
+  // Collective only through the error agreement at its end. Needs
+  // mig.forward(), set_exclusions() and mig.exchange_ghosts(cutoff) first.
+  // Overwrites forces (n_owned x 3) with the real-space + exclusion forces on
+  // the owned atoms and returns THIS RANK's share of the terms (not reduced):
+  // real, exclusion, virial, sum_q, sum_q2 (self/background left 0; see
+  // reduce_terms). An excluded pair farther apart than the cutoff raises
+  // ValueError on every rank.
+  RealSpaceTerms compute_local(const Migration& mig, double cutoff, double alpha,
+                               double coulomb_constant, View2<double> forces);
+
+  // Collective: sums local terms over ranks and adds the self and background
+  // terms (background virial E_bg * identity). Identical on every rank.
+  static RealSpaceTerms reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
+                                     const PeriodicCell& cell, double alpha,
+                                     double coulomb_constant);
+
+  // Excluded partners of each owned atom (CSR over owned slots), after
+  // set_exclusions().
+  const std::vector<std::int64_t>& exclusion_offsets() const { return excl_off_; }
+  const std::vector<std::int64_t>& exclusion_partners() const { return excl_ids_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  SparseExchange nbx_dir_, nbx_owner_;
+  std::vector<std::int64_t> excl_off_, excl_ids_;
+  std::uint64_t excl_generation_ = ~std::uint64_t{0};
+  const Migration* excl_mig_ = nullptr;
+  // Cell-list scratch, reused between calls.
+  View1<int> cell_start_, cell_of_owned_;
+  View1<int> slot_of_owned_;
+  View2<double> sr_;
+  View1<double> sq_;
+  View1<std::int64_t> sid_;
+  View1<int> found_;
+};
+
+// The whole real-space pipeline on caller-split atoms (what the Python
+// binding runs): migrate, route exclusions, ghosts, pair kernel, reverse the
+// forces to the caller's order, reduce. forces_out: n_local x 3.
+RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& mesh,
+                                 const double* positions, const double* charges,
+                                 const std::int64_t* ids, std::size_t n_local,
+                                 const std::int64_t* exclusions, std::size_t n_exclusions,
+                                 double cutoff, double alpha, double coulomb_constant,
+                                 double* forces_out);
+
+}  // namespace pmewald

@@ -1,5 +1,6 @@
 #include "realspace.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 #include <unordered_map>
@@ -16,6 +17,10 @@ constexpr int kTagDirectory = 3130;  // and 3131
 constexpr int kTagOwners = 3140;     // and 3141
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 constexpr double kPi = 3.14159265358979323846;
+
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Directory rank of an atom id: a mixed hash, so consecutive ids spread out.
 inline int directory_of(std::int64_t id, int P) {
@@ -52,6 +57,7 @@ struct PairKernel {
   View2<double> forces;
   const double* erfc_coef;
   int nc0, nc1, nc2;
+  int reach;  // cells per cutoff: pairs within the cutoff are <= reach cells apart
   double rc2, alpha, k;
 
   void operator()(const int i, double* acc) const {
@@ -63,9 +69,10 @@ struct PairKernel {
     const std::int64_t e0 = excl_off(i), e1 = excl_off(i + 1);
     double fx = 0, fy = 0, fz = 0;
     double er = 0, ee = 0, w00 = 0, w01 = 0, w02 = 0, w11 = 0, w12 = 0, w22 = 0;
-    for (int z = (cz > 0 ? cz - 1 : 0); z <= (cz + 1 < nc2 ? cz + 1 : nc2 - 1); ++z)
-      for (int y = (cy > 0 ? cy - 1 : 0); y <= (cy + 1 < nc1 ? cy + 1 : nc1 - 1); ++y)
-        for (int x = (cx > 0 ? cx - 1 : 0); x <= (cx + 1 < nc0 ? cx + 1 : nc0 - 1); ++x) {
+    const int m = reach;
+    for (int z = (cz > m ? cz - m : 0); z <= (cz + m < nc2 ? cz + m : nc2 - 1); ++z)
+      for (int y = (cy > m ? cy - m : 0); y <= (cy + m < nc1 ? cy + m : nc1 - 1); ++y)
+        for (int x = (cx > m ? cx - m : 0); x <= (cx + m < nc0 ? cx + m : nc0 - 1); ++x) {
           const int cell = x + nc0 * (y + nc1 * z);
           const int jb = cell_start(cell), je = cell_start(cell + 1);
           for (int j = jb; j < je; ++j) {
@@ -275,17 +282,21 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
   }
 
   std::string err;
+  const double t0 = now();
   if (n_o > 0) {
     // Cell grid over this rank's domain grown by the ghost margin, in
-    // fractional coordinates; cell edges >= cutoff / height along each axis,
-    // so any pair within the cutoff is in the same or a neighbouring cell.
+    // fractional coordinates; cell edges >= (cutoff / height) / reach along
+    // each axis, so any pair within the cutoff is at most `reach` cells apart
+    // along every axis (triclinic-correct: |ds_d| <= r / height_d). reach = 2
+    // searches (5 rc/2)^3 instead of (3 rc)^3 per atom.
+    constexpr int reach = 2;
     int nc[3];
     double flo[3], inv_w[3];
     for (int d = 0; d < 3; ++d) {
       const double c = mig.ghost_margin(d);
       flo[d] = mig.domain_lo(d) - c;
       const double width = mig.domain_hi(d) + c - flo[d];
-      nc[d] = std::max(1, static_cast<int>(std::floor(width / c)));
+      nc[d] = std::max(1, static_cast<int>(std::floor(width * reach / c)));
       nc[d] = std::min(nc[d], 1 << 10);
       inv_w[d] = nc[d] / width;
     }
@@ -332,6 +343,8 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     ensure1(found_, std::max<std::size_t>(excl_ids_.size(), 1), "exclusion_found");
     for (std::size_t e = 0; e < excl_ids_.size(); ++e) found_(e) = 0;
 
+    t.t_cells = now() - t0;
+    const double t1 = now();
     PairKernel kern;
     kern.own_r = own_r;
     kern.own_q = own_q;
@@ -349,12 +362,14 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     kern.nc0 = nc[0];
     kern.nc1 = nc[1];
     kern.nc2 = nc[2];
+    kern.reach = reach;
     kern.rc2 = cutoff * cutoff;
     kern.alpha = alpha;
     kern.k = coulomb_constant;
     View1<double> sums("realspace_sums", 8);
     Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(n_o)), kern, sums);
     Kokkos::fence();
+    t.t_pairs = now() - t1;
     t.real = sums(0);
     t.exclusion = sums(1);
     const double w[6] = {sums(2), sums(3), sums(4), sums(5), sums(6), sums(7)};
@@ -426,16 +441,31 @@ RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& 
     agree_or_throw(dup.get(), "box, mesh, cutoff, alpha and coulomb_constant must be the same on every rank");
 
   const PeriodicCell cell(box9);
+  double t = now();
   Migration mig(dup.get());
   mig.set_geometry(cell, mesh);
   mig.forward(positions, charges, ids, n_local);
+  const double t_migrate = now() - t;
+  t = now();
   RealSpace rs(dup.get());
   rs.set_exclusions(mig, exclusions, n_exclusions);
+  const double t_excl = now() - t;
+  t = now();
   mig.exchange_ghosts(cutoff);
+  const double t_ghosts = now() - t;
   View2<double> f("realspace_forces", mig.n_owned(), 3);
   const RealSpaceTerms local = rs.compute_local(mig, cutoff, alpha, coulomb_constant, f);
+  t = now();
   mig.reverse(f.data(), 3, forces_out);
-  return RealSpace::reduce_terms(dup.get(), local, cell, alpha, coulomb_constant);
+  const double t_reverse = now() - t;
+  RealSpaceTerms out = RealSpace::reduce_terms(dup.get(), local, cell, alpha, coulomb_constant);
+  out.t_migrate = t_migrate;
+  out.t_exclusions = t_excl;
+  out.t_ghosts = t_ghosts;
+  out.t_cells = local.t_cells;
+  out.t_pairs = local.t_pairs;
+  out.t_reverse = t_reverse;
+  return out;
 }
 
 }  // namespace pmewald

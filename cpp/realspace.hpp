@@ -38,6 +38,9 @@ struct RealSpaceTerms {
   double background = 0;  // -k pi Q^2 / (2 V alpha^2)
   std::array<double, 9> virial{};  // of real + exclusion + background
   double sum_q = 0, sum_q2 = 0;
+  // Wall seconds on this rank, by phase (filled by compute_realspace; the
+  // pair kernel time also by compute_local as `pairs`, cell list as `cells`).
+  double t_migrate = 0, t_exclusions = 0, t_ghosts = 0, t_cells = 0, t_pairs = 0, t_reverse = 0;
   double energy() const { return real + exclusion + self + background; }
 };
 

@@ -430,3 +430,68 @@ def test_mpi_bad_input_raises_everywhere(comm):
     idx = split(30, comm, "roundrobin")
     e, f, w, t = run(comm, box, mesh, pos, q, ids, idx, 0.4 * heights(box).min(), 1.0)
     assert np.isfinite(e)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", ["ortho-charged", "tric-charged", "tric-neutral"])
+def test_mpi_migration_and_ghosts_exact(comm, case):
+    """Owned atoms are exactly those whose mesh point floor(K s) lies in this
+    rank's brick; ghosts are exactly the images (other than owned atoms
+    themselves) inside the brick grown by the margin; results come back to the
+    caller in its order."""
+    box, mesh, n, _ = CASES[case]
+    pos, q, ids = random_system(box, n, seed=11)
+    idx = split(n, comm, "reversed")
+    cutoff = 0.49 * heights(box).min()
+    d = rs.migrate(comm, box, mesh, pos[idx], q[idx], ids[idx], cutoff)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    lo, hi = (np.array(v) for v in d["brick"])
+    K = np.array(mesh)
+    recip = np.linalg.inv(box)
+    s_all = pos @ recip
+    s_all -= np.floor(s_all)
+    m_all = np.minimum(np.floor(s_all * K).astype(int), K - 1)
+    mine = np.all((m_all >= lo) & (m_all < hi), axis=1)
+    assert sorted(d["owned_ids"]) == sorted(ids[mine])
+    assert list(d["owned_ids"]) == sorted(d["owned_ids"])  # owned order: by id
+    # Owned data: wrapped positions, fractional coordinates, charges, origin.
+    where = {i: k for k, i in enumerate(ids)}
+    all_idx = comm.allgather(idx)
+    for j, i in enumerate(d["owned_ids"]):
+        k = where[i]
+        assert np.allclose(d["owned_fractional"][j], s_all[k], atol=1e-13)
+        assert np.allclose(d["owned_positions"][j], s_all[k] @ box, atol=1e-12)
+        assert d["owned_charges"][j] == q[k]
+        assert all_idx[d["origin_rank"][j]][d["origin_index"][j]] == k
+    # Every atom is owned exactly once globally.
+    counts = comm.allreduce(len(d["owned_ids"]))
+    assert counts == n
+    # Reverse path returns the owner's rows in the caller's order.
+    ret = d["returned"]
+    assert np.array_equal(ret[:, 0].astype(np.int64), ids[idx])
+    assert np.allclose(ret[:, 1:], s_all[idx] @ box, atol=1e-12)
+    # Ghosts: brute force over images.
+    margin = np.array(d["margin"])
+    assert np.allclose(margin, cutoff / heights(box) * (1 + 1e-9))
+    flo = lo / K - margin
+    fhi = hi / K + margin
+    expect = []
+    for img in itertools.product(range(-1, 2), repeat=3):
+        s = s_all + np.array(img)
+        inside = np.all((s >= flo) & (s < fhi), axis=1)
+        if img == (0, 0, 0):
+            inside &= ~mine
+        for k in np.nonzero(inside)[0]:
+            expect.append((int(ids[k]),) + img)
+    got = []
+    for g, i in enumerate(d["ghost_ids"]):
+        k = where[i]
+        shift = d["ghost_fractional"][g] - s_all[k]
+        sh = np.round(shift).astype(int)
+        assert np.allclose(shift, sh, atol=1e-12)
+        assert np.allclose(d["ghost_positions"][g], (s_all[k] + sh) @ box, atol=1e-11)
+        assert d["ghost_charges"][g] == q[k]
+        got.append((int(i),) + tuple(int(v) for v in sh))
+    assert len(got) == len(set(got)), "duplicate ghost"
+    assert sorted(got) == sorted(expect)

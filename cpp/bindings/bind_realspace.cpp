@@ -150,6 +150,80 @@ the full Ewald sum is E), the terms dict and this rank's wall seconds by phase. 
 ValueError on every rank.)doc");
 
   r.def(
+      "migrate",
+      [](py::object comm_obj, py::array_t<double, py::array::c_style | py::array::forcecast> box,
+         const Int3& mesh, py::array_t<double, py::array::c_style | py::array::forcecast> pos,
+         py::array_t<double, py::array::c_style | py::array::forcecast> q,
+         py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> ids, double cutoff) {
+        MPI_Comm comm = comm_from_python(comm_obj);
+        std::string err;
+        if (box.ndim() != 2 || box.shape(0) != 3 || box.shape(1) != 3) err = "box must be 3x3";
+        else if (pos.ndim() != 2 || pos.shape(1) != 3 || q.ndim() != 1 || ids.ndim() != 1 ||
+                 q.shape(0) != pos.shape(0) || ids.shape(0) != pos.shape(0))
+          err = "positions (n, 3), charges (n,), ids (n,) expected";
+        else
+          err = PeriodicCell::check(box.data());
+        agree_or_throw(comm, err);
+        Comm dup(comm);
+        Migration mig(dup.get());
+        mig.set_geometry(PeriodicCell(box.data()), mesh);
+        const std::size_t n = static_cast<std::size_t>(pos.shape(0));
+        mig.forward(pos.data(), q.data(), ids.data(), n);
+        mig.exchange_ghosts(cutoff);
+        const auto no = static_cast<py::ssize_t>(mig.n_owned());
+        const auto ng = static_cast<py::ssize_t>(mig.n_ghost());
+        py::array_t<double> own_r({no, py::ssize_t{3}}), own_s({no, py::ssize_t{3}}), own_q(no);
+        py::array_t<std::int64_t> own_id(no), origin_rank(no), origin_index(no);
+        std::vector<double> back_in(static_cast<std::size_t>(no) * 4);
+        for (py::ssize_t i = 0; i < no; ++i) {
+          for (int a = 0; a < 3; ++a) {
+            own_r.mutable_at(i, a) = mig.owned_positions()(i, a);
+            own_s.mutable_at(i, a) = mig.owned_fractional()(i, a);
+          }
+          own_q.mutable_at(i) = mig.owned_charges()(i);
+          own_id.mutable_at(i) = mig.owned_ids()(i);
+          origin_rank.mutable_at(i) = mig.owned_origin_rank()[static_cast<std::size_t>(i)];
+          origin_index.mutable_at(i) = mig.owned_origin_index()[static_cast<std::size_t>(i)];
+          back_in[static_cast<std::size_t>(i) * 4] = static_cast<double>(mig.owned_ids()(i));
+          for (int a = 0; a < 3; ++a)
+            back_in[static_cast<std::size_t>(i) * 4 + 1 + a] = mig.owned_positions()(i, a);
+        }
+        py::array_t<double> gh_r({ng, py::ssize_t{3}}), gh_s({ng, py::ssize_t{3}}), gh_q(ng);
+        py::array_t<std::int64_t> gh_id(ng);
+        for (py::ssize_t g = 0; g < ng; ++g) {
+          for (int a = 0; a < 3; ++a) {
+            gh_r.mutable_at(g, a) = mig.ghost_positions()(g, a);
+            gh_s.mutable_at(g, a) = mig.ghost_fractional()(g, a);
+          }
+          gh_q.mutable_at(g) = mig.ghost_charges()(g);
+          gh_id.mutable_at(g) = mig.ghost_ids()(g);
+        }
+        py::array_t<double> back({static_cast<py::ssize_t>(n), py::ssize_t{4}});
+        mig.reverse(back_in.data(), 4, back.mutable_data());
+        py::dict d;
+        d["owned_positions"] = own_r;
+        d["owned_fractional"] = own_s;
+        d["owned_charges"] = own_q;
+        d["owned_ids"] = own_id;
+        d["origin_rank"] = origin_rank;
+        d["origin_index"] = origin_index;
+        d["ghost_positions"] = gh_r;
+        d["ghost_fractional"] = gh_s;
+        d["ghost_charges"] = gh_q;
+        d["ghost_ids"] = gh_id;
+        d["returned"] = back;
+        d["grid"] = mig.grid();
+        d["brick"] = box_to_python(mig.my_brick());
+        d["margin"] = std::array<double, 3>{mig.ghost_margin(0), mig.ghost_margin(1), mig.ghost_margin(2)};
+        return d;
+      },
+      py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("positions"), py::arg("charges"),
+      py::arg("ids"), py::arg("cutoff"),
+      R"doc(Migration and ghost exchange alone (for tests): owned and ghost atoms of this
+rank, the processor grid, brick and ghost margin, and `returned`: the owners'
+(id, x, y, z) rows sent back through the reverse path, in the caller's order.)doc");
+
+  r.def(
       "erfc",
       [](py::array_t<double, py::array::c_style | py::array::forcecast> x) {
         const double* c = ErfcTable::instance().coefficients();

@@ -60,6 +60,30 @@ struct PairKernel {
   int reach;  // cells per cutoff: pairs within the cutoff are <= reach cells apart
   double rc2, alpha, k;
 
+  // Excluded pair (rare): no erfc term; -k q_i q_j erf(alpha r)/r instead.
+  void excluded_pair(double kqq, double dx, double dy, double dz, double r2, double& e,
+                     double& fr) const {
+    if (r2 == 0.0) {
+      e = -kqq * alpha * kTwoOverSqrtPi;
+      fr = 0;
+      return;
+    }
+    const double r = std::sqrt(r2);
+    const double ar = alpha * r;
+    double erfc_ar, exp_mar2;
+    ErfcTable::eval(erfc_coef, ar, erfc_ar, exp_mar2);
+    const double erf_ar = ar < 0.5 ? std::erf(ar) : 1.0 - erfc_ar;
+    e = -kqq * erf_ar / r;
+    fr = kqq * (kTwoOverSqrtPi * ar * exp_mar2 - erf_ar) / (r * r2);
+    (void)dx;
+    (void)dy;
+    (void)dz;
+  }
+
+  // Two phases per atom: gather the partners within the cutoff (branchy,
+  // cheap), then evaluate them in a branch-free loop the CPU can pipeline.
+  static constexpr int kBatch = 128;
+
   void operator()(const int i, double* acc) const {
     const double xi = own_r(i, 0), yi = own_r(i, 1), zi = own_r(i, 2);
     const double kqi = k * own_q(i);
@@ -69,17 +93,49 @@ struct PairKernel {
     const std::int64_t e0 = excl_off(i), e1 = excl_off(i + 1);
     double fx = 0, fy = 0, fz = 0;
     double er = 0, ee = 0, w00 = 0, w01 = 0, w02 = 0, w11 = 0, w12 = 0, w22 = 0;
+    int batch[kBatch];
+    int nb = 0;
+    const double a_tsp = alpha * kTwoOverSqrtPi;
+
+    auto flush = [&]() {
+      for (int b = 0; b < nb; ++b) {
+        const int j = batch[b];
+        const double dx = xi - sr(j, 0), dy = yi - sr(j, 1), dz = zi - sr(j, 2);
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double inv_r = 1.0 / std::sqrt(r2);
+        const double r = r2 * inv_r;
+        double erfc_ar, exp_mar2;
+        ErfcTable::eval(erfc_coef, alpha * r, erfc_ar, exp_mar2);
+        const double kqq = kqi * sq(j);
+        const double e = kqq * erfc_ar * inv_r;
+        const double fr = (e + kqq * a_tsp * exp_mar2) * inv_r * inv_r;
+        fx += fr * dx;
+        fy += fr * dy;
+        fz += fr * dz;
+        er += 0.5 * e;
+        const double hf = 0.5 * fr;
+        w00 += hf * dx * dx;
+        w01 += hf * dx * dy;
+        w02 += hf * dx * dz;
+        w11 += hf * dy * dy;
+        w12 += hf * dy * dz;
+        w22 += hf * dz * dz;
+      }
+      nb = 0;
+    };
+
     const int m = reach;
     for (int z = (cz > m ? cz - m : 0); z <= (cz + m < nc2 ? cz + m : nc2 - 1); ++z)
-      for (int y = (cy > m ? cy - m : 0); y <= (cy + m < nc1 ? cy + m : nc1 - 1); ++y)
-        for (int x = (cx > m ? cx - m : 0); x <= (cx + m < nc0 ? cx + m : nc0 - 1); ++x) {
-          const int cell = x + nc0 * (y + nc1 * z);
-          const int jb = cell_start(cell), je = cell_start(cell + 1);
-          for (int j = jb; j < je; ++j) {
-            if (j == self) continue;
-            const double dx = xi - sr(j, 0), dy = yi - sr(j, 1), dz = zi - sr(j, 2);
-            const double r2 = dx * dx + dy * dy + dz * dz;
-            if (r2 >= rc2) continue;
+      for (int y = (cy > m ? cy - m : 0); y <= (cy + m < nc1 ? cy + m : nc1 - 1); ++y) {
+        const int x0 = cx > m ? cx - m : 0, x1 = cx + m < nc0 ? cx + m : nc0 - 1;
+        // Cells x0..x1 of one row are contiguous in the sorted arrays.
+        const int row = nc0 * (y + nc1 * z);
+        const int jb = cell_start(row + x0), je = cell_start(row + x1 + 1);
+        for (int j = jb; j < je; ++j) {
+          const double dx = xi - sr(j, 0), dy = yi - sr(j, 1), dz = zi - sr(j, 2);
+          const double r2 = dx * dx + dy * dy + dz * dz;
+          if (r2 >= rc2 || j == self) continue;
+          if (e1 > e0) {
             bool excluded = false;
             for (std::int64_t e = e0; e < e1; ++e)
               if (excl_ids(e) == sid(j)) {
@@ -87,49 +143,28 @@ struct PairKernel {
                 found(e) += 1;
                 break;
               }
-            const double kqq = kqi * sq(j);
-            double epair, fr;  // pair energy; force on i = fr * (dx, dy, dz)
-            if (r2 == 0.0) {
-              if (!excluded) {
-                // Two atoms on the same spot: infinite energy, report as inf.
-                epair = kqq * HUGE_VAL;
-                fr = 0;
-              } else {
-                epair = -kqq * alpha * kTwoOverSqrtPi;
-                fr = 0;
-              }
-            } else {
-              const double r = std::sqrt(r2);
-              const double inv_r2 = 1.0 / r2;
-              const double ar = alpha * r;
-              double erfc_ar, exp_mar2;
-              ErfcTable::eval(erfc_coef, ar, erfc_ar, exp_mar2);
-              const double g = kTwoOverSqrtPi * ar * exp_mar2;  // 2 alpha r exp(-a^2 r^2)/sqrt(pi)
-              if (!excluded) {
-                epair = kqq * erfc_ar / r;
-                fr = kqq * (erfc_ar + g) / r * inv_r2;
-              } else {
-                const double erf_ar = ar < 0.5 ? std::erf(ar) : 1.0 - erfc_ar;
-                epair = -kqq * erf_ar / r;
-                fr = kqq * (g - erf_ar) / r * inv_r2;
-              }
-            }
-            fx += fr * dx;
-            fy += fr * dy;
-            fz += fr * dz;
-            const double hf = 0.5 * fr;
-            if (excluded)
+            if (excluded) {
+              double epair, fr;
+              excluded_pair(kqi * sq(j), dx, dy, dz, r2, epair, fr);
+              fx += fr * dx;
+              fy += fr * dy;
+              fz += fr * dz;
               ee += 0.5 * epair;
-            else
-              er += 0.5 * epair;
-            w00 += hf * dx * dx;
-            w01 += hf * dx * dy;
-            w02 += hf * dx * dz;
-            w11 += hf * dy * dy;
-            w12 += hf * dy * dz;
-            w22 += hf * dz * dz;
+              const double hf = 0.5 * fr;
+              w00 += hf * dx * dx;
+              w01 += hf * dx * dy;
+              w02 += hf * dx * dz;
+              w11 += hf * dy * dy;
+              w12 += hf * dy * dz;
+              w22 += hf * dz * dz;
+              continue;
+            }
           }
+          batch[nb++] = j;
+          if (nb == kBatch) flush();
         }
+      }
+    flush();
     forces(i, 0) = fx;
     forces(i, 1) = fy;
     forces(i, 2) = fz;

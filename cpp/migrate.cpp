@@ -1,6 +1,7 @@
 #include "migrate.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <sstream>
 #include <unordered_map>
@@ -144,7 +145,8 @@ void Migration::wrap(const double r[3], double s_out[3], double r_out[3]) const 
 }
 
 void Migration::forward(const double* positions, const double* charges, const std::int64_t* ids,
-                        std::size_t n_local) {
+                        std::size_t n_local, const std::int64_t* payload_offsets,
+                        const std::int64_t* payload) {
   if (!have_geometry_) throw std::logic_error("Migration::forward before set_geometry");
   std::string err;
   for (std::size_t i = 0; i < n_local && err.empty(); ++i) {
@@ -157,6 +159,9 @@ void Migration::forward(const double* positions, const double* charges, const st
       err = "charges[" + std::to_string(i) + "] is not finite";
   }
   agree_or_throw(comm_, err);
+  auto pay_count = [&](std::size_t i) -> std::int64_t {
+    return payload_offsets ? payload_offsets[i + 1] - payload_offsets[i] : 0;
+  };
 
   // Plan: group local atoms by owner.
   n_local_ = n_local;
@@ -177,14 +182,10 @@ void Migration::forward(const double* positions, const double* charges, const st
   const std::size_t nd = send_dests_.size();
   send_idx_.resize(nd);
   if (sendbufs_.size() < nd) sendbufs_.resize(nd);
-  for (std::size_t k = 0; k < nd; ++k) {
-    send_idx_[k].clear();
-    sendbufs_[k].clear();
-  }
-  for (std::size_t i = 0; i < n_local; ++i) {
-    if (owner[i] == rank_) continue;
-    const int k = slot_of[owner[i]];
-    send_idx_[k].push_back(static_cast<std::int64_t>(i));
+  for (std::size_t k = 0; k < nd; ++k) send_idx_[k].clear();
+  for (std::size_t i = 0; i < n_local; ++i)
+    if (owner[i] != rank_) send_idx_[static_cast<std::size_t>(slot_of[owner[i]])].push_back(static_cast<std::int64_t>(i));
+  auto make_record = [&](std::size_t i) {
     MigrationRecord rec{};
     for (int a = 0; a < 3; ++a) {
       rec.s[a] = sw[3 * i + a];
@@ -194,7 +195,18 @@ void Migration::forward(const double* positions, const double* charges, const st
     rec.id = ids[i];
     rec.origin_index = static_cast<std::int64_t>(i);
     rec.origin_rank = rank_;
-    append_bytes(sendbufs_[k], rec);
+    return rec;
+  };
+  // Message: [count][records][payload count per record][payload values].
+  for (std::size_t k = 0; k < nd; ++k) {
+    auto& buf = sendbufs_[k];
+    buf.clear();
+    append_bytes(buf, static_cast<std::int64_t>(send_idx_[k].size()));
+    for (const std::int64_t i : send_idx_[k]) append_bytes(buf, make_record(static_cast<std::size_t>(i)));
+    for (const std::int64_t i : send_idx_[k]) append_bytes(buf, pay_count(static_cast<std::size_t>(i)));
+    if (payload_offsets)
+      for (const std::int64_t i : send_idx_[k])
+        for (std::int64_t p = payload_offsets[i]; p < payload_offsets[i + 1]; ++p) append_bytes(buf, payload[p]);
   }
 
   nbx_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
@@ -204,29 +216,39 @@ void Migration::forward(const double* positions, const double* charges, const st
     MigrationRecord rec;
     int msg;          // -1: kept locally; else index into recv_srcs_
     std::int64_t at;  // position within that message / self list
+    std::int64_t pay_begin, pay_count;  // into pay_flat
   };
   std::vector<Incoming> all;
+  std::vector<std::int64_t> pay_flat;
   all.reserve(self_idx_.size());
   for (std::size_t j = 0; j < self_idx_.size(); ++j) {
     const std::size_t i = static_cast<std::size_t>(self_idx_[j]);
-    MigrationRecord rec{};
-    for (int a = 0; a < 3; ++a) {
-      rec.s[a] = sw[3 * i + a];
-      rec.r[a] = rw[3 * i + a];
-    }
-    rec.q = charges[i];
-    rec.id = ids[i];
-    rec.origin_index = static_cast<std::int64_t>(i);
-    rec.origin_rank = rank_;
-    all.push_back({rec, -1, static_cast<std::int64_t>(j)});
+    const std::int64_t pb = static_cast<std::int64_t>(pay_flat.size());
+    if (payload_offsets)
+      pay_flat.insert(pay_flat.end(), payload + payload_offsets[i], payload + payload_offsets[i + 1]);
+    all.push_back({make_record(i), -1, static_cast<std::int64_t>(j), pb, pay_count(i)});
   }
   recv_srcs_.clear();
   for (std::size_t k = 0; k < srcs_.size(); ++k) {
     const int msg = static_cast<int>(recv_srcs_.size());
     recv_srcs_.push_back(srcs_[k]);
-    const std::size_t n = record_count<MigrationRecord>(recvbufs_[k]);
-    for (std::size_t j = 0; j < n; ++j)
-      all.push_back({read_record<MigrationRecord>(recvbufs_[k], j), msg, static_cast<std::int64_t>(j)});
+    const auto& buf = recvbufs_[k];
+    const std::size_t n = static_cast<std::size_t>(read_record<std::int64_t>(buf, 0));
+    const char* p = buf.data() + sizeof(std::int64_t);
+    const char* counts = p + n * sizeof(MigrationRecord);
+    const char* values = counts + n * sizeof(std::int64_t);
+    for (std::size_t j = 0; j < n; ++j) {
+      MigrationRecord rec;
+      std::memcpy(&rec, p + j * sizeof(MigrationRecord), sizeof(rec));
+      std::int64_t c;
+      std::memcpy(&c, counts + j * sizeof(std::int64_t), sizeof(c));
+      const std::int64_t pb = static_cast<std::int64_t>(pay_flat.size());
+      const std::size_t old = pay_flat.size();
+      pay_flat.resize(old + static_cast<std::size_t>(c));
+      if (c > 0) std::memcpy(pay_flat.data() + old, values, static_cast<std::size_t>(c) * sizeof(std::int64_t));
+      values += static_cast<std::size_t>(c) * sizeof(std::int64_t);
+      all.push_back({rec, msg, static_cast<std::int64_t>(j), pb, c});
+    }
   }
   std::vector<std::size_t> order(all.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -245,9 +267,12 @@ void Migration::forward(const double* positions, const double* charges, const st
   ensure_rows(own_id_, n_owned_, "owned_ids");
   own_origin_rank_.resize(n_owned_);
   own_origin_index_.resize(n_owned_);
+  own_pay_off_.assign(n_owned_ + 1, 0);
+  own_pay_.clear();
+  own_pay_.reserve(pay_flat.size());
   recv_slot_.resize(recv_srcs_.size());
   for (std::size_t k = 0; k < recv_srcs_.size(); ++k)
-    recv_slot_[k].assign(record_count<MigrationRecord>(recvbufs_[k]), 0);
+    recv_slot_[k].assign(static_cast<std::size_t>(read_record<std::int64_t>(recvbufs_[k], 0)), 0);
   self_slot_.assign(self_idx_.size(), 0);
   for (std::size_t slot = 0; slot < n_owned_; ++slot) {
     const Incoming& in = all[order[slot]];
@@ -259,6 +284,9 @@ void Migration::forward(const double* positions, const double* charges, const st
     own_id_(slot) = in.rec.id;
     own_origin_rank_[slot] = in.rec.origin_rank;
     own_origin_index_[slot] = in.rec.origin_index;
+    own_pay_.insert(own_pay_.end(), pay_flat.begin() + in.pay_begin,
+                    pay_flat.begin() + in.pay_begin + in.pay_count);
+    own_pay_off_[slot + 1] = static_cast<std::int64_t>(own_pay_.size());
     if (in.msg < 0)
       self_slot_[static_cast<std::size_t>(in.at)] = static_cast<std::int64_t>(slot);
     else

@@ -56,9 +56,13 @@ class Migration {
   // place in space; charges n; ids n) to their owners. Non-finite positions
   // or charges raise ValueError on every rank. Owned atoms are ordered by
   // (id, origin rank, origin index), so the owned order is independent of
-  // message arrival order.
+  // message arrival order. Optional per-atom payload (CSR over the local
+  // atoms: payload[payload_offsets[i] .. payload_offsets[i+1]) travels with
+  // atom i; the real-space part sends each atom's excluded partner ids this
+  // way, so exclusions need no per-step routing).
   void forward(const double* positions, const double* charges, const std::int64_t* ids,
-               std::size_t n_local);
+               std::size_t n_local, const std::int64_t* payload_offsets = nullptr,
+               const std::int64_t* payload = nullptr);
 
   // Collective. `owned_values` is n_owned x ncomp (row-major), one row per
   // owned atom; `local_out` (n_local x ncomp) receives the rows of this
@@ -81,6 +85,9 @@ class Migration {
   View2<double> owned_fractional() const { return own_s_; }  // s in [0, 1), n_owned x 3
   View1<double> owned_charges() const { return own_q_; }
   View1<std::int64_t> owned_ids() const { return own_id_; }
+  // Payload of each owned atom (CSR over owned slots; empty lists when none).
+  const std::vector<std::int64_t>& owned_payload_offsets() const { return own_pay_off_; }
+  const std::vector<std::int64_t>& owned_payload() const { return own_pay_; }
   // Where each owned atom came from (rank, index in that rank's input).
   const std::vector<std::int32_t>& owned_origin_rank() const { return own_origin_rank_; }
   const std::vector<std::int64_t>& owned_origin_index() const { return own_origin_index_; }
@@ -145,6 +152,7 @@ class Migration {
   View1<std::int64_t> own_id_;
   std::vector<std::int32_t> own_origin_rank_;
   std::vector<std::int64_t> own_origin_index_;
+  std::vector<std::int64_t> own_pay_off_, own_pay_;
 
   // Ghosts.
   std::size_t n_ghost_ = 0;

@@ -186,32 +186,58 @@ void ensure1(V& v, std::size_t n, const char* label) {
 
 }  // namespace
 
-RealSpace::RealSpace(MPI_Comm comm)
-    : comm_(comm), nbx_dir_(comm, kTagDirectory), nbx_owner_(comm, kTagOwners) {
+RealSpace::RealSpace(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
-void RealSpace::set_exclusions(const Migration& mig, const std::int64_t* pairs, std::size_t m) {
+ExclusionList::ExclusionList(MPI_Comm comm)
+    : comm_(comm), nbx_dir_(comm, kTagDirectory), nbx_origin_(comm, kTagOwners) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+namespace {
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+}  // namespace
+
+void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs,
+                           std::size_t m) {
   std::string err;
   for (std::size_t k = 0; k < m && err.empty(); ++k)
     if (pairs[2 * k] == pairs[2 * k + 1])
       err = "exclusions[" + std::to_string(k) + "] pairs atom id " + std::to_string(pairs[2 * k]) +
             " with itself";
-  agree_or_throw(comm_, err);
-  long long mine = static_cast<long long>(m), total = 0;
-  check_mpi(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Allreduce");
+  std::uint64_t fp = mix(0x1234567ull, n_local);
+  for (std::size_t i = 0; i < n_local; ++i) fp = mix(fp, static_cast<std::uint64_t>(ids[i]));
+  fp = mix(fp, m);
+  for (std::size_t k = 0; k < 2 * m; ++k) fp = mix(fp, static_cast<std::uint64_t>(pairs[k]));
+  int flags[3] = {valid_ && fp == fingerprint_ ? 0 : 1, m > 0 ? 1 : 0, err.empty() ? 0 : 1};
+  int all[3];
+  check_mpi(MPI_Allreduce(flags, all, 3, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  if (all[2]) {
+    valid_ = false;
+    agree_or_throw(comm_, err);  // throws on every rank
+  }
+  rerouted_ = false;
+  if (!all[0]) return;  // nothing changed anywhere: keep the lists
+  valid_ = false;
+  any_ = all[1] != 0;
+  off_.assign(n_local + 1, 0);
+  ids_.clear();
+  if (!any_) {
+    valid_ = true;
+    fingerprint_ = fp;
+    return;
+  }
+  rerouted_ = true;
 
-  const std::size_t n_owned = mig.n_owned();
-  excl_mig_ = &mig;
-  excl_generation_ = mig.generation();
-  excl_off_.assign(n_owned + 1, 0);
-  excl_ids_.clear();
-  if (total == 0) return;
-
-  const auto ids = mig.owned_ids();
-  // Round A: owners register their atoms; holders send pairs to the directory
-  // ranks of both ids.
+  // Round A: every rank registers its atoms (id -> this rank) at their
+  // directory ranks and sends each pair to the directory ranks of both ids.
   std::unordered_map<int, std::size_t> slot;
   std::vector<int> dests;
   std::vector<std::vector<char>> bufs;
@@ -223,8 +249,8 @@ void RealSpace::set_exclusions(const Migration& mig, const std::int64_t* pairs, 
     bufs.emplace_back();
     return bufs.back();
   };
-  for (std::size_t i = 0; i < n_owned; ++i)
-    append_bytes(buffer_for(directory_of(ids(i), size_)), DirRecord{0, ids(i), rank_});
+  for (std::size_t i = 0; i < n_local; ++i)
+    append_bytes(buffer_for(directory_of(ids[i], size_)), DirRecord{0, ids[i], rank_});
   for (std::size_t k = 0; k < m; ++k) {
     const std::int64_t a = pairs[2 * k], b = pairs[2 * k + 1];
     const int da = directory_of(a, size_), db = directory_of(b, size_);
@@ -235,13 +261,14 @@ void RealSpace::set_exclusions(const Migration& mig, const std::int64_t* pairs, 
   std::vector<std::vector<char>> recv;
   nbx_dir_.exchange(dests, bufs, srcs, recv);
 
-  // Directory work.
-  std::unordered_map<std::int64_t, int> owner_of;
+  // Directory: id -> holder rank; forward each pair to the holders of the
+  // ids this rank is the directory of.
+  std::unordered_map<std::int64_t, int> holder_of;
   for (const auto& b : recv)
     for (std::size_t j = 0, n = record_count<DirRecord>(b); j < n; ++j) {
       const DirRecord r = read_record<DirRecord>(b, j);
       if (r.kind != 0) continue;
-      if (!owner_of.emplace(r.a, static_cast<int>(r.b)).second && err.empty())
+      if (!holder_of.emplace(r.a, static_cast<int>(r.b)).second && err.empty())
         err = "atom id " + std::to_string(r.a) + " is used by more than one atom";
     }
   slot.clear();
@@ -254,8 +281,8 @@ void RealSpace::set_exclusions(const Migration& mig, const std::int64_t* pairs, 
       int sent_to = -1;
       for (const std::int64_t e : {r.a, r.b}) {
         if (directory_of(e, size_) != rank_) continue;
-        auto it = owner_of.find(e);
-        if (it == owner_of.end()) {
+        auto it = holder_of.find(e);
+        if (it == holder_of.end()) {
           if (err.empty())
             err = "exclusion (" + std::to_string(r.a) + ", " + std::to_string(r.b) +
                   ") names atom id " + std::to_string(e) + ", which no rank passed";
@@ -266,39 +293,39 @@ void RealSpace::set_exclusions(const Migration& mig, const std::int64_t* pairs, 
         append_bytes(buffer_for(it->second), PairRecord{r.a, r.b});
       }
     }
-  nbx_owner_.exchange(dests, bufs, srcs, recv);
+  nbx_origin_.exchange(dests, bufs, srcs, recv);
 
-  // Owner work: CSR of excluded partners per owned slot.
-  std::unordered_map<std::int64_t, std::size_t> slot_of_id;
-  slot_of_id.reserve(n_owned);
-  for (std::size_t i = 0; i < n_owned; ++i) slot_of_id.emplace(ids(i), i);
+  // Holder: CSR of excluded partners per local atom.
+  std::unordered_map<std::int64_t, std::size_t> index_of;
+  index_of.reserve(n_local);
+  for (std::size_t i = 0; i < n_local; ++i) index_of.emplace(ids[i], i);
   std::vector<std::pair<std::size_t, std::int64_t>> entries;
   for (const auto& b : recv)
     for (std::size_t j = 0, n = record_count<PairRecord>(b); j < n; ++j) {
       const PairRecord p = read_record<PairRecord>(b, j);
-      auto ia = slot_of_id.find(p.a);
-      if (ia != slot_of_id.end()) entries.emplace_back(ia->second, p.b);
-      auto ib = slot_of_id.find(p.b);
-      if (ib != slot_of_id.end()) entries.emplace_back(ib->second, p.a);
+      auto ia = index_of.find(p.a);
+      if (ia != index_of.end()) entries.emplace_back(ia->second, p.b);
+      auto ib = index_of.find(p.b);
+      if (ib != index_of.end()) entries.emplace_back(ib->second, p.a);
     }
   std::sort(entries.begin(), entries.end());
   entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-  for (const auto& e : entries) excl_off_[e.first + 1] += 1;
-  for (std::size_t i = 0; i < n_owned; ++i) excl_off_[i + 1] += excl_off_[i];
-  excl_ids_.resize(entries.size());
-  for (std::size_t k = 0; k < entries.size(); ++k) excl_ids_[k] = entries[k].second;
+  for (const auto& e : entries) off_[e.first + 1] += 1;
+  for (std::size_t i = 0; i < n_local; ++i) off_[i + 1] += off_[i];
+  ids_.resize(entries.size());
+  for (std::size_t k = 0; k < entries.size(); ++k) ids_[k] = entries[k].second;
   agree_or_throw(comm_, err);
+  valid_ = true;
+  fingerprint_ = fp;
 }
 
 RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, double alpha,
                                         double coulomb_constant, View2<double> forces) {
   RealSpaceTerms t;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
-  if (excl_mig_ != &mig || excl_generation_ != mig.generation()) {
-    // set_exclusions() not called for this migration: no exclusions.
-    excl_off_.assign(n_o + 1, 0);
-    excl_ids_.clear();
-  }
+  // Excluded partners of each owned atom: the migration payload.
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
   if (forces.extent(0) < n_o || forces.extent(1) != 3)
     throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3");
 
@@ -375,8 +402,8 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
         sid_(at) = gh_id(g);
       }
     }
-    ensure1(found_, std::max<std::size_t>(excl_ids_.size(), 1), "exclusion_found");
-    for (std::size_t e = 0; e < excl_ids_.size(); ++e) found_(e) = 0;
+    ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
+    for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
 
     t.t_cells = now() - t0;
     const double t1 = now();
@@ -389,8 +416,8 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     kern.sr = sr_;
     kern.sq = sq_;
     kern.sid = sid_;
-    kern.excl_off = ConstI64(excl_off_.data(), excl_off_.size());
-    kern.excl_ids = ConstI64(excl_ids_.data(), excl_ids_.size());
+    kern.excl_off = ConstI64(excl_off.data(), excl_off.size());
+    kern.excl_ids = ConstI64(excl_ids.data(), excl_ids.size());
     kern.found = found_;
     kern.forces = forces;
     kern.erfc_coef = ErfcTable::instance().coefficients();
@@ -411,10 +438,10 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     t.virial = {w[0], w[1], w[2], w[1], w[3], w[4], w[2], w[4], w[5]};
 
     for (std::size_t i = 0; i < n_o && err.empty(); ++i)
-      for (std::int64_t e = excl_off_[i]; e < excl_off_[i + 1]; ++e)
+      for (std::int64_t e = excl_off[i]; e < excl_off[i + 1]; ++e)
         if (found_(e) != 1) {
           err = "excluded pair (" + std::to_string(own_id(i)) + ", " +
-                std::to_string(excl_ids_[static_cast<std::size_t>(e)]) +
+                std::to_string(excl_ids[static_cast<std::size_t>(e)]) +
                 ") is not closer than the cutoff (" + std::to_string(cutoff) +
                 "); excluded pairs must lie within the cutoff";
           break;
@@ -477,14 +504,15 @@ RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& 
 
   const PeriodicCell cell(box9);
   double t = now();
+  ExclusionList excl(dup.get());
+  excl.update(ids, n_local, exclusions, n_exclusions);
+  const double t_excl = now() - t;
+  t = now();
   Migration mig(dup.get());
   mig.set_geometry(cell, mesh);
-  mig.forward(positions, charges, ids, n_local);
+  mig.forward(positions, charges, ids, n_local, excl.offsets(), excl.partners());
   const double t_migrate = now() - t;
-  t = now();
   RealSpace rs(dup.get());
-  rs.set_exclusions(mig, exclusions, n_exclusions);
-  const double t_excl = now() - t;
   t = now();
   mig.exchange_ghosts(cutoff);
   const double t_ghosts = now() - t;

@@ -44,27 +44,53 @@ struct RealSpaceTerms {
   double energy() const { return real + exclusion + self + background; }
 };
 
+// Excluded partners of the caller's atoms, from (m x 2) id pairs held on any
+// ranks. Routed once through a distributed directory (id -> rank at
+// hash(id) % P: two NBX rounds, no O(P) data) to the ranks that hold the atoms
+// in the caller's split, as a CSR list per local atom. Migration::forward then
+// carries each atom's list to its owner as payload, so steady-state steps
+// (same ids and pairs on every rank) cost one small allreduce and no routing.
+class ExclusionList {
+ public:
+  explicit ExclusionList(MPI_Comm comm);
+
+  // Collective. ids: this rank's atom ids (caller order); pairs: m x 2
+  // row-major, any rank, each pair once. Re-routes only when some rank's ids
+  // or pairs changed since the last successful update. Self-pairs, unknown
+  // ids and (when any exclusions exist) duplicate atom ids raise ValueError on
+  // every rank.
+  void update(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs,
+              std::size_t m);
+
+  // CSR over the local atoms (n_local + 1 offsets), or nullptr when no rank
+  // has exclusions.
+  const std::int64_t* offsets() const { return any_ ? off_.data() : nullptr; }
+  const std::int64_t* partners() const { return any_ ? ids_.data() : nullptr; }
+  bool any() const { return any_; }
+  // Whether the last update() routed (false: the cached lists were reused).
+  bool rerouted() const { return rerouted_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  SparseExchange nbx_dir_, nbx_origin_;
+  bool valid_ = false, any_ = false, rerouted_ = false;
+  std::uint64_t fingerprint_ = 0;
+  std::vector<std::int64_t> off_, ids_;
+};
+
 class RealSpace {
  public:
   // Uses `comm` as given (the same communicator as the Migration).
   explicit RealSpace(MPI_Comm comm);
 
-  // Collective. Routes the excluded pairs (m x 2 global ids, row-major; any
-  // rank may hold any pair, each pair once) to the owners of both atoms, for
-  // the atoms `mig` owns now (call after every Migration::forward). Uses a
-  // distributed directory (id -> owner at rank hash(id) % P): two NBX rounds,
-  // no O(P) data. Unknown ids, duplicate atom ids (when exclusions are given)
-  // and self-pairs raise ValueError on every rank. m = 0 on every rank costs
-  // one small allreduce.
-  void set_exclusions(const Migration& mig, const std::int64_t* pairs, std::size_t m);
-
   // Collective only through the error agreement at its end. Needs
-  // mig.forward(), set_exclusions() and mig.exchange_ghosts(cutoff) first.
-  // Overwrites forces (n_owned x 3) with the real-space + exclusion forces on
-  // the owned atoms and returns THIS RANK's share of the terms (not reduced):
-  // real, exclusion, virial, sum_q, sum_q2 (self/background left 0; see
-  // reduce_terms). An excluded pair farther apart than the cutoff raises
-  // ValueError on every rank.
+  // mig.forward() (with the ExclusionList's CSR as payload when there are
+  // exclusions) and mig.exchange_ghosts(cutoff) first. Overwrites forces
+  // (n_owned x 3) with the real-space + exclusion forces on the owned atoms
+  // and returns THIS RANK's share (not reduced): real, exclusion, virial,
+  // sum_q, sum_q2 (self/background left 0; see reduce_terms). An excluded
+  // pair not closer than the cutoff raises ValueError on every rank.
   RealSpaceTerms compute_local(const Migration& mig, double cutoff, double alpha,
                                double coulomb_constant, View2<double> forces);
 
@@ -74,18 +100,9 @@ class RealSpace {
                                      const PeriodicCell& cell, double alpha,
                                      double coulomb_constant);
 
-  // Excluded partners of each owned atom (CSR over owned slots), after
-  // set_exclusions().
-  const std::vector<std::int64_t>& exclusion_offsets() const { return excl_off_; }
-  const std::vector<std::int64_t>& exclusion_partners() const { return excl_ids_; }
-
  private:
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  SparseExchange nbx_dir_, nbx_owner_;
-  std::vector<std::int64_t> excl_off_, excl_ids_;
-  std::uint64_t excl_generation_ = ~std::uint64_t{0};
-  const Migration* excl_mig_ = nullptr;
   // Cell-list scratch, reused between calls.
   View1<int> cell_start_, cell_of_owned_;
   View1<int> slot_of_owned_;
@@ -96,8 +113,9 @@ class RealSpace {
 };
 
 // The whole real-space pipeline on caller-split atoms (what the Python
-// binding runs): migrate, route exclusions, ghosts, pair kernel, reverse the
-// forces to the caller's order, reduce. forces_out: n_local x 3.
+// binding runs, and the order the solver follows): route exclusions, migrate
+// (exclusion lists as payload), ghosts, pair kernel, reverse the forces to the
+// caller's order, reduce. forces_out: n_local x 3.
 RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& mesh,
                                  const double* positions, const double* charges,
                                  const std::int64_t* ids, std::size_t n_local,

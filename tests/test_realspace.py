@@ -495,3 +495,59 @@ def test_mpi_migration_and_ghosts_exact(comm, case):
         got.append((int(i),) + tuple(int(v) for v in sh))
     assert len(got) == len(set(got)), "duplicate ghost"
     assert sorted(got) == sorted(expect)
+
+
+def _expected_partners(ids_local, pairs_all):
+    partners = {int(i): set() for i in ids_local}
+    for a, b in pairs_all:
+        if int(a) in partners:
+            partners[int(a)].add(int(b))
+        if int(b) in partners:
+            partners[int(b)].add(int(a))
+    return partners
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(60)
+def test_mpi_exclusion_lists_routed_once_and_cached(comm):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n = 50
+    ids = np.arange(n, dtype=np.int64) * 3 + 1
+    pairs_all = np.array([[ids[i], ids[(i * 7 + 3) % n]] for i in range(0, n, 2) if i != (i * 7 + 3) % n])
+    idx = split(n, comm, "reversed")
+    mine = pairs_all[rank::size]
+    ex = rs.ExclusionList(comm)
+    rerouted, lists = ex.update(ids[idx], mine)
+    assert rerouted
+    want = _expected_partners(ids[idx], pairs_all)
+    assert [set(l) for l in lists] == [want[int(i)] for i in ids[idx]]
+    # Same input everywhere: cached, no routing.
+    rerouted, lists2 = ex.update(ids[idx], mine)
+    assert not rerouted and lists2 == lists
+    # One rank changes its pairs: everyone re-routes.
+    mine2 = mine[:-1] if (rank == size - 1 and len(mine)) else mine
+    rerouted, lists3 = ex.update(ids[idx], mine2)
+    assert rerouted
+    kept = np.concatenate(comm.allgather(mine2))
+    want = _expected_partners(ids[idx], kept)
+    assert [set(l) for l in lists3] == [want[int(i)] for i in ids[idx]]
+    # A bad update raises everywhere, and the next good one routes again.
+    bad = np.array([[ids[0], -5]]) if rank == 0 else np.zeros((0, 2), np.int64)
+    with pytest.raises(ValueError, match="no rank passed"):
+        ex.update(ids[idx], bad)
+    rerouted, lists4 = ex.update(ids[idx], mine2)
+    assert rerouted and lists4 == lists3
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(60)
+def test_mpi_exclusions_travel_with_migration(comm):
+    box, mesh, n, _ = CASES["tric-charged"]
+    pos, q, ids = random_system(box, n, seed=3)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    pairs_all = np.array([[ids[i], ids[i + 1]] for i in range(0, n - 1, 3)])
+    idx = split(n, comm, "blocks")
+    d = rs.migrate(comm, box, mesh, pos[idx], q[idx], ids[idx], 0.3 * heights(box).min(),
+                   pairs_all[rank::size])
+    want = _expected_partners(ids, pairs_all)
+    assert [set(l) for l in d["owned_payload"]] == [want[int(i)] for i in d["owned_ids"]]

@@ -154,7 +154,8 @@ ValueError on every rank.)doc");
       [](py::object comm_obj, py::array_t<double, py::array::c_style | py::array::forcecast> box,
          const Int3& mesh, py::array_t<double, py::array::c_style | py::array::forcecast> pos,
          py::array_t<double, py::array::c_style | py::array::forcecast> q,
-         py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> ids, double cutoff) {
+         py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> ids, double cutoff,
+         py::object excl_obj) {
         MPI_Comm comm = comm_from_python(comm_obj);
         std::string err;
         if (box.ndim() != 2 || box.shape(0) != 3 || box.shape(1) != 3) err = "box must be 3x3";
@@ -168,7 +169,12 @@ ValueError on every rank.)doc");
         Migration mig(dup.get());
         mig.set_geometry(PeriodicCell(box.data()), mesh);
         const std::size_t n = static_cast<std::size_t>(pos.shape(0));
-        mig.forward(pos.data(), q.data(), ids.data(), n);
+        ExclusionList excl(dup.get());
+        if (!excl_obj.is_none()) {
+          auto e = excl_obj.cast<py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>>();
+          excl.update(ids.data(), n, e.size() ? e.data() : nullptr, static_cast<std::size_t>(e.size() / 2));
+        }
+        mig.forward(pos.data(), q.data(), ids.data(), n, excl.offsets(), excl.partners());
         mig.exchange_ghosts(cutoff);
         const auto no = static_cast<py::ssize_t>(mig.n_owned());
         const auto ng = static_cast<py::ssize_t>(mig.n_ghost());
@@ -212,16 +218,54 @@ ValueError on every rank.)doc");
         d["ghost_charges"] = gh_q;
         d["ghost_ids"] = gh_id;
         d["returned"] = back;
+        py::list payload;
+        for (std::size_t i = 0; i < mig.n_owned(); ++i) {
+          py::list l;
+          for (auto p = mig.owned_payload_offsets()[i]; p < mig.owned_payload_offsets()[i + 1]; ++p)
+            l.append(mig.owned_payload()[static_cast<std::size_t>(p)]);
+          payload.append(l);
+        }
+        d["owned_payload"] = payload;
         d["grid"] = mig.grid();
         d["brick"] = box_to_python(mig.my_brick());
         d["margin"] = std::array<double, 3>{mig.ghost_margin(0), mig.ghost_margin(1), mig.ghost_margin(2)};
         return d;
       },
       py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("positions"), py::arg("charges"),
-      py::arg("ids"), py::arg("cutoff"),
+      py::arg("ids"), py::arg("cutoff"), py::arg("exclusions") = py::none(),
       R"doc(Migration and ghost exchange alone (for tests): owned and ghost atoms of this
-rank, the processor grid, brick and ghost margin, and `returned`: the owners'
-(id, x, y, z) rows sent back through the reverse path, in the caller's order.)doc");
+rank, the processor grid, brick and ghost margin, `returned`: the owners'
+(id, x, y, z) rows sent back through the reverse path, in the caller's order,
+and `owned_payload`: each owned atom's excluded partner ids, carried by the
+migration.)doc");
+
+  py::class_<ExclusionList, std::shared_ptr<ExclusionList>>(
+      r, "ExclusionList", "Excluded partners of the caller's atoms, routed once and cached.")
+      .def(py::init([](py::object comm_obj) {
+             // The communicator must outlive the object: keep a duplicate.
+             auto dup = std::make_shared<Comm>(comm_from_python(comm_obj));
+             auto self = std::shared_ptr<ExclusionList>(new ExclusionList(dup->get()),
+                                                        [dup](ExclusionList* p) { delete p; });
+             return self;
+           }),
+           py::arg("comm"))
+      .def(
+          "update",
+          [](ExclusionList& self, py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> ids,
+             py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> pairs) {
+            self.update(ids.data(), static_cast<std::size_t>(ids.size()), pairs.size() ? pairs.data() : nullptr,
+                        static_cast<std::size_t>(pairs.size() / 2));
+            py::list out;
+            for (py::ssize_t i = 0; i < ids.size(); ++i) {
+              py::list l;
+              if (self.any())
+                for (auto p = self.offsets()[i]; p < self.offsets()[i + 1]; ++p) l.append(self.partners()[p]);
+              out.append(l);
+            }
+            return py::make_tuple(self.rerouted(), out);
+          },
+          py::arg("ids"), py::arg("pairs"),
+          "Collective. Returns (rerouted, partner ids of each local atom).");
 
   r.def(
       "erfc",

@@ -363,6 +363,15 @@ def test_mpi_repeated_calls_and_empty_ranks(comm):
         e_ref, f_ref, w_ref, _ = reference(box, wrap(box, pos), q, cutoff, alpha)
         assert e == pytest.approx(e_ref, rel=1e-12)
         assert_rel(gather_forces(comm, idx, f, len(q)), f_ref, 1e-12, "forces")
+    # Meshes coarser than the processor grid (ranks with empty bricks), far-away atoms.
+    pos, q, ids = random_system(box, 40, seed=8, neutral=False, spread=40.0)
+    e_ref, f_ref, w_ref, _ = reference(box, wrap(box, pos), q, cutoff, alpha)
+    for mesh in ((1, 1, 1), (2, 2, 2), (1, 3, 2)):
+        idx = split(len(q), comm, "roundrobin")
+        e, f, w, t = run(comm, box, mesh, pos, q, ids, idx, cutoff, alpha)
+        assert e == pytest.approx(e_ref, rel=1e-12)
+        assert_rel(gather_forces(comm, idx, f, len(q)), f_ref, 1e-11, "forces")
+        assert_rel(w, w_ref, 1e-11, "virial")
     # No atoms at all.
     empty = np.zeros((0, 3))
     e, f, w, t, _ = rs.compute(comm, box, (4, 4, 4), empty, np.zeros(0), np.zeros(0, np.int64), None,

@@ -48,7 +48,7 @@ struct PairKernel {
 
   View2<double> own_r;
   View1<double> own_q;
-  View1<int> cell_of_owned, slot_of_owned, cell_start;
+  View1<int> cell_of_owned, slot_of_owned, cell_start, visit;
   View2<double> sr;
   View1<double> sq;
   View1<std::int64_t> sid;
@@ -84,7 +84,8 @@ struct PairKernel {
   // cheap), then evaluate them in a branch-free loop the CPU can pipeline.
   static constexpr int kBatch = 128;
 
-  void operator()(const int i, double* acc) const {
+  void operator()(const int k_iter, double* acc) const {
+    const int i = visit(k_iter);  // owned atoms in cell order: neighbours stay in cache
     const double xi = own_r(i, 0), yi = own_r(i, 1), zi = own_r(i, 2);
     const double kqi = k * own_q(i);
     const int self = slot_of_owned(i);
@@ -379,7 +380,7 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     if (sr_.extent(0) < N) sr_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_r"), N + N / 4 + 16, 3);
     ensure1(sq_, N, "sorted_q");
     ensure1(sid_, N, "sorted_id");
-    std::vector<int> cell_of(N);
+    std::vector<int> cell_of(N), sorted_owner(N);
     for (std::size_t i = 0; i < n_o; ++i) cell_of[i] = cell_index(own_s(i, 0), own_s(i, 1), own_s(i, 2));
     for (std::size_t g = 0; g < n_g; ++g)
       cell_of[n_o + g] = cell_index(gh_s(g, 0), gh_s(g, 1), gh_s(g, 2));
@@ -402,6 +403,14 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
         sid_(at) = gh_id(g);
       }
     }
+    ensure1(visit_, n_o, "visit_order");
+    {
+      int k = 0;
+      for (std::size_t a = 0; a < N; ++a) sorted_owner[a] = -1;
+      for (std::size_t i = 0; i < n_o; ++i) sorted_owner[static_cast<std::size_t>(slot_of_owned_(i))] = static_cast<int>(i);
+      for (std::size_t a = 0; a < N; ++a)
+        if (sorted_owner[a] >= 0) visit_(k++) = sorted_owner[a];
+    }
     ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
     for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
 
@@ -413,6 +422,7 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     kern.cell_of_owned = cell_of_owned_;
     kern.slot_of_owned = slot_of_owned_;
     kern.cell_start = cell_start_;
+    kern.visit = visit_;
     kern.sr = sr_;
     kern.sq = sq_;
     kern.sid = sid_;

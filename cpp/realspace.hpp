@@ -105,7 +105,7 @@ class RealSpace {
   int rank_ = 0, size_ = 1;
   // Cell-list scratch, reused between calls.
   View1<int> cell_start_, cell_of_owned_;
-  View1<int> slot_of_owned_;
+  View1<int> slot_of_owned_, visit_;
   View2<double> sr_;
   View1<double> sq_;
   View1<std::int64_t> sid_;

@@ -128,7 +128,7 @@ def split(n, comm, how):
 
 
 def run(comm, box, mesh, pos, q, ids, idx, cutoff, alpha, excl=None, k=1.0):
-    return rs.compute(comm, box, mesh, pos[idx], q[idx], ids[idx], excl, cutoff, alpha, k)[:4]
+    return rs.compute(comm, box, mesh, pos[idx], q[idx], ids[idx], excl, cutoff, alpha, k)
 
 
 def gather_forces(comm, idx, f, n):
@@ -175,6 +175,16 @@ def test_erfc_table_accuracy():
     assert rel_g < 1e-13, rel_g
 
 
+def test_timings_reported():
+    from mpi4py import MPI
+
+    pos, q, ids = random_system(ORTHO, 20, seed=2)
+    out = rs.compute(MPI.COMM_SELF, ORTHO, (4, 4, 4), pos, q, ids, None, 3.0, 1.0, 1.0, timings=True)
+    assert len(out) == 5
+    assert set(out[4]) == {"migrate", "exclusions", "ghosts", "cells", "pairs", "reverse"}
+    assert all(v >= 0 for v in out[4].values())
+
+
 def test_erfc_table_speed_reported():
     t_table, t_std, _ = rs.erfc_benchmark(4.0, 4096, 50)
     print(f"erfc+exp: table {t_table:.2f} ns, std {t_std:.2f} ns")
@@ -189,7 +199,7 @@ def test_serial_against_reference(case):
     pos, q, ids = random_system(box, n, seed=len(case), neutral=neutral)
     cutoff = 0.49 * heights(box).min()
     alpha = 3.0 / cutoff
-    e, f, w, terms, _ = rs.compute(MPI.COMM_SELF, box, mesh, pos, q, ids, None, cutoff, alpha, 1.0)
+    e, f, w, terms = rs.compute(MPI.COMM_SELF, box, mesh, pos, q, ids, None, cutoff, alpha, 1.0)
     e_ref, f_ref, w_ref, t_ref = reference(box, wrap(box, pos), q, cutoff, alpha)
     assert e == pytest.approx(e_ref, rel=1e-12, abs=1e-12 * sum(abs(v) for v in t_ref.values()))
     for key in t_ref:
@@ -214,7 +224,7 @@ def test_forces_finite_differences():
     def energy(p):
         return rs.compute(MPI.COMM_SELF, box, (8, 8, 8), p, q, ids, excl, **args)[0]
 
-    _, f, _, _, _ = rs.compute(MPI.COMM_SELF, box, (8, 8, 8), pos, q, ids, excl, **args)
+    _, f, _, _ = rs.compute(MPI.COMM_SELF, box, (8, 8, 8), pos, q, ids, excl, **args)
     h = 1e-5
     for i in (0, 1, 7, 23):
         for a in range(3):
@@ -241,7 +251,7 @@ def test_virial_finite_differences():
         m = np.eye(3) + eps
         return rs.compute(MPI.COMM_SELF, box @ m.T, (8, 8, 8), pos @ m.T, q, ids, excl, cutoff, alpha, 1.0)[0]
 
-    _, _, w, _, _ = rs.compute(MPI.COMM_SELF, box, (8, 8, 8), pos, q, ids, excl, cutoff, alpha, 1.0)
+    _, _, w, _ = rs.compute(MPI.COMM_SELF, box, (8, 8, 8), pos, q, ids, excl, cutoff, alpha, 1.0)
     h = 1e-6
     fd = np.zeros((3, 3))
     for a in range(3):
@@ -269,7 +279,7 @@ def test_exclusions_serial():
     cutoff = 0.45 * heights(box).min()
     alpha = 3.2 / cutoff
     excl = np.array([[ids[i], ids[j]] for i, j in pairs], dtype=np.int64)
-    e, f, w, terms, _ = rs.compute(MPI.COMM_SELF, box, (9, 9, 9), pos, q, ids, excl, cutoff, alpha, 1.0)
+    e, f, w, terms = rs.compute(MPI.COMM_SELF, box, (9, 9, 9), pos, q, ids, excl, cutoff, alpha, 1.0)
     e_ref, f_ref, w_ref, t_ref = reference(box, wrap(box, pos), q, cutoff, alpha, excl_idx=pairs)
     for key in t_ref:
         assert terms[key] == pytest.approx(t_ref[key], rel=1e-12, abs=1e-13), key
@@ -300,7 +310,7 @@ def test_mpi_independent_of_ranks_and_split(comm, case):
         pos[j] = pos[i] + rng.normal(scale=0.7, size=3)
     excl_all = np.array([[ids[i], ids[j]] for i, j in pairs], dtype=np.int64)
 
-    e1, f1, w1, t1, _ = rs.compute(MPI.COMM_SELF, box, mesh, pos, q, ids, excl_all, cutoff, alpha, 1.0)
+    e1, f1, w1, t1 = rs.compute(MPI.COMM_SELF, box, mesh, pos, q, ids, excl_all, cutoff, alpha, 1.0)
     e_ref, f_ref, w_ref, t_ref = reference(box, wrap(box, pos), q, cutoff, alpha, excl_idx=pairs)
     assert_rel(f1, f_ref, 1e-12, "serial forces vs reference")
     assert_rel(w1, w_ref, 1e-12, "serial virial vs reference")
@@ -344,7 +354,7 @@ def test_mpi_atom_order_and_ids(comm):
     assert_rel(w2, w, 1e-12, "virial")
     assert_rel(f2_all, f_all[perm], 1e-12, "forces")
     # Default ids (None) work and give the same answer without exclusions.
-    e3, f3, _, _, _ = rs.compute(comm, box, mesh, pos[idx], q[idx], None, None, cutoff, alpha, 1.0)
+    e3, f3, _, _ = rs.compute(comm, box, mesh, pos[idx], q[idx], None, None, cutoff, alpha, 1.0)
     assert e3 == pytest.approx(e, rel=1e-12)
     assert_rel(f3, f, 1e-12, "forces with default ids")
 
@@ -374,7 +384,7 @@ def test_mpi_repeated_calls_and_empty_ranks(comm):
         assert_rel(w, w_ref, 1e-11, "virial")
     # No atoms at all.
     empty = np.zeros((0, 3))
-    e, f, w, t, _ = rs.compute(comm, box, (4, 4, 4), empty, np.zeros(0), np.zeros(0, np.int64), None,
+    e, f, w, t = rs.compute(comm, box, (4, 4, 4), empty, np.zeros(0), np.zeros(0, np.int64), None,
                             cutoff, alpha, 1.0)
     assert e == 0.0 and f.shape == (0, 3) and not w.any()
 

@@ -64,7 +64,7 @@ void bind_realspace(py::module_& m) {
       "compute",
       [](py::object comm_obj, py::object box_obj, py::object mesh_obj, py::object pos_obj,
          py::object q_obj, py::object ids_obj, py::object excl_obj, double cutoff, double alpha,
-         double coulomb_constant) {
+         double coulomb_constant, bool with_timings) -> py::tuple {
         MPI_Comm comm = comm_from_python(comm_obj);
         std::string err;
         DArr box = as_double(box_obj, "box", err);
@@ -136,17 +136,18 @@ void bind_realspace(py::module_& m) {
         timings["cells"] = t.t_cells;
         timings["pairs"] = t.t_pairs;
         timings["reverse"] = t.t_reverse;
-        return py::make_tuple(t.energy(), forces, virial, terms, timings);
+        if (with_timings) return py::make_tuple(t.energy(), forces, virial, terms, timings);
+        return py::make_tuple(t.energy(), forces, virial, terms);
       },
       py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("positions"), py::arg("charges"),
       py::arg("ids") = py::none(), py::arg("exclusions") = py::none(), py::arg("cutoff"),
-      py::arg("alpha"), py::arg("coulomb_constant") = 1.0,
+      py::arg("alpha"), py::arg("coulomb_constant") = 1.0, py::arg("timings") = false,
       R"doc(Real-space Ewald part of atoms split over the ranks of `comm` in any way.
 
-Returns (energy, forces, virial, terms, timings): the global energy (real + exclusion +
+Returns (energy, forces, virial, terms): the global energy (real + exclusion +
 self + background), the forces on this rank's atoms in the order given, the
 global virial W = -dE/d(eps) (W_ab = sum over pairs r_ij,a F_ij,b; trace(W) of
-the full Ewald sum is E), the terms dict and this rank's wall seconds by phase. Collective; bad input raises
+the full Ewald sum is E), and the terms dict; with timings=True also this rank's wall seconds by phase. Collective; bad input raises
 ValueError on every rank.)doc");
 
   r.def(

@@ -27,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<pmewald::TypeError>(m, "CoreTypeError", PyExc_TypeError);
   bind_config(m);
   bind_geometry(m);
+  bind_fft(m);
 }

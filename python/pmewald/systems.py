@@ -1,0 +1,503 @@
+"""Deterministic test systems for validating Ewald/PME solvers.
+
+Every generator returns a :class:`System` whose ``box`` rows are the lattice
+vectors (the convention of :func:`pmewald.reference.ewald`).  Atom ids are
+``0..n-1`` in storage order, so ids double as indices; ``exclusions`` lists
+pairs of ids.  Random systems are reproducible from their ``seed``.
+
+Crystals carry ``nearest_neighbor_distance`` (``r0``, the nearest
+cation-anion distance) and ``madelung_reference`` (the literature Madelung
+constant ``M``), defined by ``E = -M k z^2 N_pairs / r0`` with ``N_pairs`` the
+number of cation-anion pairs (half the number of ions) and ``z`` the ionic
+charge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import numpy as np
+
+from .reference import minimum_image
+
+__all__ = [
+    "System",
+    "MADELUNG_CONSTANTS",
+    "rock_salt",
+    "caesium_chloride",
+    "zinc_blende",
+    "wurtzite",
+    "water_box",
+    "random_charges",
+    "triclinic_box",
+    "displace",
+]
+
+#: Literature Madelung constants (referred to the nearest-neighbour distance).
+#: Rock salt: OEIS A085469; CsCl: OEIS A181152; zinc blende and ideal
+#: wurtzite: 12-digit literature values (e.g. Zucker 1975; Glasser 2012).
+MADELUNG_CONSTANTS = {
+    "rock_salt": 1.7475645946331821906,
+    "caesium_chloride": 1.7626747730709883979,
+    "zinc_blende": 1.638055053388,
+    "wurtzite": 1.641321627371,
+}
+
+# SPC/E-like water model
+_Q_O = -0.8476
+_Q_H = 0.4238
+_R_OH = 1.0
+_THETA_HOH = math.radians(109.47)
+
+
+@dataclass
+class System:
+    """A periodic system of point charges.
+
+    Attributes
+    ----------
+    box : numpy.ndarray, shape (3, 3)
+        Lattice vectors as rows.
+    positions : numpy.ndarray, shape (n, 3)
+        Cartesian positions.
+    charges : numpy.ndarray, shape (n,)
+        Charges (elementary-charge units).
+    ids : numpy.ndarray of int64, shape (n,)
+        Atom ids (``0..n-1`` for generated systems).
+    exclusions : numpy.ndarray of int64, shape (m, 2)
+        Excluded pairs by id; ``(0, 2)`` when there are none.
+    name : str
+        Short description.
+    nearest_neighbor_distance : float or None
+        Nearest cation-anion distance ``r0`` (crystals only).
+    madelung_reference : float or None
+        Literature Madelung constant (crystals only).
+    """
+
+    box: np.ndarray
+    positions: np.ndarray
+    charges: np.ndarray
+    ids: np.ndarray
+    exclusions: np.ndarray
+    name: str
+    nearest_neighbor_distance: Optional[float] = None
+    madelung_reference: Optional[float] = None
+
+    @property
+    def n_atoms(self) -> int:
+        """Number of atoms."""
+        return int(self.positions.shape[0])
+
+    @property
+    def volume(self) -> float:
+        """Cell volume."""
+        return abs(float(np.linalg.det(self.box)))
+
+
+def _no_exclusions():
+    return np.zeros((0, 2), dtype=np.int64)
+
+
+def _cells(n_cells):
+    if np.isscalar(n_cells):
+        n_cells = (int(n_cells),) * 3
+    n = tuple(int(v) for v in n_cells)
+    if len(n) != 3 or min(n) < 1:
+        raise ValueError("n_cells must be a positive int or three positive ints")
+    return n
+
+
+def _crystal(name, cell, frac_basis, basis_charges, n_cells, r0):
+    """Replicate a unit cell (rows ``cell``) ``n_cells`` times."""
+    n = _cells(n_cells)
+    cell = np.asarray(cell, dtype=float)
+    frac_basis = np.asarray(frac_basis, dtype=float)
+    grid = np.stack(np.meshgrid(*[np.arange(m) for m in n], indexing="ij"),
+                    axis=-1).reshape(-1, 3).astype(float)
+    frac = (grid[:, None, :] + frac_basis[None, :, :]).reshape(-1, 3)
+    positions = frac @ cell
+    charges = np.tile(np.asarray(basis_charges, dtype=float), grid.shape[0])
+    box = cell * np.array(n, dtype=float)[:, None]
+    natoms = positions.shape[0]
+    return System(box=box, positions=positions, charges=charges,
+                  ids=np.arange(natoms, dtype=np.int64), exclusions=_no_exclusions(),
+                  name=f"{name} {n[0]}x{n[1]}x{n[2]}", nearest_neighbor_distance=float(r0),
+                  madelung_reference=MADELUNG_CONSTANTS[name])
+
+
+def rock_salt(n_cells=(2, 2, 2), a=5.64, charge=1.0):
+    """Rock-salt (NaCl, B1) crystal built from the 8-ion conventional cube.
+
+    Parameters
+    ----------
+    n_cells : int or tuple of 3 ints
+        Number of conventional cells along each axis.
+    a : float
+        Cubic lattice constant; ``r0 = a / 2``.
+    charge : float
+        Ionic charge ``z`` (cations ``+z``, anions ``-z``).
+
+    Returns
+    -------
+    System
+    """
+    fcc = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
+    basis = np.concatenate([fcc, fcc + [0.5, 0.0, 0.0]])
+    q = [charge] * 4 + [-charge] * 4
+    return _crystal("rock_salt", a * np.eye(3), basis, q, n_cells, a / 2.0)
+
+
+def caesium_chloride(n_cells=(2, 2, 2), a=4.12, charge=1.0):
+    """Caesium-chloride (B2) crystal: two interpenetrating simple cubic lattices.
+
+    Parameters
+    ----------
+    n_cells : int or tuple of 3 ints
+        Number of cubic cells along each axis.
+    a : float
+        Cubic lattice constant; ``r0 = a sqrt(3) / 2``.
+    charge : float
+        Ionic charge ``z``.
+
+    Returns
+    -------
+    System
+    """
+    basis = np.array([[0, 0, 0], [0.5, 0.5, 0.5]])
+    return _crystal("caesium_chloride", a * np.eye(3), basis, [charge, -charge], n_cells,
+                    a * math.sqrt(3.0) / 2.0)
+
+
+def zinc_blende(n_cells=(2, 2, 2), a=5.41, charge=1.0):
+    """Zinc-blende (sphalerite, B3) crystal from the 8-ion conventional cube.
+
+    Parameters
+    ----------
+    n_cells : int or tuple of 3 ints
+        Number of conventional cells along each axis.
+    a : float
+        Cubic lattice constant; ``r0 = a sqrt(3) / 4``.
+    charge : float
+        Ionic charge ``z``.
+
+    Returns
+    -------
+    System
+    """
+    fcc = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
+    basis = np.concatenate([fcc, fcc + 0.25])
+    q = [charge] * 4 + [-charge] * 4
+    return _crystal("zinc_blende", a * np.eye(3), basis, q, n_cells,
+                    a * math.sqrt(3.0) / 4.0)
+
+
+def wurtzite(n_cells=(2, 2, 2), a=3.82, charge=1.0):
+    """Ideal wurtzite (B4) crystal: ``c/a = sqrt(8/3)``, ``u = 3/8``.
+
+    The hexagonal cell is given as triclinic rows ``a1 = (a, 0, 0)``,
+    ``a2 = (-a/2, a sqrt(3)/2, 0)``, ``a3 = (0, 0, c)``.
+
+    Parameters
+    ----------
+    n_cells : int or tuple of 3 ints
+        Number of hexagonal cells (4 ions each) along each axis.
+    a : float
+        Hexagonal lattice constant; ``r0 = u c = a sqrt(3/8)``.
+    charge : float
+        Ionic charge ``z``.
+
+    Returns
+    -------
+    System
+    """
+    c = a * math.sqrt(8.0 / 3.0)
+    u = 3.0 / 8.0
+    cell = np.array([[a, 0.0, 0.0], [-0.5 * a, 0.5 * math.sqrt(3.0) * a, 0.0], [0.0, 0.0, c]])
+    basis = np.array([[1 / 3, 2 / 3, 0.0], [2 / 3, 1 / 3, 0.5],
+                      [1 / 3, 2 / 3, u], [2 / 3, 1 / 3, 0.5 + u]])
+    q = [charge, charge, -charge, -charge]
+    return _crystal("wurtzite", cell, basis, q, n_cells, u * c)
+
+
+def triclinic_box(L, kind="strong"):
+    """A 3x3 box (rows = lattice vectors) of characteristic length ``L``.
+
+    Parameters
+    ----------
+    L : float
+        Length scale.
+    kind : str
+        ``"cubic"``: ``L * I``.
+        ``"strong"``: a general, strongly skewed cell that is *not* in
+        LAMMPS restricted form: ``a = (L, 0, 0)``, ``b = (0.6, 0.9, 0) L``,
+        ``c = (0.4, -0.3, 0.8) L``.
+        ``"restricted"``: a LAMMPS-style lower-triangular cell with tilts
+        within half the box lengths: ``a = (L, 0, 0)``,
+        ``b = (0.3, 0.95, 0) L``, ``c = (-0.2, 0.25, 0.9) L``.
+        ``"hexagonal"``: ``a = (L, 0, 0)``, ``b = (-L/2, L sqrt(3)/2, 0)``,
+        ``c = (0, 0, L)``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (3, 3)
+    """
+    L = float(L)
+    if kind == "cubic":
+        rows = np.eye(3)
+    elif kind == "strong":
+        rows = np.array([[1.0, 0.0, 0.0], [0.6, 0.9, 0.0], [0.4, -0.3, 0.8]])
+    elif kind == "restricted":
+        rows = np.array([[1.0, 0.0, 0.0], [0.3, 0.95, 0.0], [-0.2, 0.25, 0.9]])
+    elif kind == "hexagonal":
+        rows = np.array([[1.0, 0.0, 0.0], [-0.5, 0.5 * math.sqrt(3.0), 0.0], [0.0, 0.0, 1.0]])
+    else:
+        raise ValueError(f"unknown box kind {kind!r}")
+    return rows * L
+
+
+def _as_box_rows(box):
+    b = np.asarray(box, dtype=float)
+    if b.ndim == 0:
+        b = np.eye(3) * float(b)
+    elif b.shape == (3,):
+        b = np.diag(b)
+    if b.shape != (3, 3):
+        raise ValueError("box must be a scalar, a length-3 array or a 3x3 array")
+    return b
+
+
+def random_charges(n, box, neutral=True, seed=0, min_distance=None):
+    """Random point charges placed uniformly in a (possibly triclinic) cell.
+
+    Positions are drawn uniformly in the cell and rejected when closer than
+    ``min_distance`` (minimum image) to an already placed atom.  Charges are
+    uniform in ``[-1, 1]``; with ``neutral=True`` the mean is subtracted so
+    the total charge is zero (to rounding).
+
+    Parameters
+    ----------
+    n : int
+        Number of charges.
+    box : float or array_like
+        Cube side, orthorhombic lengths, or 3x3 rows.
+    neutral : bool
+        Make the system neutral.
+    seed : int
+        Seed for :func:`numpy.random.default_rng`.
+    min_distance : float, optional
+        Minimum pair distance; default ``0.3 * (V / n) ** (1/3)``.
+
+    Returns
+    -------
+    System
+    """
+    n = int(n)
+    if n < 1:
+        raise ValueError("n must be positive")
+    b = _as_box_rows(box)
+    vol = abs(float(np.linalg.det(b)))
+    if min_distance is None:
+        min_distance = 0.3 * (vol / n) ** (1.0 / 3.0)
+    rng = np.random.default_rng(seed)
+    pos = np.empty((n, 3))
+    placed = 0
+    attempts = 0
+    while placed < n:
+        attempts += 1
+        if attempts > 1000 * n + 1000:
+            raise RuntimeError("could not place charges; reduce min_distance")
+        x = rng.random(3) @ b
+        if placed > 0 and min_distance > 0:
+            d = minimum_image(b, pos[:placed] - x)
+            if np.min(np.einsum("ij,ij->i", d, d)) < min_distance ** 2:
+                continue
+        pos[placed] = x
+        placed += 1
+    q = rng.uniform(-1.0, 1.0, n)
+    if neutral:
+        q -= q.mean()
+    return System(box=b, positions=pos, charges=q, ids=np.arange(n, dtype=np.int64),
+                  exclusions=_no_exclusions(), name=f"random_charges n={n}")
+
+
+def _random_rotation(rng):
+    """Uniform random rotation matrix from a random unit quaternion."""
+    w, x, y, z = rng.normal(size=4)
+    s = math.sqrt(w * w + x * x + y * y + z * z)
+    w, x, y, z = w / s, x / s, y / s, z / s
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def _grid_shape(n):
+    """Smallest nx*ny*nz >= n with aspect ratio <= 2 (ties: most cubic)."""
+    best = None
+    top = int(math.ceil(n ** (1.0 / 3.0))) + 2
+    for nx in range(1, top + 1):
+        for ny in range(nx, top + 1):
+            nz = max(ny, -(-n // (nx * ny)))
+            if nz > 2 * nx:
+                continue
+            key = (nx * ny * nz, nz - nx)
+            if best is None or key < best[0]:
+                best = (key, (nx, ny, nz))
+    return best[1]
+
+
+def water_box(n_molecules=None, *, target_atoms=None, density=0.0334, seed=0,
+              min_distance=2.2):
+    """A box of rigid SPC/E-like water molecules with random orientations.
+
+    Molecules (``q_O = -0.8476``, ``q_H = +0.4238``, O-H 1.0 Angstrom, HOH
+    109.47 degrees) sit on a jittered orthorhombic lattice, each with a random
+    orientation chosen so that no intermolecular atom pair (minimum image,
+    including a molecule's own periodic images) is closer than
+    ``min_distance``.  Atoms are stored O, H, H per molecule; exclusions are
+    the three intramolecular pairs of every molecule, by id.
+
+    Parameters
+    ----------
+    n_molecules : int, optional
+        Number of molecules.
+    target_atoms : int, optional
+        Alternative to ``n_molecules``: ``round(target_atoms / 3)`` molecules.
+    density : float
+        Molecules per cubic Angstrom (0.0334 is liquid water).
+    seed : int
+        Seed for :func:`numpy.random.default_rng`.
+    min_distance : float
+        Minimum intermolecular distance in Angstrom.
+
+    Returns
+    -------
+    System
+        Orthorhombic box (diagonal rows), in Angstrom and elementary charges.
+    """
+    if (n_molecules is None) == (target_atoms is None):
+        raise ValueError("give exactly one of n_molecules and target_atoms")
+    if n_molecules is None:
+        n_molecules = max(1, int(round(target_atoms / 3.0)))
+    n_mol = int(n_molecules)
+    if n_mol < 1:
+        raise ValueError("need at least one molecule")
+    rng = np.random.default_rng(seed)
+    nx, ny, nz = _grid_shape(n_mol)
+    n_sites = nx * ny * nz
+    spacing = (n_mol / density / n_sites) ** (1.0 / 3.0)
+    lengths = spacing * np.array([nx, ny, nz], dtype=float)
+    box = np.diag(lengths)
+
+    sites = np.stack(np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij"),
+                     axis=-1).reshape(-1, 3).astype(float)
+    sites = (sites + 0.5) * spacing
+    if n_sites > n_mol:
+        sites = sites[np.sort(rng.choice(n_sites, size=n_mol, replace=False))]
+
+    half = 0.5 * _THETA_HOH
+    body = np.array([[0.0, 0.0, 0.0],
+                     [math.sin(half), math.cos(half), 0.0],
+                     [-math.sin(half), math.cos(half), 0.0]]) * _R_OH
+    body -= body.mean(axis=0)
+    jitter_max = 0.05 * spacing
+    own_shifts = np.array([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1)
+                           for k in (-1, 0, 1) if (i, j, k) != (0, 0, 0)],
+                          dtype=float) * lengths
+    md2 = min_distance * min_distance
+
+    # neighbour molecules: sites close enough for any atom pair to clash
+    reach = min_distance + 2.0 * (float(np.max(np.linalg.norm(body, axis=1)))
+                                  + math.sqrt(3.0) * jitter_max) + 1e-9
+    nbr_lists = []
+    for m in range(n_mol):
+        d = sites - sites[m]
+        d -= lengths * np.round(d / lengths)
+        close = np.nonzero(np.einsum("ij,ij->i", d, d) < reach * reach)[0]
+        nbr_lists.append(close[close != m])
+    width = max(1, max(len(v) for v in nbr_lists))
+    nbr = np.full((n_mol, width), -1, dtype=np.intp)
+    for m, v in enumerate(nbr_lists):
+        nbr[m, :len(v)] = v
+    nbr_ok = nbr >= 0
+    nbr_safe = np.where(nbr_ok, nbr, 0)
+
+    def candidates(m, count):
+        """``count`` random placements (jitter + orientation) of molecule m."""
+        rot = np.stack([_random_rotation(rng) for _ in range(count)])
+        jitter = rng.uniform(-jitter_max, jitter_max, (count, 1, 3))
+        return sites[m] + jitter + np.einsum("aj,tij->tai", body, rot)
+
+    def own_image_d2(mols):
+        """Smallest squared distance between molecules and their own images."""
+        dd = (mols[:, :, None, None, :] - mols[:, None, :, None, :]
+              + own_shifts[None, None, None, :, :])
+        return np.min(np.einsum("...i,...i->...", dd, dd).reshape(mols.shape[0], -1), axis=1)
+
+    def min_dist2(mols, nb, nb_ok, mols_all):
+        """Smallest squared intermolecular distance; mols (t,3,3), nb (t,w)."""
+        other = mols_all[nb]                                   # (t, w, 3, 3)
+        d = other[:, None, :, :, :] - mols[:, :, None, None, :]  # (t, 3, w, 3, 3)
+        d -= lengths * np.round(d / lengths)
+        d2 = np.einsum("...i,...i->...", d, d)
+        d2 = np.where(nb_ok[:, None, :, None], d2, np.inf)
+        return np.minimum(own_image_d2(mols), np.min(d2.reshape(mols.shape[0], -1), axis=1))
+
+    # random placement, then re-place clashing molecules until none clash
+    mols = np.stack([candidates(m, 1)[0] for m in range(n_mol)])
+    n_trials = 64
+    for sweep in range(1000):
+        current = min_dist2(mols, nbr_safe, nbr_ok, mols)
+        clashing = np.nonzero(current < md2)[0]
+        if clashing.size == 0:
+            break
+        for m in rng.permutation(clashing):
+            trial = candidates(m, n_trials)
+            nb = np.broadcast_to(nbr_safe[m], (n_trials, width))
+            ok = np.broadcast_to(nbr_ok[m], (n_trials, width))
+            score = min_dist2(trial, nb, ok, mols)
+            now = min_dist2(mols[m][None], nbr_safe[m][None], nbr_ok[m][None], mols)[0]
+            t = int(np.argmax(score))
+            if score[t] > now:
+                mols[m] = trial[t]
+    else:
+        raise RuntimeError("could not place water molecules; lower density or min_distance")
+    pos = mols.reshape(-1, 3)
+    charges = np.tile([_Q_O, _Q_H, _Q_H], n_mol)
+    ids = np.arange(3 * n_mol, dtype=np.int64)
+    o = 3 * np.arange(n_mol, dtype=np.int64)
+    exclusions = np.stack([np.stack([o, o + 1], axis=1), np.stack([o, o + 2], axis=1),
+                           np.stack([o + 1, o + 2], axis=1)], axis=1).reshape(-1, 2)
+    return System(box=box, positions=pos, charges=charges, ids=ids, exclusions=exclusions,
+                  name=f"water_box n_molecules={n_mol}")
+
+
+def displace(system, sigma, seed=0):
+    """Copy of ``system`` with Gaussian random displacements of width ``sigma``.
+
+    The displaced copy no longer is an ideal crystal, so its
+    ``nearest_neighbor_distance`` and ``madelung_reference`` are ``None``.
+
+    Parameters
+    ----------
+    system : System
+        System to perturb (not modified).
+    sigma : float
+        Standard deviation of each Cartesian displacement component.
+    seed : int
+        Seed for :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    System
+    """
+    rng = np.random.default_rng(seed)
+    pos = system.positions + rng.normal(scale=float(sigma), size=system.positions.shape)
+    return replace(system, box=system.box.copy(), positions=pos,
+                   charges=system.charges.copy(), ids=system.ids.copy(),
+                   exclusions=system.exclusions.copy(),
+                   name=f"{system.name} displaced(sigma={sigma}, seed={seed})",
+                   nearest_neighbor_distance=None, madelung_reference=None)

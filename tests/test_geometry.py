@@ -1,0 +1,124 @@
+"""The pure geometry layer: boxes, processor grids, bricks and pencils (no MPI)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from pmewald import geometry as g
+
+MESHES = [(1, 1, 1), (2, 3, 5), (7, 11, 13), (16, 16, 16), (30, 27, 32), (64, 8, 3)]
+
+
+def _paint(boxes, mesh):
+    """Count how often each mesh point is covered, independently of the C++ check."""
+    count = np.zeros(mesh, dtype=np.int32)
+    for lo, hi in boxes:
+        assert all(0 <= l <= h <= n for l, h, n in zip(lo, hi, mesh)) or any(h <= l for l, h in zip(lo, hi)), (lo, hi)
+        if all(h > l for l, h in zip(lo, hi)):
+            count[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]] += 1
+    return count
+
+
+def test_intersect_and_volume():
+    a = ((0, 0, 0), (4, 5, 6))
+    b = ((2, 3, -1), (10, 4, 2))
+    assert g.intersect(a, b) == ((2, 3, 0), (4, 4, 2))
+    assert g.volume(g.intersect(a, b)) == 2 * 1 * 2
+    disjoint = g.intersect(a, ((4, 0, 0), (6, 5, 6)))
+    assert g.volume(disjoint) == 0
+    assert g.volume(((3, 3, 3), (1, 5, 5))) == 0
+
+
+def test_split_range_covers_evenly():
+    for n in [0, 1, 5, 17, 100]:
+        for p in [1, 2, 3, 7, 150]:
+            parts = [g.split_range(n, p, i) for i in range(p)]
+            assert parts[0][0] == 0 and parts[-1][1] == n
+            assert all(parts[i][1] == parts[i + 1][0] for i in range(p - 1))
+            sizes = [hi - lo for lo, hi in parts]
+            assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+def test_grid_minimises_surface(mesh):
+    for P in list(range(1, 65)) + [96, 120, 128, 210, 1000]:
+        grid = tuple(g.processor_grid_3d(P, mesh))
+        assert grid[0] * grid[1] * grid[2] == P
+        candidates = [(a, b, P // (a * b)) for a in range(1, P + 1) if P % a == 0
+                      for b in range(1, P // a + 1) if (P // a) % b == 0]
+        no_empty = [c for c in candidates if all(ci <= ni for ci, ni in zip(c, mesh))]
+        pool = no_empty or candidates
+        best = min(g.grid_surface(c, mesh) for c in pool)
+        assert g.grid_surface(grid, mesh) == best, (P, grid)
+        if no_empty:
+            assert all(ci <= ni for ci, ni in zip(grid, mesh))
+
+
+def test_grid_surface_formula():
+    assert g.grid_surface((2, 1, 1), (10, 20, 30)) == 2 * (2 * 600 + 300 + 200)
+
+
+@pytest.mark.parametrize("mesh", [(7, 11, 13), (16, 16, 16), (30, 27, 32), (2, 3, 5)])
+def test_bricks_tile_mesh_for_1_to_1000_ranks(mesh):
+    for P in range(1, 1001):
+        boxes = g.brick_boxes(P, mesh)
+        assert len(boxes) == P
+        ok, why = g.tiles_exactly(boxes, mesh)
+        assert ok, (P, why)
+        if P in (1, 2, 3, 4, 7, 64, 97, 360, 1000):
+            assert (_paint(boxes, mesh) == 1).all(), P
+
+
+@pytest.mark.parametrize("mesh", [(7, 11, 13), (30, 27, 32), (1, 1, 1)])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_pencils_tile_mesh_for_1_to_1000_ranks(mesh, axis):
+    for P in range(1, 1001):
+        boxes = g.pencil_boxes(axis, P, mesh)
+        ok, why = g.tiles_exactly(boxes, mesh)
+        assert ok, (P, axis, why)
+        for lo, hi in boxes:
+            if g.volume((lo, hi)):
+                assert lo[axis] == 0 and hi[axis] == mesh[axis]
+        if P in (1, 2, 3, 5, 143, 1000):
+            assert (_paint(boxes, mesh) == 1).all()
+
+
+def test_more_ranks_than_planes_gives_empty_bricks():
+    mesh = (2, 3, 5)
+    boxes = g.brick_boxes(64, mesh)
+    empties = sum(1 for b in boxes if g.volume(b) == 0)
+    assert empties == 64 - 30
+    assert g.tiles_exactly(boxes, mesh)[0]
+
+
+def test_tiles_exactly_detects_gaps_overlaps_and_outside():
+    mesh = (4, 4, 4)
+    good = [((0, 0, 0), (2, 4, 4)), ((2, 0, 0), (4, 4, 4))]
+    assert g.tiles_exactly(good, mesh) == (True, "")
+    ok, why = g.tiles_exactly([((0, 0, 0), (2, 4, 4)), ((1, 0, 0), (4, 4, 4))], mesh)
+    assert not ok and "overlap" in why
+    ok, why = g.tiles_exactly([((0, 0, 0), (2, 4, 4)), ((3, 0, 0), (4, 4, 4))], mesh)
+    assert not ok and "cover" in why
+    ok, why = g.tiles_exactly([((0, 0, 0), (2, 4, 4)), ((2, 0, 0), (5, 4, 4))], mesh)
+    assert not ok and "outside" in why
+
+
+def test_brick_box_rank_order_is_x_fastest():
+    mesh = (8, 8, 8)
+    grid = g.processor_grid_3d(8, mesh)
+    assert tuple(grid) == (2, 2, 2)
+    assert g.brick_box(8, mesh, 1) == ((4, 0, 0), (8, 4, 4))
+    assert g.brick_box(8, mesh, 2) == ((0, 4, 0), (4, 8, 4))
+    assert g.brick_box(8, mesh, 4) == ((0, 0, 4), (4, 4, 8))
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError):
+        g.processor_grid_3d(0, (4, 4, 4))
+    with pytest.raises(ValueError):
+        g.brick_box(4, (4, 4, 4), 4)
+    with pytest.raises(ValueError):
+        g.pencil_box(3, 2, (4, 4, 4), 0)
+    with pytest.raises(TypeError):
+        g.intersect("not a box", ((0, 0, 0), (1, 1, 1)))

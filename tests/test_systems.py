@@ -1,0 +1,188 @@
+"""Tests of the deterministic test-system generators (pmewald.systems)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pmewald import systems
+from pmewald.reference import minimum_image
+
+CRYSTALS = {
+    # factory, atoms per cell, coordination number, r0 / a
+    "rock_salt": (systems.rock_salt, 8, 6, 0.5),
+    "caesium_chloride": (systems.caesium_chloride, 2, 8, math.sqrt(3) / 2),
+    "zinc_blende": (systems.zinc_blende, 8, 4, math.sqrt(3) / 4),
+    "wurtzite": (systems.wurtzite, 4, 4, math.sqrt(3.0 / 8.0)),
+}
+
+
+def _check_common(s):
+    n = s.positions.shape[0]
+    assert s.box.shape == (3, 3) and s.box.dtype == np.float64
+    assert s.positions.shape == (n, 3) and s.positions.dtype == np.float64
+    assert s.charges.shape == (n,) and s.charges.dtype == np.float64
+    assert s.ids.shape == (n,) and s.ids.dtype == np.int64
+    np.testing.assert_array_equal(s.ids, np.arange(n))
+    assert s.exclusions.dtype == np.int64
+    assert s.exclusions.ndim == 2 and s.exclusions.shape[1] == 2
+    assert s.n_atoms == n
+    assert s.volume > 0
+    assert isinstance(s.name, str) and s.name
+
+
+def _all_distances(s):
+    i, j = np.triu_indices(s.n_atoms, 1)
+    d = minimum_image(s.box, s.positions[i] - s.positions[j])
+    return i, j, np.linalg.norm(d, axis=1)
+
+
+@pytest.mark.parametrize("name", sorted(CRYSTALS))
+def test_crystal_geometry(name):
+    factory, per_cell, coordination, r0_over_a = CRYSTALS[name]
+    a = 4.3
+    s = factory((2, 2, 3), a=a, charge=1.5)   # >= 2 cells: images are distinct atoms
+    _check_common(s)
+    assert s.n_atoms == per_cell * 12
+    assert s.exclusions.shape == (0, 2)
+    assert abs(s.charges.sum()) < 1e-12
+    assert set(np.round(s.charges, 12)) == {1.5, -1.5}
+    assert s.nearest_neighbor_distance == pytest.approx(r0_over_a * a, rel=1e-14)
+    assert s.madelung_reference == systems.MADELUNG_CONSTANTS[name]
+    i, j, r = _all_distances(s)
+    r0 = s.nearest_neighbor_distance
+    assert r.min() == pytest.approx(r0, rel=1e-12)
+    # nearest neighbours are oppositely charged, with the right coordination number
+    near = np.abs(r - r0) < 1e-9 * r0
+    assert np.all(s.charges[i[near]] * s.charges[j[near]] < 0)
+    counts = np.bincount(np.concatenate([i[near], j[near]]), minlength=s.n_atoms)
+    np.testing.assert_array_equal(counts, coordination)
+
+
+def test_crystal_cell_counts_and_scalar_n_cells():
+    assert systems.rock_salt(3).n_atoms == 8 * 27
+    assert systems.caesium_chloride((1, 2, 3)).n_atoms == 12
+    np.testing.assert_allclose(np.diag(systems.rock_salt((1, 2, 3), a=2.0).box), [2, 4, 6])
+    with pytest.raises(ValueError):
+        systems.rock_salt((0, 1, 1))
+
+
+def test_wurtzite_is_ideal_hexagonal():
+    a = 3.0
+    s = systems.wurtzite(1, a=a)
+    b = s.box
+    assert np.linalg.norm(b[0]) == pytest.approx(a)
+    assert np.linalg.norm(b[1]) == pytest.approx(a)
+    assert np.linalg.norm(b[2]) == pytest.approx(a * math.sqrt(8.0 / 3.0))
+    cosg = b[0] @ b[1] / (np.linalg.norm(b[0]) * np.linalg.norm(b[1]))
+    assert cosg == pytest.approx(-0.5)
+    # anions sit u*c = 3/8 c above the cations
+    dz = s.positions[2:, 2] - s.positions[:2, 2]
+    np.testing.assert_allclose(dz, 0.375 * b[2, 2])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64])
+def test_water_box(n):
+    w = systems.water_box(n, seed=3)
+    _check_common(w)
+    assert w.n_atoms == 3 * n
+    assert abs(w.charges.sum()) < 1e-12
+    np.testing.assert_array_equal(w.charges[:3], [-0.8476, 0.4238, 0.4238])
+    assert w.volume == pytest.approx(n / 0.0334, rel=1e-12)
+    # box is orthorhombic
+    assert np.count_nonzero(w.box - np.diag(np.diag(w.box))) == 0
+    # exclusions: exactly the three intramolecular pairs per molecule, by id
+    assert w.exclusions.shape == (3 * n, 2)
+    mol = w.ids // 3
+    assert np.all(mol[w.exclusions[:, 0]] == mol[w.exclusions[:, 1]])
+    assert np.unique(np.sort(w.exclusions, axis=1), axis=0).shape[0] == 3 * n
+    # rigid SPC/E geometry
+    o, h1, h2 = w.positions[0::3], w.positions[1::3], w.positions[2::3]
+    np.testing.assert_allclose(np.linalg.norm(h1 - o, axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(h2 - o, axis=1), 1.0, rtol=1e-12)
+    cos_t = np.einsum("ij,ij->i", h1 - o, h2 - o)
+    np.testing.assert_allclose(np.degrees(np.arccos(cos_t)), 109.47, rtol=1e-10)
+    # no close intermolecular contacts, including a molecule's own images
+    if n > 1:
+        i, j, r = _all_distances(w)
+        inter = mol[i] != mol[j]
+        assert r[inter].min() >= 2.2 - 1e-12
+    lengths = np.diag(w.box)
+    assert lengths.min() >= 2.2
+
+
+def test_water_box_target_atoms_and_determinism():
+    w1 = systems.water_box(target_atoms=100, seed=5)
+    assert w1.n_atoms == 99
+    w2 = systems.water_box(33, seed=5)
+    np.testing.assert_array_equal(w1.positions, w2.positions)
+    w3 = systems.water_box(33, seed=6)
+    assert not np.allclose(w1.positions, w3.positions)
+    w4 = systems.water_box(33, seed=5, density=0.02)
+    assert w4.volume == pytest.approx(33 / 0.02)
+    with pytest.raises(ValueError):
+        systems.water_box()
+    with pytest.raises(ValueError):
+        systems.water_box(3, target_atoms=9)
+
+
+@pytest.mark.parametrize("kind", ["cubic", "strong", "restricted", "hexagonal"])
+def test_random_charges(kind):
+    box = systems.triclinic_box(6.0, kind)
+    s = systems.random_charges(40, box, seed=1, min_distance=1.0)
+    _check_common(s)
+    assert s.exclusions.shape == (0, 2)
+    np.testing.assert_array_equal(s.box, box)
+    assert abs(s.charges.sum()) < 1e-13
+    assert np.all(np.abs(s.charges) <= 2.0)
+    _, _, r = _all_distances(s)
+    assert r.min() >= 1.0
+    # inside the cell
+    frac = s.positions @ np.linalg.inv(box)
+    assert np.all(frac >= 0) and np.all(frac < 1)
+    again = systems.random_charges(40, box, seed=1, min_distance=1.0)
+    np.testing.assert_array_equal(s.positions, again.positions)
+    np.testing.assert_array_equal(s.charges, again.charges)
+
+
+def test_random_charges_non_neutral_and_box_forms():
+    s = systems.random_charges(10, 5.0, neutral=False, seed=2)
+    assert abs(s.charges.sum()) > 1e-6
+    np.testing.assert_array_equal(s.box, 5.0 * np.eye(3))
+    s = systems.random_charges(10, [3.0, 4.0, 5.0], seed=2)
+    np.testing.assert_array_equal(s.box, np.diag([3.0, 4.0, 5.0]))
+
+
+def test_triclinic_box():
+    L = 2.0
+    strong = systems.triclinic_box(L)
+    np.testing.assert_allclose(strong, L * np.array([[1, 0, 0], [0.6, 0.9, 0],
+                                                     [0.4, -0.3, 0.8]]))
+    # not LAMMPS-restricted: the xy tilt exceeds half of a
+    assert strong[1, 0] > 0.5 * strong[0, 0]
+    np.testing.assert_array_equal(systems.triclinic_box(L, "cubic"), L * np.eye(3))
+    hexa = systems.triclinic_box(L, "hexagonal")
+    assert abs(np.linalg.det(hexa)) == pytest.approx(L ** 3 * math.sqrt(3) / 2)
+    r = systems.triclinic_box(L, "restricted")
+    assert np.allclose(np.triu(r, 1), 0)
+    assert abs(r[1, 0]) <= 0.5 * r[0, 0] and abs(r[2, 0]) <= 0.5 * r[0, 0]
+    assert abs(r[2, 1]) <= 0.5 * r[1, 1]
+    with pytest.raises(ValueError):
+        systems.triclinic_box(L, "nonsense")
+
+
+def test_displace():
+    s = systems.rock_salt(2)
+    before = s.positions.copy()
+    d = systems.displace(s, 0.05, seed=4)
+    np.testing.assert_array_equal(s.positions, before)      # original untouched
+    _check_common(d)
+    step = d.positions - s.positions
+    assert 0.035 < np.sqrt(np.mean(step ** 2)) < 0.065
+    assert d.madelung_reference is None and d.nearest_neighbor_distance is None
+    np.testing.assert_array_equal(d.charges, s.charges)
+    d.charges[0] = 99.0
+    assert s.charges[0] != 99.0                               # arrays are copies
+    d2 = systems.displace(s, 0.05, seed=4)
+    np.testing.assert_array_equal(systems.displace(s, 0.05, seed=4).positions, d2.positions)
+    assert not np.allclose(systems.displace(s, 0.05, seed=5).positions, d2.positions)

@@ -28,4 +28,5 @@ PYBIND11_MODULE(_core, m) {
   bind_config(m);
   bind_geometry(m);
   bind_realspace(m);
+  bind_fft(m);
 }

@@ -29,4 +29,5 @@ PYBIND11_MODULE(_core, m) {
   bind_geometry(m);
   bind_realspace(m);
   bind_fft(m);
+  bind_kernels(m);
 }

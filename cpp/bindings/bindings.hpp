@@ -9,6 +9,8 @@ namespace pmewald::py_bindings {
 
 void bind_config(pybind11::module_& m);
 void bind_geometry(pybind11::module_& m);
+void bind_realspace(pybind11::module_& m);
+void bind_fft(pybind11::module_& m);
 void bind_kernels(pybind11::module_& m);
 
 pybind11::tuple box_to_python(const Box3& b);

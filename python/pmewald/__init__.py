@@ -10,9 +10,11 @@ from mpi4py import MPI as _MPI  # noqa: F401  (initialises MPI before the core l
 from . import _core
 from ._config import check_mpi_match, config, show_config
 from ._version import __version__
+from .fft import DistributedFFT
 
 __all__ = [
     "__version__",
+    "DistributedFFT",
     "check_mpi_match",
     "config",
     "show_config",

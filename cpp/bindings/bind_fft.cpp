@@ -1,0 +1,229 @@
+// Python view of the distributed FFT (FFT3d) and of the generic exchange plan.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <complex>
+#include <memory>
+#include <sstream>
+
+#include "../comm.hpp"
+#include "../errors.hpp"
+#include "../exchange.hpp"
+#include "../fft3d.hpp"
+#include "bindings.hpp"
+#include "pycomm.hpp"
+
+namespace py = pybind11;
+
+namespace pmewald::py_bindings {
+
+namespace {
+
+unsigned fftw_flags_from_string(const std::string& s) {
+  if (s == "estimate") return FFTW_ESTIMATE;
+  if (s == "measure") return FFTW_MEASURE;
+  if (s == "patient") return FFTW_PATIENT;
+  if (s == "exhaustive") return FFTW_EXHAUSTIVE;
+  throw ValueError("planner must be one of 'estimate', 'measure', 'patient', 'exhaustive', not '" + s + "'");
+}
+
+std::string shape_str(const Int3& s) {
+  std::ostringstream o;
+  o << "(" << s[0] << ", " << s[1] << ", " << s[2] << ")";
+  return o.str();
+}
+
+// Local check of an array argument: "" when fine, else what is wrong.
+std::string check_array(const py::handle& obj, const char* name, const Int3& shape, bool writeable) {
+  if (!py::isinstance<py::array>(obj)) return std::string(name) + " must be a numpy array";
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().is(py::dtype::of<std::complex<double>>()))
+    return std::string(name) + " must have dtype complex128, not " + std::string(py::str(a.dtype()));
+  bool ok = a.ndim() == 3;
+  for (int d = 0; ok && d < 3; ++d) ok = a.shape(d) == shape[d];
+  if (!ok) {
+    std::ostringstream o;
+    o << name << " must have shape " << shape_str(shape) << " (this rank's box), not (";
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) o << (d ? ", " : "") << a.shape(d);
+    o << (a.ndim() == 1 ? ",)" : ")");
+    return o.str();
+  }
+  if (!(a.flags() & py::array::c_style)) return std::string(name) + " must be C-contiguous";
+  if (writeable && !a.writeable()) return std::string(name) + " must be writeable";
+  return "";
+}
+
+py::dict stats_dict(const ExchangeStats& s) {
+  py::dict d;
+  d["executions"] = s.executions;
+  d["messages_sent"] = s.messages_sent;
+  d["messages_received"] = s.messages_received;
+  d["bytes_sent"] = s.bytes_sent;
+  d["bytes_received"] = s.bytes_received;
+  d["self_bytes"] = s.self_bytes;
+  d["pack_seconds"] = s.pack_seconds;
+  d["wait_seconds"] = s.wait_seconds;
+  d["unpack_seconds"] = s.unpack_seconds;
+  d["self_seconds"] = s.self_seconds;
+  return d;
+}
+
+// Runs fft.forward / backward on numpy arrays after a collective argument check.
+py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool fwd) {
+  const Box3& src_box = fwd ? fft.inbox() : fft.outbox();
+  const Box3& dst_box = fwd ? fft.outbox() : fft.inbox();
+  std::string err = check_array(a, fwd ? "a" : "b", src_box.shape(), false);
+  if (err.empty() && !out.is_none()) err = check_array(out, "out", dst_box.shape(), true);
+  agree_or_throw(fft.comm(), err);
+  py::array src = py::reinterpret_borrow<py::array>(a);
+  py::array dst = out.is_none()
+                      ? py::array(py::dtype::of<std::complex<double>>(),
+                                  std::vector<py::ssize_t>{dst_box.size(0), dst_box.size(1), dst_box.size(2)})
+                      : py::reinterpret_borrow<py::array>(out);
+  const Complex* in = reinterpret_cast<const Complex*>(src.data());
+  Complex* o = reinterpret_cast<Complex*>(dst.mutable_data());
+  {
+    py::gil_scoped_release release;
+    if (fwd)
+      fft.forward(in, o);
+    else
+      fft.backward(in, o);
+  }
+  return dst;
+}
+
+// A Python handle on a generic exchange: owns a duplicate communicator, the plan,
+// and executors for float64 and complex128 data (tests and experiments).
+struct PyExchange {
+  std::unique_ptr<Comm> comm;
+  std::shared_ptr<const ExchangePlan> plan;
+  std::unique_ptr<ExchangeExecutor<double>> real;
+  std::unique_ptr<ExchangeExecutor<Complex>> cplx;
+};
+
+template <class T>
+void run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array src, py::array dst, Direction dir,
+                  UnpackOp op) {
+  std::string err;
+  if (src.size() != plan.source_size(dir) || dst.size() != plan.destination_size(dir))
+    err = "src must hold " + std::to_string(plan.source_size(dir)) + " and dst " +
+          std::to_string(plan.destination_size(dir)) + " elements";
+  else if (!(src.flags() & py::array::c_style) || !(dst.flags() & py::array::c_style) || !dst.writeable())
+    err = "src and dst must be C-contiguous (and dst writeable)";
+  agree_or_throw(plan.comm(), err);
+  const T* s = reinterpret_cast<const T*>(src.data());
+  T* d = reinterpret_cast<T*>(dst.mutable_data());
+  py::gil_scoped_release release;
+  ex.execute(s, d, dir, op);
+}
+
+}  // namespace
+
+void bind_fft(py::module_& m) {
+  py::class_<FFT3d>(m, "FFT3d", "Distributed 3-D complex FFT (C++ core of pmewald.DistributedFFT).")
+      .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,
+                       const std::string& mode, const std::string& planner) {
+             MPI_Comm c = comm_from_python(comm, "comm");
+             const CommMode cm = comm_mode_from_string(mode);
+             const unsigned flags = fftw_flags_from_string(planner);
+             const Box3 in = box_from_python(inbox, "inbox");
+             const Box3 out = box_from_python(outbox, "outbox");
+             py::gil_scoped_release release;
+             return std::make_unique<FFT3d>(c, mesh, in, out, cm, flags);
+           }),
+           py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
+           py::arg("planner"))
+      .def_property_readonly("inbox", [](const FFT3d& f) { return box_to_python(f.inbox()); })
+      .def_property_readonly("outbox", [](const FFT3d& f) { return box_to_python(f.outbox()); })
+      .def_property_readonly("x_pencil", [](const FFT3d& f) { return box_to_python(f.x_pencil()); })
+      .def_property_readonly("y_pencil", [](const FFT3d& f) { return box_to_python(f.y_pencil()); })
+      .def_property_readonly("z_pencil", [](const FFT3d& f) { return box_to_python(f.z_pencil()); })
+      .def_property_readonly("mesh", [](const FFT3d& f) { return f.mesh(); })
+      .def_property_readonly("comm_mode", [](const FFT3d& f) { return std::string(comm_mode_name(f.mode())); })
+      .def("stage_order", [](const FFT3d& f, int s) { return f.stage_order(s); }, py::arg("stage"))
+      .def("remap_active", &FFT3d::remap_active, py::arg("t"))
+      .def("forward",
+           [](FFT3d& f, py::object a, py::object out) { return transform(f, a, out, true); }, py::arg("a"),
+           py::arg("out") = py::none())
+      .def("backward",
+           [](FFT3d& f, py::object b, py::object out) { return transform(f, b, out, false); }, py::arg("b"),
+           py::arg("out") = py::none())
+      .def("stats",
+           [](const FFT3d& f) {
+             py::dict d;
+             for (Direction dir : {Direction::Forward, Direction::Reverse})
+               for (int t = 0; t < FFT3d::kRemaps; ++t) {
+                 py::dict s = stats_dict(f.remap_stats(t, dir));
+                 s["active"] = f.remap_active(t);
+                 d[py::str(FFT3d::remap_name(t, dir))] = s;
+               }
+             py::dict fft;
+             fft["forward_seconds"] = f.fft_seconds(Direction::Forward);
+             fft["backward_seconds"] = f.fft_seconds(Direction::Reverse);
+             fft["forward_executions"] = f.executions(Direction::Forward);
+             fft["backward_executions"] = f.executions(Direction::Reverse);
+             d["fft"] = fft;
+             d["allocations"] = buffer_allocations();
+             d["comm_mode"] = std::string(comm_mode_name(f.mode()));
+             return d;
+           })
+      .def("reset_stats", &FFT3d::reset_stats);
+
+  m.def("buffer_allocations", &buffer_allocations,
+        "Process-wide count of buffers allocated by the exchange, remap and FFT layers.");
+  m.def(
+      "fftw_serial_pair_times",
+      [](const Int3& mesh, int repeats, const std::string& planner) {
+        const unsigned flags = fftw_flags_from_string(planner);
+        py::gil_scoped_release release;
+        return fftw_serial_pair_times(mesh, repeats, flags);
+      },
+      py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
+      "Seconds of each forward+backward pair of FFTW's serial 3-D transform (fftw_plan_dft_3d).");
+
+  py::class_<PyExchange>(m, "Exchange", "Generic exchange plan with executors (for tests).")
+      .def(py::init([](py::object comm, const std::string& mode, std::vector<int> send_ranks,
+                       std::vector<std::vector<Index>> send_indices, std::vector<int> recv_ranks,
+                       std::vector<std::vector<Index>> recv_indices, std::vector<Index> self_src,
+                       std::vector<Index> self_dst, std::int64_t src_size, std::int64_t dst_size) {
+             MPI_Comm c = comm_from_python(comm, "comm");
+             const CommMode cm = comm_mode_from_string(mode);
+             auto h = std::make_unique<PyExchange>();
+             h->comm = std::make_unique<Comm>(c);
+             ExchangeLists L{std::move(send_ranks), std::move(send_indices), std::move(recv_ranks),
+                             std::move(recv_indices), std::move(self_src), std::move(self_dst), src_size, dst_size};
+             h->plan = std::make_shared<const ExchangePlan>(h->comm->get(), std::move(L));
+             h->real = make_executor<double>(cm, h->plan);
+             h->cplx = make_executor<Complex>(cm, h->plan);
+             return h;
+           }),
+           py::arg("comm"), py::arg("comm_mode"), py::arg("send_ranks"), py::arg("send_indices"),
+           py::arg("recv_ranks"), py::arg("recv_indices"), py::arg("self_src"), py::arg("self_dst"),
+           py::arg("src_size"), py::arg("dst_size"))
+      .def(
+          "execute",
+          [](PyExchange& h, py::array src, py::array dst, bool reverse, bool add) {
+            const Direction dir = reverse ? Direction::Reverse : Direction::Forward;
+            const UnpackOp op = add ? UnpackOp::Add : UnpackOp::Assign;
+            std::string err;
+            const bool is_real = src.dtype().is(py::dtype::of<double>()) && dst.dtype().is(py::dtype::of<double>());
+            const bool is_cplx = src.dtype().is(py::dtype::of<std::complex<double>>()) &&
+                                 dst.dtype().is(py::dtype::of<std::complex<double>>());
+            if (!is_real && !is_cplx) err = "src and dst must both be float64 or both complex128";
+            agree_or_throw(h.plan->comm(), err);
+            if (is_real)
+              run_exchange(*h.real, *h.plan, src, dst, dir, op);
+            else
+              run_exchange(*h.cplx, *h.plan, src, dst, dir, op);
+          },
+          py::arg("src"), py::arg("dst"), py::arg("reverse") = false, py::arg("add") = false)
+      .def_property_readonly("component", [](const PyExchange& h) { return h.plan->component(); })
+      .def("stats", [](const PyExchange& h, bool reverse, bool complex_data) {
+             const Direction dir = reverse ? Direction::Reverse : Direction::Forward;
+             return stats_dict(complex_data ? h.cplx->stats(dir) : h.real->stats(dir));
+           },
+           py::arg("reverse") = false, py::arg("complex_data") = false);
+}
+
+}  // namespace pmewald::py_bindings

@@ -1,0 +1,117 @@
+// Distributed 3-D complex FFT over MPI: remaps (exchange.hpp / remap.hpp) plus
+// batched 1-D FFTW transforms.
+//
+// Stages (s = 0..4) and the remaps between them (t = 0..3, from stage t to t+1):
+//
+//   0 inbox (C order) --in->x--> 1 x-pencils --x->y--> 2 y-pencils --y->z-->
+//   3 z-pencils (C order) --z->out--> 4 outbox (C order)
+//
+// with 1-D FFTs along x at stage 1, y at stage 2 and z at stage 3. A pencil stage
+// is stored with its FFT axis fastest (x-pencils as [y][z][x], y-pencils as
+// [z][x][y], z-pencils as [x][y][z]) so each batch of 1-D FFTs is contiguous,
+// except that when a rank's x- or y-pencil box equals its previous box, the data
+// stays where and as it is (no copy) and FFTW transforms it along a strided axis.
+// z-pencils are always C order, so a k-space solve can work there directly.
+// A remap that moves nothing on this rank (same box, same order) is skipped; with
+// outbox == z_pencil_box(...) the last remap disappears.
+//
+// backward() runs the stages in reverse (each remap's exchange reversed) and
+// scales by 1/N, so backward(forward(a)) == a. Plans, FFTW plans and buffers are
+// made in the constructor; forward() and backward() allocate nothing.
+#pragma once
+
+#include <fftw3.h>
+#include <mpi.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "exchange.hpp"
+#include "extent.hpp"
+#include "kokkos_types.hpp"
+#include "remap.hpp"
+
+namespace pmewald {
+
+class FFT3d {
+ public:
+  static constexpr int kStages = 5;
+  static constexpr int kRemaps = 4;
+
+  // Collective over `comm` (duplicated internally). `inbox` and `outbox` are this
+  // rank's boxes; over all ranks each set must tile the mesh exactly (checked
+  // collectively: ValueError on every rank otherwise; likewise when mesh, mode or
+  // flags differ between ranks). `fftw_flags`: FFTW_ESTIMATE, FFTW_MEASURE, ...
+  FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox,
+        CommMode mode = CommMode::Nonblocking, unsigned fftw_flags = FFTW_MEASURE);
+  ~FFT3d();
+  FFT3d(const FFT3d&) = delete;
+  FFT3d& operator=(const FFT3d&) = delete;
+
+  // Pencil boxes of `rank` of `nranks` (decomposition.hpp's pencil_box).
+  static Box3 x_pencil_box(const Int3& mesh, int nranks, int rank);
+  static Box3 y_pencil_box(const Int3& mesh, int nranks, int rank);
+  static Box3 z_pencil_box(const Int3& mesh, int nranks, int rank);
+
+  // Collective. `in` holds inbox().volume() elements in C order, `out` receives
+  // outbox().volume() (forward); backward the other way round. in and out may be
+  // the same array when inbox() == outbox().
+  void forward(const Complex* in, Complex* out);
+  void backward(const Complex* in, Complex* out);
+
+  MPI_Comm comm() const { return comm_.get(); }
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  const Int3& mesh() const { return mesh_; }
+  CommMode mode() const { return mode_; }
+  unsigned fftw_flags() const { return flags_; }
+  const Box3& inbox() const { return box_[0]; }
+  const Box3& outbox() const { return box_[4]; }
+  const Box3& x_pencil() const { return box_[1]; }
+  const Box3& y_pencil() const { return box_[2]; }
+  const Box3& z_pencil() const { return box_[3]; }
+  const Box3& stage_box(int s) const { return box_.at(s); }
+  const Order3& stage_order(int s) const { return order_.at(s); }
+
+  // Remap t (0..3): "in->x", "x->y", "y->z", "z->out" forward; the backward
+  // transform runs them reversed as "x->in", "y->x", "z->y", "out->z".
+  static std::string remap_name(int t, Direction d);
+  // Whether this rank moves data in remap t (false: skipped here).
+  bool remap_active(int t) const { return !remaps_.at(t)->identity(); }
+  // Exchange counters of remap t in direction d (zeros when no exchange was built).
+  const ExchangeStats& remap_stats(int t, Direction d) const;
+  const RemapPlan& remap_plan(int t) const { return *remaps_.at(t); }
+  double fft_seconds(Direction d) const { return fft_seconds_[static_cast<int>(d)]; }
+  std::int64_t executions(Direction d) const { return executions_[static_cast<int>(d)]; }
+  void reset_stats();
+
+ private:
+  void run_ffts(int stage, Complex* data, Direction d);
+
+  Comm comm_;
+  Int3 mesh_;
+  CommMode mode_;
+  unsigned flags_;
+  std::array<Box3, kStages> box_;
+  std::array<Order3, kStages> order_;
+  std::array<std::shared_ptr<RemapPlan>, kRemaps> remaps_;
+  std::array<std::unique_ptr<ExchangeExecutor<Complex>>, kRemaps> exec_;
+  // FFTW plans per FFT stage (1..3) and direction, in place on buf_[0]; null when
+  // the stage is empty on this rank.
+  std::array<std::array<fftw_plan, 2>, kStages> plans_{};
+  Complex* buf_[2] = {nullptr, nullptr};
+  std::int64_t buf_size_ = 0;
+  std::array<double, 2> fft_seconds_{0, 0};
+  std::array<std::int64_t, 2> executions_{0, 0};
+  ExchangeStats zero_stats_;
+};
+
+// Reference for benchmarks: wall seconds of each of `repeats` forward+backward
+// pairs of FFTW's own serial 3-D complex transform (fftw_plan_dft_3d,
+// out of place, `flags`) of `mesh`, on this rank alone.
+std::vector<double> fftw_serial_pair_times(const Int3& mesh, int repeats, unsigned flags = FFTW_MEASURE);
+
+}  // namespace pmewald

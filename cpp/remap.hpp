@@ -1,0 +1,97 @@
+// Remaps: moving a distributed 3-D array from one set of per-rank boxes to
+// another, permuting the storage order on the way.
+//
+// Storage order: an Order3 lists the axes from slowest to fastest varying, so
+// {0, 1, 2} is C order of [x][y][z] (z fastest) and {1, 2, 0} stores x fastest.
+// Every rank stores its box densely in its own order.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "exchange.hpp"
+#include "extent.hpp"
+
+namespace pmewald {
+
+using Order3 = Int3;
+inline constexpr Order3 kCOrder{0, 1, 2};
+
+// True when `order` is a permutation of {0, 1, 2}.
+bool valid_order(const Order3& order);
+
+// Element stride of each axis (indexed by axis, not by position) of `box` stored
+// densely in `order`.
+std::array<std::int64_t, 3> strides_of(const Box3& box, const Order3& order);
+
+// Visits every point of `box` in the order used for messages from a sender that
+// stores in `src_order` to a receiver that stores in `dst_order`: along the
+// sender's order when both have the same fastest axis, else tiled in the plane of
+// the two fastest axes (tiles of `tile` x `tile`) so both sides touch memory in
+// cache-sized blocks. Both sides of a message compute the same sequence.
+template <class F>
+void for_each_in_message_order(const Box3& box, const Order3& src_order, const Order3& dst_order, F&& f,
+                               int tile = 16);
+
+// A remap plan. Collective over `comm`: all-gathers every rank's boxes and storage
+// orders, finds partners by box intersection (visiting ranks in ring order from
+// rank+1, so the self piece comes last) and builds the generic ExchangePlan whose
+// pack lists read this rank's input storage and whose unpack lists write its
+// output storage (so the permutation happens on unpack).
+//
+// The caller guarantees that the input boxes tile the same index set as the output
+// boxes (FFT3d checks tilings collectively before building remaps).
+class RemapPlan {
+ public:
+  RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const Order3& out_order,
+            const Order3& in_order = kCOrder);
+
+  const Box3& inbox() const { return inbox_; }
+  const Box3& outbox() const { return outbox_; }
+  const Order3& in_order() const { return in_order_; }
+  const Order3& out_order() const { return out_order_; }
+
+  // This rank's data stays where it is (same box, same order, no partners). Its
+  // exchange plan then has no self piece: do not execute it, or pass src == dst.
+  bool identity() const { return identity_; }
+  // Every rank is an identity: no exchange plan was built (exchange() is null).
+  bool all_identity() const { return all_identity_; }
+  std::shared_ptr<const ExchangePlan> exchange() const { return exchange_; }
+
+ private:
+  Box3 inbox_, outbox_;
+  Order3 in_order_, out_order_;
+  bool identity_ = false, all_identity_ = false;
+  std::shared_ptr<const ExchangePlan> exchange_;
+};
+
+// ---------------------------------------------------------------------------
+
+template <class F>
+void for_each_in_message_order(const Box3& box, const Order3& so, const Order3& dord, F&& f, int tile) {
+  if (box.empty()) return;
+  const int fs = so[2], fd = dord[2];
+  if (fs == fd) {
+    const int a = so[0], b = so[1], c = so[2];
+    Int3 p;
+    for (p[a] = box.lo[a]; p[a] < box.hi[a]; ++p[a])
+      for (p[b] = box.lo[b]; p[b] < box.hi[b]; ++p[b])
+        for (p[c] = box.lo[c]; p[c] < box.hi[c]; ++p[c]) f(p);
+    return;
+  }
+  const int t = 3 - fs - fd;
+  Int3 p;
+  for (p[t] = box.lo[t]; p[t] < box.hi[t]; ++p[t])
+    for (int d0 = box.lo[fd]; d0 < box.hi[fd]; d0 += tile)
+      for (int s0 = box.lo[fs]; s0 < box.hi[fs]; s0 += tile) {
+        const int d1 = std::min(d0 + tile, box.hi[fd]), s1 = std::min(s0 + tile, box.hi[fs]);
+        for (p[fd] = d0; p[fd] < d1; ++p[fd])
+          for (p[fs] = s0; p[fs] < s1; ++p[fs]) f(p);
+      }
+}
+
+}  // namespace pmewald

@@ -1,0 +1,108 @@
+"""The generic exchange plan (index lists, both directions, assign / add) in all modes."""
+
+import numpy as np
+import pytest
+
+from pmewald import _core
+from pmewald.fft import COMM_MODES
+
+
+def ring_halo_lists(P, rank, n, g):
+    """1-D periodic array of n*P cells, n owned per rank, g ghosts on each side.
+
+    Local layout: [g left ghosts | n owned | g right ghosts]. Forward exchange
+    fills ghosts from their owners (src = dst = the local array).
+    """
+    N = n * P
+
+    def ghosts(r):  # (local ghost index, global cell) of rank r, in order
+        out = [(k, (r * n - g + k) % N) for k in range(g)]
+        out += [(g + n + k, (r * n + n + k) % N) for k in range(g)]
+        return out
+
+    send_ranks, send_idx, recv_ranks, recv_idx = [], [], [], []
+    self_src, self_dst = [], []
+    for k in range(1, P + 1):
+        r = (rank + k) % P
+        # what I send to r: my owned cells that are ghosts of r, in r's ghost order
+        s = [g + p % n for (_, p) in ghosts(r) if p // n == rank]
+        # what I receive from r: my ghosts owned by r
+        q = [loc for (loc, p) in ghosts(rank) if p // n == r]
+        if r == rank:
+            self_src, self_dst = s, q
+            continue
+        if s:
+            send_ranks.append(r)
+            send_idx.append(s)
+        if q:
+            recv_ranks.append(r)
+            recv_idx.append(q)
+    size = n + 2 * g
+    return send_ranks, send_idx, recv_ranks, recv_idx, self_src, self_dst, size, size
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+def test_ring_halo_fill_and_reduce(comm):
+    P, rank = comm.Get_size(), comm.Get_rank()
+    for n, g in [(5, 2), (3, 7)]:  # g > n: ghosts wrap past the neighbours (repeats)
+        N = n * P
+        lists = ring_halo_lists(P, rank, n, g)
+        # how many ghost copies each global cell has, over all ranks
+        copies = np.zeros(N)
+        for r in range(P):
+            for k in range(g):
+                copies[(r * n - g + k) % N] += 1
+                copies[(r * n + n + k) % N] += 1
+        for mode in COMM_MODES:
+            ex = _core.Exchange(comm, mode, *lists)
+            for dtype in (np.float64, np.complex128):
+                glob = np.arange(N, dtype=float) + 1.0
+                if dtype is np.complex128:
+                    glob = glob + 1j * (100.0 - glob)
+                a = np.full(n + 2 * g, -999.0, dtype=dtype)
+                a[g:g + n] = glob[rank * n:(rank + 1) * n]
+                ex.execute(a, a)  # fill ghosts
+                left = glob[(rank * n - g + np.arange(g)) % N]
+                right = glob[(rank * n + n + np.arange(g)) % N]
+                assert np.array_equal(a[:g], left) and np.array_equal(a[g + n:], right), (mode, n, g)
+                ex.execute(a, a, reverse=True, add=True)  # ghosts summed into their owners
+                want = glob[rank * n:(rank + 1) * n] * (1 + copies[rank * n:(rank + 1) * n])
+                assert np.allclose(a[g:g + n], want, rtol=0, atol=1e-12), (mode, n, g, dtype)
+            st = ex.stats(reverse=True, complex_data=True)
+            assert st["executions"] == 1
+            sent = comm.allreduce(st["bytes_sent"])
+            assert sent == comm.allreduce(st["bytes_received"])
+            assert sorted(ex.component) == list(range(P))
+
+
+@pytest.mark.mpi(ranks=[2, 4])
+def test_collective_components_are_the_connected_parts(comm):
+    P, rank = comm.Get_size(), comm.Get_rank()
+    partner = rank ^ 1  # pairs (0,1), (2,3): two components with 4 ranks
+    for mode in COMM_MODES:
+        ex = _core.Exchange(comm, mode, [partner], [[0, 1]], [partner], [[1, 0]], [2], [2], 3, 3)
+        assert ex.component == sorted([rank, partner])
+        a = np.array([10.0 * rank, 10.0 * rank + 1, 10.0 * rank + 2])
+        b = np.zeros(3)
+        ex.execute(a, b)
+        assert list(b) == [10.0 * partner + 1, 10.0 * partner, 10.0 * rank + 2]
+        c = np.zeros(3)
+        ex.execute(b, c, reverse=True)
+        assert np.array_equal(c, a)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3])
+def test_inconsistent_lists_raise_on_every_rank(comm):
+    P, rank = comm.Get_size(), comm.Get_rank()
+    with pytest.raises(ValueError):
+        _core.Exchange(comm, "pt2pt", [], [], [], [], [0], [0, 1], 2, 2)  # self lists differ in length
+    if P > 1:
+        # rank 0 sends 2 elements to rank 1, which expects 1
+        s = ([1], [[0, 1]]) if rank == 0 else ([], [])
+        r = ([0], [[0]]) if rank == 1 else ([], [])
+        with pytest.raises(ValueError, match="disagree"):
+            _core.Exchange(comm, "nonblocking", s[0], s[1], r[0], r[1], [], [], 2, 2)
+    with pytest.raises(ValueError, match="index"):
+        _core.Exchange(comm, "collective", [], [], [], [], [5], [0], 2, 2)
+    with pytest.raises(ValueError, match="comm_mode"):
+        _core.Exchange(comm, "bogus", [], [], [], [], [], [], 1, 1)

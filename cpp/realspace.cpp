@@ -59,6 +59,7 @@ struct PairKernel {
   int nc0, nc1, nc2;
   int reach;  // cells per cutoff: pairs within the cutoff are <= reach cells apart
   double rc2, alpha, k;
+  bool pairs = true;  // false: only the exclusion corrections (real_space=False)
 
   // Excluded pair (rare): no erfc term; -k q_i q_j erf(alpha r)/r instead.
   void excluded_pair(double kqq, double dx, double dy, double dz, double r2, double& e,
@@ -161,6 +162,7 @@ struct PairKernel {
               continue;
             }
           }
+          if (!pairs) continue;
           batch[nb++] = j;
           if (nb == kBatch) flush();
         }
@@ -321,7 +323,7 @@ void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const s
 }
 
 RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, double alpha,
-                                        double coulomb_constant, View2<double> forces) {
+                                        double coulomb_constant, View2<double> forces, bool pair_terms) {
   RealSpaceTerms t;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
   // Excluded partners of each owned atom: the migration payload.
@@ -438,6 +440,7 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     kern.rc2 = cutoff * cutoff;
     kern.alpha = alpha;
     kern.k = coulomb_constant;
+    kern.pairs = pair_terms;
     View1<double> sums("realspace_sums", 8);
     Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(n_o)), kern, sums);
     Kokkos::fence();

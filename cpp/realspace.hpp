@@ -91,8 +91,11 @@ class RealSpace {
   // and returns THIS RANK's share (not reduced): real, exclusion, virial,
   // sum_q, sum_q2 (self/background left 0; see reduce_terms). An excluded
   // pair not closer than the cutoff raises ValueError on every rank.
+  // pair_terms = false computes only the exclusion corrections (for a solver
+  // whose caller does its own erfc pairs).
   RealSpaceTerms compute_local(const Migration& mig, double cutoff, double alpha,
-                               double coulomb_constant, View2<double> forces);
+                               double coulomb_constant, View2<double> forces,
+                               bool pair_terms = true);
 
   // Collective: sums local terms over ranks and adds the self and background
   // terms (background virial E_bg * identity). Identical on every rank.

@@ -24,7 +24,10 @@ KOKKOS_INLINE_FUNCTION void scaled_coord(double s, int K, int& fl, double& w) {
   w = u - flu;
   if (w < 0.0) w = 0.0;
   int c = static_cast<int>(flu);
-  if (c >= K) { c -= K; w = 0.0; }
+  // u rounded up to K: the point is just below the top of the cell, so stay in
+  // cell K-1 at w = 1 (same weights as cell 0 at w = 0, and the same owner as
+  // Migration, which clamps).
+  if (c >= K) { c = K - 1; w = 1.0; }
   if (c < 0) c += K;
   fl = c;
 }

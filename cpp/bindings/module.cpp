@@ -30,4 +30,5 @@ PYBIND11_MODULE(_core, m) {
   bind_realspace(m);
   bind_fft(m);
   bind_kernels(m);
+  bind_pme(m);
 }

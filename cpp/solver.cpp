@@ -179,7 +179,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   migration_.forward(positions, charges, ids, n, exclusions_.offsets(), exclusions_.partners());
   t = timers_.lap("migrate", t);
   const std::size_t n_own = migration_.n_owned();
-  if (f_real_.extent(0) != n_own) {
+  if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
     f_real_ = View2<double>("pme_f_real", n_own, 3);
     f_rec_ = View2<double>("pme_f_rec", n_own, 3);
   }

@@ -26,6 +26,8 @@ from . import _core
 _MODES = ("pt2pt", "nonblocking", "collective")
 _DIFFS = ("ad", "ik")
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
+# Fraction of the tolerance the automatic mesh aims at (the estimate is good to ~20%).
+_MARGIN = 0.8
 
 
 @dataclass
@@ -119,14 +121,18 @@ class PME:
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
 
-    Automatic parameters are chosen on the first :meth:`compute`, when the
-    charges are known: alpha from the real-space error, then the smallest
-    FFT-friendly mesh (factors 2, 3, 5) whose estimated reciprocal error fits,
-    at order 5 unless given. The target absolute error is ``tolerance`` times the
-    RMS force; the first call measures it and, if the estimate then exceeds the
-    tolerance, chooses again and recomputes (at most twice). For systems whose
-    forces nearly cancel (perfect crystals) the force scale used is at least a
-    tenth of the typical Coulomb force ``k q_rms^2 / d^2`` at the mean spacing d.
+    Automatic parameters. ``alpha`` is fixed at construction from the cutoff and
+    the tolerance, ``exp(-alpha^2 rc^2) = tolerance / 4`` (an engine doing its own
+    pairs needs it before the first call); ``order`` defaults to 5. The mesh is
+    chosen on the first :meth:`compute`, when the charges are known: the smallest
+    FFT-friendly mesh (factors 2, 3, 5; by cell heights, so triclinic cells are
+    handled) whose estimated RMS force error is within ``0.8 x tolerance x F``,
+    where F is the RMS force measured by a cheap probe on a coarse mesh (rounded to
+    two digits, so the choice does not depend on the rank count). With
+    ``real_space=False`` the charge-based force ``k q_rms^2 / d^2`` (d the mean atom
+    spacing) is used instead of a measurement. For systems whose forces nearly
+    cancel (perfect crystals) F is at least a tenth of that typical force. After
+    :meth:`set_box` the mesh is re-chosen only if the tolerance is no longer met.
 
     Every bad argument raises ``ValueError`` on every rank (``TypeError`` for a
     non-communicator), and the object stays usable.
@@ -222,8 +228,9 @@ class PME:
         p = self._params
         e = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
                                     self._differentiation, sum_q2, n_atoms, coulomb_constant=self._k)
-        real = e["real"] if self._real_space else 0.0
-        return math.hypot(real, e["recip"]), e
+        # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
+        # the real-space error, so the estimate and the mesh choice are the same either way.
+        return math.hypot(e["real"], e["recip"]), e
 
     @property
     def parameters(self) -> dict:
@@ -307,27 +314,73 @@ class PME:
         return float(f"{x:.1e}") * self._k if x > 0 else typical
 
     def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
-        """Choose the mesh on the first call (or after set_box): the smallest mesh whose
-        estimated RMS force error is within tolerance x the measured RMS force."""
+        """Choose the mesh on the first call (or after set_box).
+
+        The target is an absolute RMS force error of ``_MARGIN x tolerance x F``, F the
+        force scale: first the charge-based typical force, then (real_space=True) the
+        RMS force this very call measured. The mesh is re-chosen with the measured scale
+        unless the estimate already lies between a quarter of and the full tolerance, so
+        the mesh is neither too coarse nor needlessly fine.
+        """
         self._recheck = False
         if self._fixed["mesh"] is not None:
             self._build(self._alpha, self._fixed["mesh"], self._order)
             return self._solver.compute(pos, q, idv, ex)
         typical = self._typical_force(n_atoms, sum_q2)
-        if self._solver is not None:  # after set_box: keep the mesh if it still meets the tolerance
-            raw = self._solver.compute(pos, q, idv, ex)
+        probe = None
+
+        def acceptable(raw):
             scale = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
-            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * scale:
+            est = self._estimate(sum_q2, n_atoms)[0]
+            return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
+
+        if self._solver is not None:  # after set_box: keep the mesh if it still fits
+            raw = self._solver.compute(pos, q, idv, ex)
+            if not self._real_space:
+                return raw
+            ok, scale = acceptable(raw)
+            if ok:
                 return raw
         else:
             scale = self._force_scale(typical, typical)
-        for attempt in range(3):
-            self._build(self._alpha, self._choose_mesh(self._tolerance * scale, sum_q2, n_atoms), self._order)
+            if self._real_space:
+                # A cheap probe on a coarse mesh measures the force scale (it only has to be
+                # right to the two digits _force_scale keeps).
+                coarse = min(0.3, 30.0 * self._tolerance) * scale
+                self._build(self._alpha, self._choose_mesh(coarse, sum_q2, n_atoms), self._order)
+                raw = self._solver.compute(pos, q, idv, ex)
+                probe = (raw["energy"], self._estimate(sum_q2, n_atoms)[1]["recip"])
+                scale = acceptable(raw)[1]
+        for _ in range(3):
+            self._build(self._alpha, self._choose_mesh(_MARGIN * self._tolerance * scale, sum_q2, n_atoms),
+                        self._order)
             raw = self._solver.compute(pos, q, idv, ex)
-            measured = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
-            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * measured or measured >= scale:
+            if not self._real_space:
+                break  # the total forces are the caller's: keep the charge-based scale
+            ok, measured = acceptable(raw)
+            if ok or measured == scale:
                 break
             scale = measured
+        if probe is not None:
+            # The energy error: a coarser mesh's energy differs from this one by about its
+            # own error; both errors scale like the reciprocal force-error estimates, so
+            # this mesh's energy error is about |E_coarse - E| * est / (est_coarse - est).
+            # The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|.
+            for _ in range(3):
+                rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
+                if not probe[1] > 1.5 * rec:
+                    break
+                d_e = abs(probe[0] - raw["energy"]) * rec / (probe[1] - rec)
+                allowed = 0.3 * self._tolerance * abs(raw["energy"])
+                self._energy_error = d_e
+                if d_e <= allowed:
+                    break
+                factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
+                probe = (raw["energy"], rec)
+                self._build(self._alpha, self._choose_mesh(_MARGIN * self._tolerance * scale * factor,
+                                                           sum_q2, n_atoms), self._order)
+                raw = self._solver.compute(pos, q, idv, ex)
+                scale *= factor
         return raw
 
     def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
@@ -338,7 +391,7 @@ class PME:
         rms = math.sqrt(raw["sum_force2"] / n_atoms)
         est_rel = est_abs / rms if rms > 0 else math.inf
         self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,
-                               "estimated_error_real": parts["real"] if self._real_space else 0.0,
+                               "estimated_error_real": parts["real"],
                                "estimated_error_reciprocal": parts["recip"]}
         terms = {t: float(raw["terms"].get(t, 0.0)) for t in _TERMS}
         return PMEResult(energy=float(raw["energy"]), forces=raw["forces"], virial=np.asarray(raw["virial"]),

@@ -489,11 +489,12 @@ void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op
 }
 
 template <class T>
-std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan) {
+std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan,
+                                                   bool collective_self_via_mpi) {
   switch (mode) {
     case CommMode::Pt2Pt: return std::make_unique<Pt2PtExecutor<T>>(std::move(plan));
     case CommMode::Nonblocking: return std::make_unique<NonblockingExecutor<T>>(std::move(plan));
-    case CommMode::Collective: return std::make_unique<CollectiveExecutor<T>>(std::move(plan));
+    case CommMode::Collective: return std::make_unique<CollectiveExecutor<T>>(std::move(plan), collective_self_via_mpi);
   }
   throw ValueError("unknown communication mode");
 }
@@ -506,8 +507,9 @@ template class NonblockingExecutor<double>;
 template class NonblockingExecutor<Complex>;
 template class CollectiveExecutor<double>;
 template class CollectiveExecutor<Complex>;
-template std::unique_ptr<ExchangeExecutor<double>> make_executor<double>(CommMode, std::shared_ptr<const ExchangePlan>);
+template std::unique_ptr<ExchangeExecutor<double>> make_executor<double>(CommMode, std::shared_ptr<const ExchangePlan>,
+                                                                                  bool);
 template std::unique_ptr<ExchangeExecutor<Complex>> make_executor<Complex>(CommMode,
-                                                                           std::shared_ptr<const ExchangePlan>);
+                                                                           std::shared_ptr<const ExchangePlan>, bool);
 
 }  // namespace pmewald

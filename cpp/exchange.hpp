@@ -241,9 +241,10 @@ class CollectiveExecutor final : public ExchangeExecutor<T> {
 };
 
 // Factory: the executor of `mode` over `plan` (collective over the plan's
-// communicator when mode is Collective).
+// communicator when mode is Collective; `collective_self_via_mpi` only matters then).
 template <class T>
-std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan);
+std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan,
+                                                   bool collective_self_via_mpi = kCollectiveSelfViaMpi);
 
 extern template class ExchangeExecutor<double>;
 extern template class ExchangeExecutor<Complex>;

@@ -5,10 +5,12 @@ For each mesh it measures, in one run so the ratios share the machine's state:
 * ``fftw``: FFTW's own serial 3-D transform (``fftw_plan_dft_3d``, out of place,
   same planner flags) of the whole mesh on rank 0: the reference limit;
 * ``1 rank``: pmewald's forward+backward pair on rank 0 alone (``COMM_SELF``);
-* each communication mode on all ranks of ``COMM_WORLD``.
+* each communication mode on all ranks of ``COMM_WORLD``,
 
-Times are medians over ``--repeats`` pairs (after warm-up); a distributed pair's
-time is the slowest rank's. Message counts and bytes per remap are summed over
+all interleaved round-robin in one loop. Times are medians over ``--repeats``
+pairs (after warm-up); a distributed pair's time is the slowest rank's. The
+ratios (``/FFTW``, ``speedup`` over pmewald on one rank) are medians of the
+round-by-round ratios, which a shared, noisy machine disturbs least. Message counts and bytes per remap are summed over
 ranks for one forward transform. ``--json PATH`` also writes every number.
 """
 
@@ -102,18 +104,23 @@ def bench_fft(args) -> int:
     for mesh in args.meshes:
         row = {"mesh": list(mesh), "ranks": P, "label": args.label, "planner": args.planner,
                "outbox": args.outbox}
-        # Reference and single-rank pmewald on rank 0, interleaved (others wait).
+        # Everything interleaved round-robin in one loop, so every ratio compares
+        # pairs timed in the same stretch of machine time: FFTW's serial 3-D pair
+        # and pmewald alone (COMM_SELF) on rank 0 while the others wait, then each
+        # mode on all ranks.
         if rank == 0:
             ref = _core.FFTWSerial3d(mesh, args.planner)
-            one = DistributedFFT(mesh, comm=MPI.COMM_SELF, comm_mode="nonblocking", planner=args.planner)
-            t = _interleaved({"fftw": ref.pair_seconds, "one": _Pair(one, MPI.COMM_SELF)}, args.repeats)
-            row["fftw_serial"] = statistics.median(t["fftw"])
-            row["fftw_serial_min"] = min(t["fftw"])
-            row["pmewald_1rank"] = statistics.median(t["one"])
-            row["pmewald_1rank_min"] = min(t["one"])
-            row["ratio_1rank_vs_fftw"] = statistics.median(a / b for a, b in zip(t["one"], t["fftw"]))
-            del ref, one
-        comm.Barrier()
+            one = _Pair(DistributedFFT(mesh, comm=MPI.COMM_SELF, comm_mode="nonblocking", planner=args.planner),
+                        MPI.COMM_SELF)
+        else:
+            ref = one = None
+
+        def on_root(f):
+            def timed():
+                t = f() if rank == 0 else None
+                return comm.bcast(t, root=0)
+            return timed
+
         outbox = DistributedFFT.z_pencil_box(mesh, comm) if args.outbox == "zpencil" else None
         ffts = {}
         for mode in modes:
@@ -121,16 +128,26 @@ def bench_fft(args) -> int:
             if mode == "collective+self":
                 name, kw = "collective", {"_collective_self_via_mpi": True}
             ffts[mode] = DistributedFFT(mesh, comm=comm, comm_mode=name, outbox=outbox, planner=args.planner, **kw)
-        pairs = {m: _Pair(f, comm) for m, f in ffts.items()}
+        timers = {"fftw": on_root(lambda: ref.pair_seconds()), "one": on_root(lambda: one())}
+        timers.update({m: _Pair(f, comm) for m, f in ffts.items()})
         for f in ffts.values():
             f.reset_stats()
-        times = _interleaved(pairs, args.repeats)
+        t = _interleaved(timers, args.repeats)
+        row["fftw_serial"] = statistics.median(t["fftw"])
+        row["fftw_serial_min"] = min(t["fftw"])
+        row["pmewald_1rank"] = statistics.median(t["one"])
+        row["pmewald_1rank_min"] = min(t["one"])
+        row["ratio_1rank_vs_fftw"] = statistics.median(a / b for a, b in zip(t["one"], t["fftw"]))
         row["modes"] = {}
         for mode in modes:
-            ts = times[mode]
-            row["modes"][mode] = {"median": statistics.median(ts), "min": min(ts),
-                                  "remaps": _remap_summary(ffts[mode], comm, args.repeats + 2)}
-        del ffts, pairs
+            ts = t[mode]
+            row["modes"][mode] = {
+                "median": statistics.median(ts), "min": min(ts),
+                "vs_fftw": statistics.median(a / b for a, b in zip(ts, t["fftw"])),
+                "speedup": statistics.median(b / a for a, b in zip(ts, t["one"])),
+                "remaps": _remap_summary(ffts[mode], comm, args.repeats + 2)}
+        del ref, one, timers
+        del ffts
         results.append(row)
         if rank == 0:
             _print_row(row, modes, P)
@@ -155,7 +172,7 @@ def _print_row(row, modes, P):
         rem = "  ".join(f"{k}:{v['messages']}/{v['bytes'] / 1e6:.2f}MB" for k, v in r["remaps"].items()
                         if k != "fft_s" and v["active_ranks"])
         mark = " *" if m == best else ""
-        print(f"  {m:<16}{P:>6}{t * 1e3:>10.2f}{r['min'] * 1e3:>9.2f}{t / fftw:>7.2f}{one / t:>9.2f}   "
+        print(f"  {m:<16}{P:>6}{t * 1e3:>10.2f}{r['min'] * 1e3:>9.2f}{r['vs_fftw']:>7.2f}{r['speedup']:>9.2f}   "
               f"{rem or '(none)'}{mark}",
               flush=True)
 

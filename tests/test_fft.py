@@ -184,6 +184,9 @@ def test_argument_errors(comm):
     P, rank = comm.Get_size(), comm.Get_rank()
     with pytest.raises(ValueError, match="comm_mode"):
         pmewald.DistributedFFT((4, 4, 4), comm=comm, comm_mode="alltoall")
+    # a bad mode on one rank only: every rank raises, nobody hangs
+    with pytest.raises(ValueError, match="comm_mode"):
+        pmewald.DistributedFFT((4, 4, 4), comm=comm, comm_mode="bogus" if rank == P - 1 else "pt2pt")
     with pytest.raises(TypeError, match="comm"):
         pmewald.DistributedFFT((4, 4, 4), comm="COMM_WORLD")
     with pytest.raises(TypeError, match="comm"):

@@ -100,8 +100,9 @@ class DistributedFFT:
             raise TypeError("shape must be three positive integers") from None
         if len(mesh) != 3:
             raise ValueError(f"shape must have three entries, not {len(mesh)}")
-        if not isinstance(comm_mode, str):
-            raise ValueError(f"comm_mode must be one of {COMM_MODES}, not {comm_mode!r}")
+        # Non-strings go to the core as their repr, which rejects them on every rank.
+        comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
+        planner = planner if isinstance(planner, str) else repr(planner)
         if comm is None:
             comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Intracomm):

@@ -27,5 +27,8 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<pmewald::TypeError>(m, "CoreTypeError", PyExc_TypeError);
   bind_config(m);
   bind_geometry(m);
+  bind_realspace(m);
   bind_fft(m);
+  bind_kernels(m);
+  bind_pme(m);
 }

@@ -10,12 +10,17 @@ from mpi4py import MPI as _MPI  # noqa: F401  (initialises MPI before the core l
 from . import _core
 from ._config import check_mpi_match, config, show_config
 from ._version import __version__
+from . import units
 from .fft import DistributedFFT
+from .pme import PME, PMEResult
 
 __all__ = [
     "__version__",
     "DistributedFFT",
+    "PME",
+    "PMEResult",
     "check_mpi_match",
     "config",
     "show_config",
+    "units",
 ]

@@ -1,0 +1,276 @@
+// Python view of the local reciprocal-space kernels (no MPI): B-splines,
+// moduli, the single-rank reciprocal pipeline, error estimates and parameter
+// selection. Submodule pmewald._core.kernels.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <string>
+
+#include "../bspline.hpp"
+#include "../errors.hpp"
+#include "../gather.hpp"
+#include "../kokkos_types.hpp"
+#include "../kspace_common.hpp"
+#include "../parameters.hpp"
+#include "../reciprocal_serial.hpp"
+#include "../solve.hpp"
+#include "../spread.hpp"
+#include "bindings.hpp"
+
+namespace py = pybind11;
+
+namespace pmewald::py_bindings {
+
+namespace {
+
+using namespace pmewald::kernels;
+using darr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using carr = py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast>;
+
+Mat3 box_arg(const darr& b) {
+  Mat3 m{};
+  if (b.ndim() == 1 && b.shape(0) == 3) {
+    m[0] = b.at(0);
+    m[4] = b.at(1);
+    m[8] = b.at(2);
+  } else if (b.ndim() == 2 && b.shape(0) == 3 && b.shape(1) == 3) {
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) m[3 * i + j] = b.at(i, j);
+  } else {
+    throw ValueError("box must be a (3, 3) array (rows = lattice vectors) or a length-3 array");
+  }
+  for (double v : m)
+    if (!std::isfinite(v)) throw ValueError("box contains NaN or inf");
+  return m;
+}
+
+View2<const double> positions_arg(const darr& x) {
+  if (x.ndim() != 2 || x.shape(1) != 3) throw ValueError("positions must have shape (n, 3)");
+  const double* p = x.data();
+  for (py::ssize_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(p[i])) throw ValueError("positions contain NaN or inf");
+  return View2<const double>(p, x.shape(0), 3);
+}
+
+View1<const double> charges_arg(const darr& q, py::ssize_t n) {
+  if (q.ndim() != 1 || q.shape(0) != n)
+    throw ValueError("charges must have shape (n,) matching positions");
+  for (py::ssize_t i = 0; i < n; ++i)
+    if (!std::isfinite(q.data()[i])) throw ValueError("charges contain NaN or inf");
+  return View1<const double>(q.data(), n);
+}
+
+py::array_t<double> virial_matrix(const double* v) {
+  py::array_t<double> W({3, 3});
+  auto w = W.mutable_unchecked<2>();
+  w(0, 0) = v[0]; w(1, 1) = v[1]; w(2, 2) = v[2];
+  w(0, 1) = w(1, 0) = v[3];
+  w(0, 2) = w(2, 0) = v[4];
+  w(1, 2) = w(2, 1) = v[5];
+  return W;
+}
+
+py::dict params_dict(const Parameters& P) {
+  py::dict d;
+  d["alpha"] = P.alpha;
+  d["mesh"] = py::make_tuple(P.mesh[0], P.mesh[1], P.mesh[2]);
+  d["order"] = P.order;
+  d["est_real"] = P.est_real;
+  d["est_recip"] = P.est_recip;
+  d["est_total"] = P.est_total;
+  return d;
+}
+
+}  // namespace
+
+void bind_kernels(py::module_& m) {
+  auto k = m.def_submodule(
+      "kernels", "Local (single-rank, no MPI) smooth-PME reciprocal-space kernels and estimates.");
+
+  k.def(
+      "bspline_weights",
+      [](int p, darr w) {
+        if (p < 2 || p > kMaxOrder) throw ValueError("order must be in [2, 10]");
+        const py::ssize_t n = w.size();
+        py::array_t<double> M({n, static_cast<py::ssize_t>(p)}), dM({n, static_cast<py::ssize_t>(p)});
+        double* a = M.mutable_data();
+        double* b = dM.mutable_data();
+        for (py::ssize_t i = 0; i < n; ++i) {
+          const double x = w.data()[i];
+          if (!(x >= 0.0 && x < 1.0)) throw ValueError("w must lie in [0, 1)");
+          bspline_weights(p, x, a + i * p, b + i * p);
+        }
+        return py::make_tuple(M, dM);
+      },
+      py::arg("order"), py::arg("w"),
+      "Weights M[i, j] = M_p(w_i + p-1-j) of the stencil points floor(u)-p+1+j and their "
+      "derivatives d/du; returns (M, dM), each (len(w), p).");
+  k.def("bspline_value", &bspline_value, py::arg("order"), py::arg("x"),
+        "Cardinal B-spline M_p(x) (support [0, p]).");
+  k.def(
+      "bspline_moduli",
+      [](int K, int p) {
+        auto v = bspline_moduli(K, p);
+        return py::array_t<double>(v.size(), v.data());
+      },
+      py::arg("K"), py::arg("order"),
+      "|b(m)|^2 for m = 0..K-1 (Euler exponential spline; odd-order zeros fixed by "
+      "neighbour interpolation of the denominator).");
+  k.def("fft_friendly", &fft_friendly, py::arg("n"),
+        "Smallest integer >= n with prime factors 2, 3, 5 only.");
+
+  k.def(
+      "reciprocal_serial",
+      [](darr box, darr positions, darr charges, double alpha, const Int3& mesh, int order,
+         const std::string& differentiation, double coulomb_constant) {
+        const Mat3 B = box_arg(box);
+        auto x = positions_arg(positions);
+        const py::ssize_t n = positions.shape(0);
+        auto q = charges_arg(charges, n);
+        const Differentiation diff = parse_differentiation(differentiation);
+        py::array_t<double> F({n, static_cast<py::ssize_t>(3)});
+        py::array_t<double> pot(n);
+        View2<double> fv(F.mutable_data(), n, 3);
+        View1<double> pv(pot.mutable_data(), n);
+        ReciprocalResult r;
+        {
+          py::gil_scoped_release nogil;
+          r = reciprocal_serial(B, x, q, alpha, mesh, order, diff, coulomb_constant, fv, pv);
+        }
+        return py::make_tuple(r.energy, F, virial_matrix(r.virial), pot);
+      },
+      py::arg("box"), py::arg("positions"), py::arg("charges"), py::arg("alpha"),
+      py::arg("mesh"), py::arg("order") = 5, py::arg("differentiation") = "ad",
+      py::arg("coulomb_constant") = 1.0,
+      "Single-rank SPME reciprocal part: returns (energy, forces (n,3), virial (3,3), "
+      "potential (n,)). virial = -dE/d(strain) (symmetric); potential_i = dE/dq_i.");
+
+  k.def(
+      "spread_brick",
+      [](darr box, darr positions, darr charges, const Int3& mesh, int order,
+         py::handle brick, const std::string& mode, int repeat) {
+        SpreadMode sm;
+        if (mode == "auto") sm = SpreadMode::Auto;
+        else if (mode == "plain") sm = SpreadMode::Plain;
+        else if (mode == "atomic") sm = SpreadMode::Atomic;
+        else throw ValueError("mode must be \"auto\", \"plain\" or \"atomic\"");
+        const Mat3 B = box_arg(box);
+        auto x = positions_arg(positions);
+        auto q = charges_arg(charges, positions.shape(0));
+        const Box3 br = box_from_python(brick, "brick");
+        const Box3 eb = extended_box(br, order);
+        Stencil st;
+        compute_stencils(reciprocal_of(B), mesh, order, x, br, false, st);
+        const Int3 s = eb.shape();
+        py::array_t<double> G({s[0], s[1], s[2]});
+        View3<double> gv(G.mutable_data(), s[0], s[1], s[2]);
+        Kokkos::Timer timer;
+        for (int r = 0; r < std::max(repeat, 1); ++r) spread(st, q, eb, gv, true, sm);
+        const double seconds = timer.seconds() / std::max(repeat, 1);
+        return py::make_tuple(G, box_to_python(eb), seconds);
+      },
+      py::arg("box"), py::arg("positions"), py::arg("charges"), py::arg("mesh"),
+      py::arg("order"), py::arg("brick"), py::arg("mode") = "auto", py::arg("repeat") = 1,
+      "Spread owned atoms onto the brick's extended grid [lo-(p-1), hi); returns "
+      "(grid, extended_box, seconds per spread) (mode auto/plain/atomic, repeat for timing).");
+
+  k.def(
+      "mesh_cells",
+      [](darr box, darr positions, const Int3& mesh) {
+        auto x = positions_arg(positions);
+        const py::ssize_t n = positions.shape(0);
+        py::array_t<int> C({n, static_cast<py::ssize_t>(3)});
+        View2<int> cv(C.mutable_data(), n, 3);
+        mesh_cells(reciprocal_of(box_arg(box)), mesh, x, cv);
+        return C;
+      },
+      py::arg("box"), py::arg("positions"), py::arg("mesh"),
+      "Owning mesh cell floor(u) in [0, K) of each atom.");
+
+  k.def(
+      "kspace_apply",
+      [](darr box, const Int3& mesh, double alpha, int order, double coulomb_constant,
+         py::handle kbox, const Int3& storage_order, carr data,
+         const std::string& differentiation) {
+        const Box3 kb = box_from_python(kbox, "kbox");
+        KSpaceSolver S(box_arg(box), mesh, alpha, order, coulomb_constant, kb, storage_order);
+        if (data.size() != kb.volume()) throw ValueError("data size does not match kbox");
+        const Differentiation diff = parse_differentiation(differentiation);
+        double vir[6] = {0, 0, 0, 0, 0, 0};
+        py::array_t<std::complex<double>> out(data.size());
+        const Complex* in = reinterpret_cast<const Complex*>(data.data());
+        if (diff == Differentiation::AD) {
+          std::copy(data.data(), data.data() + data.size(), out.mutable_data());
+          const double e = S.apply_ad(reinterpret_cast<Complex*>(out.mutable_data()), vir);
+          return py::tuple(py::make_tuple(e, virial_matrix(vir), out));
+        }
+        py::array_t<std::complex<double>> ey(data.size()), ez(data.size());
+        const double e = S.apply_ik(in, reinterpret_cast<Complex*>(out.mutable_data()),
+                                    reinterpret_cast<Complex*>(ey.mutable_data()),
+                                    reinterpret_cast<Complex*>(ez.mutable_data()), vir);
+        return py::tuple(py::make_tuple(e, virial_matrix(vir), py::make_tuple(out, ey, ez)));
+      },
+      py::arg("box"), py::arg("mesh"), py::arg("alpha"), py::arg("order"),
+      py::arg("coulomb_constant"), py::arg("kbox"), py::arg("storage_order"), py::arg("data"),
+      py::arg("differentiation") = "ad",
+      "Run KSpaceSolver on a flat spectrum of kbox (storage order given): returns "
+      "(energy, virial, out) with out the scaled spectrum (ad) or (ex, ey, ez) (ik).");
+
+  k.def(
+      "estimate_errors",
+      [](darr box, double alpha, double cutoff, const Int3& mesh, int order,
+         const std::string& differentiation, double sum_q2, int n_atoms,
+         double coulomb_constant, py::object sum_q4) {
+        const Mat3 B = box_arg(box);
+        const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        const double er = real_space_error(alpha, cutoff, sum_q2, n_atoms, volume_of(B),
+                                           coulomb_constant);
+        double ek;
+        {
+          py::gil_scoped_release nogil;
+          ek = reciprocal_error(B, alpha, mesh, order, parse_differentiation(differentiation),
+                                sum_q2, n_atoms, coulomb_constant, q4);
+        }
+        py::dict d;
+        d["real"] = er;
+        d["recip"] = ek;
+        d["total"] = std::sqrt(er * er + ek * ek);
+        return d;
+      },
+      py::arg("box"), py::arg("alpha"), py::arg("cutoff"), py::arg("mesh"), py::arg("order"),
+      py::arg("differentiation"), py::arg("sum_q2"), py::arg("n_atoms"),
+      py::arg("coulomb_constant") = 1.0, py::arg("sum_q4") = py::none(),
+      "Absolute RMS force error estimates {real, recip, total} (Kolafa-Perram; "
+      "Hockney-Eastwood/Deserno-Holm functional for SPME incl. self forces).");
+
+  k.def(
+      "choose_parameters",
+      [](darr box, double cutoff, double target, double sum_q2, int n_atoms,
+         const std::string& differentiation, double coulomb_constant, py::object alpha,
+         py::object mesh, py::object order, py::object sum_q4) {
+        const Mat3 B = box_arg(box);
+        const double a = alpha.is_none() ? 0.0 : alpha.cast<double>();
+        const Int3 K = mesh.is_none() ? Int3{0, 0, 0} : mesh.cast<Int3>();
+        const int p = order.is_none() ? 0 : order.cast<int>();
+        const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        const Differentiation diff = parse_differentiation(differentiation);
+        Parameters P;
+        {
+          py::gil_scoped_release nogil;
+          P = choose_parameters(B, cutoff, target, sum_q2, n_atoms, diff, coulomb_constant, a,
+                                K, p, q4);
+        }
+        return params_dict(P);
+      },
+      py::arg("box"), py::arg("cutoff"), py::arg("target"), py::arg("sum_q2"),
+      py::arg("n_atoms"), py::arg("differentiation") = "ad", py::arg("coulomb_constant") = 1.0,
+      py::arg("alpha") = py::none(), py::arg("mesh") = py::none(), py::arg("order") = 5,
+      py::arg("sum_q4") = py::none(),
+      "Choose (alpha, mesh, order) for an ABSOLUTE RMS force error target; order=None "
+      "chooses the order by a cost model. Returns dict alpha, mesh, order, est_real, "
+      "est_recip, est_total.");
+}
+
+}  // namespace pmewald::py_bindings

@@ -1,0 +1,129 @@
+// Real-space part of Ewald: erfc-screened pairs within the cutoff (cell list
+// over owned + ghost atoms), exclusion corrections, self and background
+// terms.
+//
+// Pair counting: a full neighbour list. Each rank visits every pair (i, j)
+// with i owned and j owned or ghost, r_ij < cutoff, and takes the whole force
+// on i but half the pair's energy and virial. Every pair is therefore counted
+// exactly once globally (half from each side), and each thread writes only
+// its own atom's force. Since cutoff <= min height / 2, at most one image of a
+// pair is within the cutoff and it is the minimum image.
+//
+// Exclusions (OpenMM's way): an excluded pair gets no erfc term and gets
+// -k q_i q_j erf(alpha r)/r (minimum image) to remove its reciprocal-space
+// part. Excluded pairs must be closer than the cutoff.
+//
+// Virial: W = -dE/d(eps) with positions and box strained by (1 + eps); for
+// pairs W_ab = sum r_ij,a F_ij,b (F_ij the force on i due to j).
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kokkos_types.hpp"
+#include "migrate.hpp"
+#include "sparse_exchange.hpp"
+
+namespace pmewald {
+
+// Energies and virial (row-major 3x3).
+struct RealSpaceTerms {
+  double real = 0;        // erfc pair sum
+  double exclusion = 0;   // -erf corrections of excluded pairs
+  double self = 0;        // -k alpha / sqrt(pi) sum q^2
+  double background = 0;  // -k pi Q^2 / (2 V alpha^2)
+  std::array<double, 9> virial{};  // of real + exclusion + background
+  double sum_q = 0, sum_q2 = 0;
+  // Wall seconds on this rank, by phase (filled by compute_realspace; the
+  // pair kernel time also by compute_local as `pairs`, cell list as `cells`).
+  double t_migrate = 0, t_exclusions = 0, t_ghosts = 0, t_cells = 0, t_pairs = 0, t_reverse = 0;
+  double energy() const { return real + exclusion + self + background; }
+};
+
+// Excluded partners of the caller's atoms, from (m x 2) id pairs held on any
+// ranks. Routed once through a distributed directory (id -> rank at
+// hash(id) % P: two NBX rounds, no O(P) data) to the ranks that hold the atoms
+// in the caller's split, as a CSR list per local atom. Migration::forward then
+// carries each atom's list to its owner as payload, so steady-state steps
+// (same ids and pairs on every rank) cost one small allreduce and no routing.
+class ExclusionList {
+ public:
+  explicit ExclusionList(MPI_Comm comm);
+
+  // Collective. ids: this rank's atom ids (caller order); pairs: m x 2
+  // row-major, any rank, each pair once. Re-routes only when some rank's ids
+  // or pairs changed since the last successful update. Self-pairs, unknown
+  // ids and (when any exclusions exist) duplicate atom ids raise ValueError on
+  // every rank.
+  void update(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs,
+              std::size_t m);
+
+  // CSR over the local atoms (n_local + 1 offsets), or nullptr when no rank
+  // has exclusions.
+  const std::int64_t* offsets() const { return any_ ? off_.data() : nullptr; }
+  const std::int64_t* partners() const { return any_ ? ids_.data() : nullptr; }
+  bool any() const { return any_; }
+  // Whether the last update() routed (false: the cached lists were reused).
+  bool rerouted() const { return rerouted_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  SparseExchange nbx_dir_, nbx_origin_;
+  bool valid_ = false, any_ = false, rerouted_ = false;
+  std::uint64_t fingerprint_ = 0;
+  std::vector<std::int64_t> off_, ids_;
+};
+
+class RealSpace {
+ public:
+  // Uses `comm` as given (the same communicator as the Migration).
+  explicit RealSpace(MPI_Comm comm);
+
+  // Collective only through the error agreement at its end. Needs
+  // mig.forward() (with the ExclusionList's CSR as payload when there are
+  // exclusions) and mig.exchange_ghosts(cutoff) first. Overwrites forces
+  // (n_owned x 3) with the real-space + exclusion forces on the owned atoms
+  // and returns THIS RANK's share (not reduced): real, exclusion, virial,
+  // sum_q, sum_q2 (self/background left 0; see reduce_terms). An excluded
+  // pair not closer than the cutoff raises ValueError on every rank.
+  // pair_terms = false computes only the exclusion corrections (for a solver
+  // whose caller does its own erfc pairs).
+  RealSpaceTerms compute_local(const Migration& mig, double cutoff, double alpha,
+                               double coulomb_constant, View2<double> forces,
+                               bool pair_terms = true);
+
+  // Collective: sums local terms over ranks and adds the self and background
+  // terms (background virial E_bg * identity). Identical on every rank.
+  static RealSpaceTerms reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
+                                     const PeriodicCell& cell, double alpha,
+                                     double coulomb_constant);
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  // Cell-list scratch, reused between calls.
+  View1<int> cell_start_, cell_of_owned_;
+  View1<int> slot_of_owned_, visit_;
+  View2<double> sr_;
+  View1<double> sq_;
+  View1<std::int64_t> sid_;
+  View1<int> found_;
+};
+
+// The whole real-space pipeline on caller-split atoms (what the Python
+// binding runs, and the order the solver follows): route exclusions, migrate
+// (exclusion lists as payload), ghosts, pair kernel, reverse the forces to the
+// caller's order, reduce. forces_out: n_local x 3.
+RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& mesh,
+                                 const double* positions, const double* charges,
+                                 const std::int64_t* ids, std::size_t n_local,
+                                 const std::int64_t* exclusions, std::size_t n_exclusions,
+                                 double cutoff, double alpha, double coulomb_constant,
+                                 double* forces_out);
+
+}  // namespace pmewald

@@ -1,0 +1,200 @@
+#include "solve.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "bspline.hpp"
+#include "errors.hpp"
+
+namespace pmewald::kernels {
+
+namespace {
+
+struct Acc7 {
+  double v[7];
+  KOKKOS_INLINE_FUNCTION Acc7() {
+    for (int i = 0; i < 7; ++i) v[i] = 0;
+  }
+  KOKKOS_INLINE_FUNCTION Acc7& operator+=(const Acc7& o) {
+    for (int i = 0; i < 7; ++i) v[i] += o.v[i];
+    return *this;
+  }
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile Acc7& o) volatile {
+    for (int i = 0; i < 7; ++i) v[i] += o.v[i];
+  }
+};
+
+// Maps storage index t of kbox to the signed frequency m.
+struct IndexMap {
+  int lo[3], s[3], perm[3], K[3];
+  KOKKOS_INLINE_FUNCTION void signed_m(std::int64_t t, int m[3]) const {
+    const int i2 = static_cast<int>(t % s[2]);
+    const std::int64_t t1 = t / s[2];
+    const int i1 = static_cast<int>(t1 % s[1]);
+    const int i0 = static_cast<int>(t1 / s[1]);
+    const int ii[3] = {i0, i1, i2};
+    for (int a = 0; a < 3; ++a) {
+      const int d = perm[a];
+      int g = (lo[d] + ii[a]) % K[d];
+      if (g < 0) g += K[d];
+      m[d] = (2 * g > K[d]) ? g - K[d] : g;
+    }
+  }
+};
+
+IndexMap make_map(const Box3& kbox, const Int3& perm, const Int3& K) {
+  IndexMap im;
+  for (int a = 0; a < 3; ++a) {
+    im.perm[a] = perm[a];
+    im.s[a] = kbox.size(perm[a]);
+    im.lo[a] = kbox.lo[a];
+    im.K[a] = K[a];
+  }
+  return im;
+}
+
+}  // namespace
+}  // namespace pmewald::kernels
+
+namespace Kokkos {
+template <>
+struct reduction_identity<pmewald::kernels::Acc7> {
+  KOKKOS_FORCEINLINE_FUNCTION static pmewald::kernels::Acc7 sum() {
+    return pmewald::kernels::Acc7();
+  }
+};
+}  // namespace Kokkos
+
+namespace pmewald::kernels {
+
+KSpaceSolver::KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int order,
+                           double coulomb_constant, const Box3& kbox, const Int3& storage_order)
+    : mesh_(mesh), alpha_(alpha), kc_(coulomb_constant), order_(order), kbox_(kbox),
+      perm_(storage_order) {
+  if (!(alpha > 0) || !std::isfinite(alpha)) throw ValueError("alpha must be positive and finite");
+  if (!std::isfinite(coulomb_constant)) throw ValueError("coulomb_constant must be finite");
+  bool seen[3] = {false, false, false};
+  for (int a = 0; a < 3; ++a) {
+    if (perm_[a] < 0 || perm_[a] > 2 || seen[perm_[a]])
+      throw ValueError("storage_order must be a permutation of (0, 1, 2)");
+    seen[perm_[a]] = true;
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (mesh[d] < order)
+      throw ValueError("mesh size " + std::to_string(mesh[d]) + " is smaller than the order " +
+                       std::to_string(order));
+    if (!kbox.empty() && (kbox.lo[d] < 0 || kbox.hi[d] > mesh[d]))
+      throw ValueError("k-space box " + kbox.str() + " is not inside the mesh");
+    const std::vector<double> b = bspline_moduli(mesh[d], order);
+    bmod_[d] = View1<double>("bspline_moduli", mesh[d]);
+    auto h = Kokkos::create_mirror_view(bmod_[d]);
+    for (int m = 0; m < mesh[d]; ++m) h(m) = b[m];
+    Kokkos::deep_copy(bmod_[d], h);
+  }
+  g_ = View1<double>("influence", kbox.volume());
+  vc_ = View1<double>("virial_coef", kbox.volume());
+  set_box(box);
+}
+
+void KSpaceSolver::set_box(const Mat3& box) {
+  const Mat3 R = reciprocal_of(box);  // throws on degenerate boxes
+  box_ = box;
+  recip_ = R;
+  const double V = volume_of(box);
+  const double pref = kc_ / (2.0 * M_PI * V);
+  const double pa2 = M_PI * M_PI / (alpha_ * alpha_);
+  const IndexMap im = make_map(kbox_, perm_, mesh_);
+  auto b0 = bmod_[0], b1 = bmod_[1], b2 = bmod_[2];
+  auto g = g_;
+  auto vc = vc_;
+  const Int3 K = mesh_;
+  Kokkos::parallel_for(
+      "pmewald::influence", Range(0, g_.extent(0)), KOKKOS_LAMBDA(const std::int64_t t) {
+        int m[3];
+        im.signed_m(t, m);
+        if (m[0] == 0 && m[1] == 0 && m[2] == 0) {
+          g(t) = 0.0;
+          vc(t) = 0.0;
+          return;
+        }
+        double mt2 = 0;
+        for (int a = 0; a < 3; ++a) {
+          const double c = R[3 * a] * m[0] + R[3 * a + 1] * m[1] + R[3 * a + 2] * m[2];
+          mt2 += c * c;
+        }
+        const int g0 = (m[0] + K[0]) % K[0], g1 = (m[1] + K[1]) % K[1], g2 = (m[2] + K[2]) % K[2];
+        const double B = b0(g0) * b1(g1) * b2(g2);
+        g(t) = pref * kexp(-pa2 * mt2) / mt2 * B;
+        vc(t) = 2.0 * (1.0 + pa2 * mt2) / mt2;
+      });
+  Kokkos::fence();
+}
+
+// Mode 0: energy only; 1: AD (in-place scale); 2: ik (three outputs).
+template <int Mode>
+double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex* ey,
+                         Complex* ez, double* virial) const {
+  const IndexMap im = make_map(kbox_, perm_, mesh_);
+  const Mat3 R = recip_;
+  const double N2 = 2.0 * static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2];
+  const Int3 K = mesh_;
+  auto g = g_;
+  auto vc = vc_;
+  const bool want_vir = virial != nullptr;
+  Acc7 acc;
+  Kokkos::parallel_reduce(
+      "pmewald::kspace_solve", Range(0, g_.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t t, Acc7& a) {
+        const Complex q = in[t];
+        const double gt = g(t);
+        const double em = gt * (q.real() * q.real() + q.imag() * q.imag());
+        a.v[0] += em;
+        int m[3];
+        if (want_vir || Mode == 2) im.signed_m(t, m);
+        if (want_vir && gt != 0.0) {
+          double mt[3];
+          for (int r = 0; r < 3; ++r)
+            mt[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2];
+          const double c = vc(t);
+          a.v[1] += em * (1.0 - c * mt[0] * mt[0]);
+          a.v[2] += em * (1.0 - c * mt[1] * mt[1]);
+          a.v[3] += em * (1.0 - c * mt[2] * mt[2]);
+          a.v[4] -= em * c * mt[0] * mt[1];
+          a.v[5] -= em * c * mt[0] * mt[2];
+          a.v[6] -= em * c * mt[1] * mt[2];
+        }
+        if (Mode == 1) data[t] = q * (N2 * gt);
+        if (Mode == 2) {
+          int mp[3];
+          for (int d = 0; d < 3; ++d) mp[d] = (2 * m[d] == K[d]) ? 0 : m[d];
+          const double two_pi = 2.0 * M_PI;
+          double k[3];
+          for (int r = 0; r < 3; ++r)
+            k[r] = two_pi * (R[3 * r] * mp[0] + R[3 * r + 1] * mp[1] + R[3 * r + 2] * mp[2]);
+          // -i k * s with s = 2 N G q:  -i k (x + i y) = k y - i k x
+          const Complex s = q * (N2 * gt);
+          ex[t] = Complex(k[0] * s.imag(), -k[0] * s.real());
+          ey[t] = Complex(k[1] * s.imag(), -k[1] * s.real());
+          ez[t] = Complex(k[2] * s.imag(), -k[2] * s.real());
+        }
+      },
+      Kokkos::Sum<Acc7>(acc));
+  if (want_vir)
+    for (int i = 0; i < 6; ++i) virial[i] += acc.v[i + 1];
+  return acc.v[0];
+}
+
+double KSpaceSolver::apply_ad(Complex* data, double* virial) const {
+  return run<1>(data, data, nullptr, nullptr, nullptr, virial);
+}
+
+double KSpaceSolver::apply_ik(const Complex* data, Complex* ex, Complex* ey, Complex* ez,
+                              double* virial) const {
+  return run<2>(nullptr, data, ex, ey, ez, virial);
+}
+
+double KSpaceSolver::energy(const Complex* data, double* virial) const {
+  return run<0>(nullptr, data, nullptr, nullptr, nullptr, virial);
+}
+
+}  // namespace pmewald::kernels

@@ -1,0 +1,78 @@
+// The k-space step of smooth PME on this rank's piece of the transformed mesh.
+// Pure local kernel: no MPI (the caller sums energies and virials over ranks).
+//
+// With Q the charge mesh, Q^ = fftn(Q) (forward, exp(-2 pi i m.j/K), unnormalised),
+// m~ = recip @ m, V the cell volume, k_e the Coulomb constant and
+// B(m) = prod_d |b_d(m_d)|^2 (Euler exponential-spline moduli, bspline_moduli):
+//
+//   G(m)  = k_e / (2 pi V) * exp(-pi^2 |m~|^2 / alpha^2) / |m~|^2 * B(m),  G(0) = 0
+//   E_rec = sum_m G(m) |Q^(m)|^2        (every m of the full c2c spectrum once)
+//   W_ab  = sum_m G(m)|Q^(m)|^2 (delta_ab - 2 (1 + pi^2 |m~|^2/alpha^2) m~_a m~_b / |m~|^2)
+//
+// W is the virial W = -dE/d(eps) under the strain r -> (1+eps) r of positions
+// and box rows (for the total Coulomb energy trace W = E). Virial arrays are
+// 6-vectors ordered (xx, yy, zz, xy, xz, yz) and are ADDED to.
+//
+// Storage: the rank holds the sub-box kbox (global indices in [0, K), any
+// sub-box of the full mesh) stored with axis storage_order[0] slowest and
+// storage_order[2] fastest (default {0,1,2}: C order [x][y][z]).
+#pragma once
+
+#include <vector>
+
+#include "extent.hpp"
+#include "kokkos_types.hpp"
+#include "kspace_common.hpp"
+
+namespace pmewald::kernels {
+
+class KSpaceSolver {
+ public:
+  KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int order,
+               double coulomb_constant, const Box3& kbox,
+               const Int3& storage_order = Int3{0, 1, 2});
+
+  // New box (NPT): recomputes the influence factors; the B-spline moduli
+  // (which depend only on the mesh and order) are kept.
+  void set_box(const Mat3& box);
+
+  // AD: data <- 2 N G(m) data in place (N = K1 K2 K3), so that the caller's
+  // backward FFT (exp(+2 pi i ...)/N) yields phi = dE_rec/dQ on the mesh.
+  // Returns this rank's share of E_rec (computed from the input data) and
+  // adds this rank's share of the virial (if virial != nullptr).
+  double apply_ad(Complex* data, double* virial) const;
+
+  // ik: e_a(m) = -i k'_a 2 N G(m) data(m), k' = 2 pi recip @ m' where m' is m
+  // with Nyquist components (m_d = K_d/2, K_d even) set to 0 (so the fields are
+  // real). Backward FFTs of e_x, e_y, e_z give the field E = -grad phi on the mesh.
+  // data is not modified. Returns the energy share, adds the virial share.
+  double apply_ik(const Complex* data, Complex* ex, Complex* ey, Complex* ez,
+                  double* virial) const;
+
+  // Energy share (and virial share) only; data untouched.
+  double energy(const Complex* data, double* virial) const;
+
+  const Box3& kbox() const { return kbox_; }
+  const Int3& mesh() const { return mesh_; }
+  double alpha() const { return alpha_; }
+  int order() const { return order_; }
+  // Influence factors G(m) over kbox in storage order (for tests/inspection).
+  View1<double> influence() const { return g_; }
+
+ private:
+  template <int Mode>
+  double run(Complex* data, const Complex* in, Complex* ex, Complex* ey, Complex* ez,
+             double* virial) const;
+
+  Mat3 box_{}, recip_{};
+  Int3 mesh_{};
+  double alpha_ = 0, kc_ = 1;
+  int order_ = 0;
+  Box3 kbox_;
+  Int3 perm_{0, 1, 2};
+  View1<double> bmod_[3];  // |b_d(m)|^2, m = 0..K_d-1
+  View1<double> g_;        // G(m) over kbox, storage order
+  View1<double> vc_;       // 2 (1 + pi^2 |m~|^2/alpha^2) / |m~|^2 over kbox (0 at m = 0)
+};
+
+}  // namespace pmewald::kernels

@@ -1,0 +1,422 @@
+"""The PME solver: total electrostatic energy, forces and virial of a periodic system.
+
+Typical use, on any number of MPI ranks::
+
+    from mpi4py import MPI
+    import pmewald
+
+    pme = pmewald.PME(box, cutoff=9.0, tolerance=1e-5)      # collective
+    res = pme.compute(positions, charges)                    # collective
+    res.energy, res.forces, res.virial, res.terms
+
+Each rank passes the atoms it has (any split: all on one rank, none on some,
+or spatially owned); it gets back the forces of exactly those atoms, in the
+order it passed them. Energy and virial are global and identical on every rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _core
+
+_MODES = ("pt2pt", "nonblocking", "collective")
+_DIFFS = ("ad", "ik")
+_TERMS = ("real", "reciprocal", "self", "background", "exclusion")
+
+
+@dataclass
+class PMEResult:
+    """Result of :meth:`PME.compute`.
+
+    Attributes
+    ----------
+    energy : float
+        Total electrostatic energy, global, identical on every rank.
+    forces : ndarray (n_local, 3)
+        Forces on this rank's atoms, in the order they were passed.
+    virial : ndarray (3, 3)
+        Global virial ``W = -dE/d(eps)`` for the homogeneous strain
+        ``r -> (1 + eps) r`` of positions and box rows. For pair forces
+        ``W_ab = sum_pairs r_ij,a F_ij,b``; ``trace(W) == energy`` for the total
+        Coulomb energy. The stress (ASE's sign convention) is ``-W / V``.
+    terms : dict
+        ``real`` (erfc pairs), ``reciprocal`` (mesh sum), ``self``
+        (``-k alpha/sqrt(pi) sum q^2``), ``background`` (``-k pi Q^2/(2 V alpha^2)``
+        for net charge Q), ``exclusion`` (``-k sum_excluded q_i q_j erf(alpha r)/r``,
+        removing the reciprocal-space part of excluded pairs). They sum to ``energy``.
+    estimated_error : float
+        Estimated relative RMS force error of this result,
+        ``estimated_error_absolute / sqrt(mean |F|^2)``.
+    estimated_error_absolute : float
+        Estimated absolute RMS force error per atom (LAMMPS's measure, in force units).
+    rms_force : float
+        ``sqrt(sum_i |F_i|^2 / N)`` over all atoms.
+    """
+
+    energy: float
+    forces: np.ndarray
+    virial: np.ndarray
+    terms: dict
+    estimated_error: float
+    estimated_error_absolute: float
+    rms_force: float
+    n_atoms: int = 0
+    total_charge: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _as_box(box) -> np.ndarray:
+    b = np.asarray(box, dtype=np.float64)
+    if b.shape == (3,):
+        b = np.diag(b)
+    if b.shape != (3, 3):
+        raise ValueError(f"box must be a 3x3 array of lattice vectors (rows) or 3 edge lengths, got shape {b.shape}")
+    if not np.isfinite(b).all():
+        raise ValueError("box contains NaN or inf")
+    vol = abs(np.linalg.det(b))
+    scale = np.prod(np.linalg.norm(b, axis=1))
+    if not vol > 1e-10 * scale or scale == 0:
+        raise ValueError("box is degenerate: its lattice vectors are (nearly) linearly dependent")
+    return np.ascontiguousarray(b)
+
+
+def cell_heights(box) -> np.ndarray:
+    """Plane spacings of the cell: V / |a_j x a_k| for each axis."""
+    b = _as_box(box)
+    vol = abs(np.linalg.det(b))
+    return np.array([vol / np.linalg.norm(np.cross(b[(d + 1) % 3], b[(d + 2) % 3])) for d in range(3)])
+
+
+class PME:
+    """Smooth particle-mesh Ewald electrostatics over MPI.
+
+    Parameters
+    ----------
+    box : array (3, 3) or (3,)
+        Rows are the lattice vectors (any triclinic cell); 3 numbers mean an
+        orthorhombic box.
+    cutoff : float
+        Real-space cutoff; at most half the smallest cell height.
+    tolerance : float
+        Target relative RMS force error ``sqrt(sum |F - F_exact|^2 / sum |F_exact|^2)``.
+        Used to choose whichever of ``alpha``, ``mesh`` and ``order`` are not given.
+    alpha, mesh, order : optional
+        Ewald splitting parameter (1/length), mesh points per axis (3 ints), and
+        B-spline order (3..10). Explicit values override the automatic choice.
+    differentiation : "ad" or "ik"
+        Analytical differentiation (one backward FFT) or ik (three).
+    comm : mpi4py intracommunicator, optional
+        Defaults to ``MPI.COMM_WORLD``.
+    comm_mode : "pt2pt", "nonblocking" or "collective"
+        How the FFT remaps and ghost-layer exchanges communicate.
+    coulomb_constant : float
+        1.0 (Gaussian units) by default; see :mod:`pmewald.units`.
+    real_space : bool
+        False gives the reciprocal part, self and background terms and the
+        exclusion corrections only, for an engine that computes its own pairs.
+
+    Automatic parameters are chosen on the first :meth:`compute`, when the
+    charges are known: alpha from the real-space error, then the smallest
+    FFT-friendly mesh (factors 2, 3, 5) whose estimated reciprocal error fits,
+    at order 5 unless given. The target absolute error is ``tolerance`` times the
+    RMS force; the first call measures it and, if the estimate then exceeds the
+    tolerance, chooses again and recomputes (at most twice). For systems whose
+    forces nearly cancel (perfect crystals) the force scale used is at least a
+    tenth of the typical Coulomb force ``k q_rms^2 / d^2`` at the mean spacing d.
+
+    Every bad argument raises ``ValueError`` on every rank (``TypeError`` for a
+    non-communicator), and the object stays usable.
+    """
+
+    def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
+                 differentiation="ad", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
+                 real_space=True):
+        from mpi4py import MPI
+
+        rank, _ = _core.comm_info(comm)  # TypeError for a non-communicator
+        self._comm = MPI.COMM_WORLD if comm is None else comm
+
+        def check():
+            b = _as_box(box)
+            rc = float(cutoff)
+            if not (math.isfinite(rc) and rc > 0):
+                raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
+            if rc > 0.5 * cell_heights(b).min() * (1 + 1e-12):
+                raise ValueError(f"cutoff {rc} is longer than half the smallest cell height "
+                                 f"({0.5 * cell_heights(b).min():.6g})")
+            tol = float(tolerance)
+            if not (0 < tol < 1):
+                raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+            a = None if alpha is None else float(alpha)
+            if a is not None and not (math.isfinite(a) and a > 0):
+                raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
+            p = None if order is None else _as_int(order, "order")
+            if p is not None and not 3 <= p <= 10:
+                raise ValueError(f"order must be between 3 and 10, got {p}")
+            m = None
+            if mesh is not None:
+                m = tuple(_as_int(v, "mesh") for v in np.broadcast_to(np.asarray(mesh, dtype=object), (3,)))
+                lowest = p if p is not None else 5
+                if any(v < lowest or v > 4096 for v in m):
+                    raise ValueError(f"mesh must have between order ({lowest}) and 4096 points per axis, got {m}")
+            if differentiation not in _DIFFS:
+                raise ValueError(f"differentiation must be 'ad' or 'ik', got {differentiation!r}")
+            if comm_mode not in _MODES:
+                raise ValueError(f"comm_mode must be one of {', '.join(_MODES)}, got {comm_mode!r}")
+            k = float(coulomb_constant)
+            if not (math.isfinite(k) and k > 0):
+                raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
+            return b, rc, tol, a, m, p, k
+
+        b, rc, tol, a, m, p, k = _agreed(self._comm, check)
+        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space))
+        root = self._comm.bcast(mine, root=0)
+        _core.agree_or_throw(self._comm, "" if root == mine else
+                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
+                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant and "
+                             "real_space")
+        self._box, self._cutoff, self._tolerance = b, rc, tol
+        self._fixed = {"alpha": a, "mesh": m, "order": p}
+        self._differentiation, self._comm_mode = differentiation, comm_mode
+        self._k, self._real_space = k, bool(real_space)
+        self._solver = None
+        self._params = None
+        self._recheck = False
+        self._cache_estimate = None
+        # alpha and order are fixed here (an engine doing its own pairs needs alpha now):
+        # exp(-alpha^2 rc^2) = tolerance / 4 keeps the real-space error a fraction of the
+        # budget; the mesh is chosen on the first compute, when the charges are known.
+        self._alpha = a if a is not None else math.sqrt(math.log(4.0 / tol)) / rc
+        self._order = p if p is not None else 5
+        if m is not None:
+            self._build(self._alpha, m, self._order)
+
+    # ------------------------------------------------------------------ set-up
+
+    def _build(self, alpha, mesh, order):
+        mesh = tuple(int(v) for v in mesh)
+        if self._solver is not None and (alpha, mesh, order) == (self._params["alpha"], self._params["mesh"],
+                                                                 self._params["order"]):
+            return
+        self._solver = _core.PMESolver(self._comm, self._box, mesh, int(order), float(alpha), self._cutoff,
+                                       self._differentiation, self._comm_mode, self._k, self._real_space)
+        self._params = {"alpha": float(alpha), "mesh": mesh, "order": int(order)}
+        self._cache_estimate = None
+
+    def _choose_mesh(self, target, sum_q2, n_atoms):
+        """Smallest FFT-friendly mesh (at the fixed alpha and order) meeting an absolute target."""
+        from ._core import kernels
+
+        r = kernels.choose_parameters(self._box, self._cutoff, target, sum_q2, n_atoms,
+                                      differentiation=self._differentiation, coulomb_constant=self._k,
+                                      alpha=self._alpha, mesh=self._fixed["mesh"], order=self._order)
+        return tuple(int(v) for v in r["mesh"])
+
+    def _estimate(self, sum_q2, n_atoms):
+        from ._core import kernels
+
+        p = self._params
+        e = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
+                                    self._differentiation, sum_q2, n_atoms, coulomb_constant=self._k)
+        real = e["real"] if self._real_space else 0.0
+        return math.hypot(real, e["recip"]), e
+
+    @property
+    def parameters(self) -> dict:
+        """Parameters and error estimates.
+
+        ``alpha`` and ``order`` are known from construction; an automatic ``mesh``
+        is chosen on the first :meth:`compute` (``None`` before), and the error
+        estimates refer to the last computed result.
+        """
+        p = {"alpha": self._alpha, "mesh": self._params["mesh"] if self._params else None, "order": self._order}
+        p.update(cutoff=self._cutoff, tolerance=self._tolerance, differentiation=self._differentiation,
+                 comm_mode=self._comm_mode, coulomb_constant=self._k, real_space=self._real_space,
+                 box=self._box.copy())
+        p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
+        return p
+
+    def set_box(self, box):
+        """Change the box (NPT). Plans and buffers are reused (same mesh, alpha, order).
+
+        With an automatic mesh, the next compute checks the error estimate for the
+        new box and chooses a new mesh only if the tolerance is no longer met.
+        """
+        def check():
+            b = _as_box(box)
+            if self._cutoff > 0.5 * cell_heights(b).min() * (1 + 1e-12):
+                raise ValueError(f"cutoff {self._cutoff} is longer than half the smallest cell height of the new box "
+                                 f"({0.5 * cell_heights(b).min():.6g})")
+            return b
+
+        b = _agreed(self._comm, check)
+        root = self._comm.bcast(b.tobytes(), root=0)
+        _core.agree_or_throw(self._comm, "" if root == b.tobytes() else "set_box: the box differs between ranks")
+        if self._solver is not None:
+            self._solver.set_box(b)
+        self._box = b
+        self._cache_estimate = None
+        self._recheck = self._fixed["mesh"] is None
+
+    # ----------------------------------------------------------------- compute
+
+    def compute(self, positions, charges, ids=None, exclusions=None) -> PMEResult:
+        """Energy, forces and virial of the atoms passed by all ranks together (collective).
+
+        Parameters
+        ----------
+        positions : array (n_local, 3)
+            Cartesian positions, anywhere in space (wrapped into the box).
+        charges : array (n_local,)
+        ids : int64 array (n_local,), optional
+            Global atom identities (used by ``exclusions``). Default: the global
+            index in rank order (rank 0's atoms first).
+        exclusions : int array (m, 2), optional
+            Pairs of ids whose interaction is excluded; each pair once, on any rank,
+            each closer than the cutoff.
+        """
+        comm = self._comm
+        pos, q, idv, ex = _agreed(comm, lambda: _check_atoms(positions, charges, ids, exclusions))
+        n = len(q)
+        if idv is None:
+            offset = comm.exscan(n) or 0
+            idv = np.arange(offset, offset + n, dtype=np.int64)
+        stats = comm.allreduce(np.array([n, q.sum(), (q * q).sum()], dtype=np.float64))
+        n_atoms, sum_q, sum_q2 = int(stats[0]), float(stats[1]), float(stats[2])
+        _core.agree_or_throw(comm, "" if n_atoms > 0 else "no atoms were passed on any rank (positions are empty)")
+        if self._solver is None or self._recheck:
+            raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
+        else:
+            raw = self._solver.compute(pos, q, idv, ex)
+        return self._result(raw, n_atoms, sum_q, sum_q2)
+
+    def _typical_force(self, n_atoms, sum_q2):
+        """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""
+        vol = abs(np.linalg.det(self._box))
+        return self._k * (sum_q2 / n_atoms) / (vol / n_atoms) ** (2.0 / 3.0)
+
+    def _force_scale(self, rms, typical):
+        """The force scale the relative tolerance refers to, rounded to 2 significant digits
+        (in units of the Coulomb constant) so the choice never hinges on the last bits of a
+        reduction, whatever the rank count or units."""
+        x = max(rms, 0.1 * typical) / self._k
+        return float(f"{x:.1e}") * self._k if x > 0 else typical
+
+    def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
+        """Choose the mesh on the first call (or after set_box): the smallest mesh whose
+        estimated RMS force error is within tolerance x the measured RMS force."""
+        self._recheck = False
+        if self._fixed["mesh"] is not None:
+            self._build(self._alpha, self._fixed["mesh"], self._order)
+            return self._solver.compute(pos, q, idv, ex)
+        typical = self._typical_force(n_atoms, sum_q2)
+        if self._solver is not None:  # after set_box: keep the mesh if it still meets the tolerance
+            raw = self._solver.compute(pos, q, idv, ex)
+            scale = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
+            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * scale:
+                return raw
+        else:
+            scale = self._force_scale(typical, typical)
+        for attempt in range(3):
+            self._build(self._alpha, self._choose_mesh(self._tolerance * scale, sum_q2, n_atoms), self._order)
+            raw = self._solver.compute(pos, q, idv, ex)
+            measured = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
+            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * measured or measured >= scale:
+                break
+            scale = measured
+        return raw
+
+    def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
+        key = (n_atoms, sum_q2, self._params["alpha"], self._params["mesh"], self._params["order"])
+        if getattr(self, "_cache_estimate", None) is None or self._cache_estimate[0] != key:
+            self._cache_estimate = (key, self._estimate(sum_q2, n_atoms))
+        est_abs, parts = self._cache_estimate[1]
+        rms = math.sqrt(raw["sum_force2"] / n_atoms)
+        est_rel = est_abs / rms if rms > 0 else math.inf
+        self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,
+                               "estimated_error_real": parts["real"] if self._real_space else 0.0,
+                               "estimated_error_reciprocal": parts["recip"]}
+        terms = {t: float(raw["terms"].get(t, 0.0)) for t in _TERMS}
+        return PMEResult(energy=float(raw["energy"]), forces=raw["forces"], virial=np.asarray(raw["virial"]),
+                         terms=terms, estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms,
+                         n_atoms=n_atoms, total_charge=sum_q)
+
+    def timings(self) -> dict:
+        """Cumulative seconds per phase on this rank (spread, ghost, fft, solve, gather,
+        real_space, ghost_atoms, exclusions, migrate, reduce) plus FFT/halo communication
+        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``) and ``calls``."""
+        return dict(self._solver.timings()) if self._solver is not None else {}
+
+    def reset_timings(self):
+        if self._solver is not None:
+            self._solver.reset_timings()
+
+    @property
+    def brick(self):
+        """This rank's brick of the mesh, ((lo), (hi))."""
+        return self._solver.brick if self._solver is not None else None
+
+
+def _as_int(v, name):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return int(v)
+        raise ValueError(f"{name} must be an integer, got {v!r}")
+    return int(v)
+
+
+def _agreed(comm, fn):
+    """Run a local check; if it fails on any rank, raise the same ValueError on every rank."""
+    try:
+        value, msg = fn(), ""
+    except (ValueError, TypeError) as e:
+        value, msg = None, str(e) or e.__class__.__name__
+    _core.agree_or_throw(comm, msg)
+    return value
+
+
+def _check_atoms(positions, charges, ids, exclusions):
+    try:
+        pos = np.ascontiguousarray(positions, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("positions must be a numeric (n, 3) array")
+    if pos.ndim != 2 or pos.shape[1] != 3:
+        if pos.size == 0 and pos.ndim in (1, 2):
+            pos = pos.reshape(0, 3)
+        else:
+            raise ValueError(f"positions must have shape (n, 3), got {pos.shape}")
+    try:
+        q = np.ascontiguousarray(charges, dtype=np.float64).reshape(-1) if np.ndim(charges) <= 1 else None
+    except (TypeError, ValueError):
+        raise ValueError("charges must be a numeric (n,) array")
+    if q is None:
+        raise ValueError(f"charges must have shape (n,), got {np.shape(charges)}")
+    if len(q) != len(pos):
+        raise ValueError(f"positions has {len(pos)} atoms but charges has {len(q)}")
+    if not np.isfinite(pos).all():
+        raise ValueError("positions contain NaN or inf")
+    if not np.isfinite(q).all():
+        raise ValueError("charges contain NaN or inf")
+    idv = None
+    if ids is not None:
+        idv = np.asarray(ids)
+        if idv.ndim != 1 or len(idv) != len(q):
+            raise ValueError(f"ids must have shape ({len(q)},), got {idv.shape}")
+        if idv.size and not np.issubdtype(idv.dtype, np.integer):
+            raise ValueError(f"ids must be integers, got dtype {idv.dtype}")
+        idv = np.ascontiguousarray(idv, dtype=np.int64)
+    ex = np.zeros((0, 2), dtype=np.int64)
+    if exclusions is not None:
+        e = np.asarray(exclusions)
+        if e.size == 0:
+            e = e.reshape(0, 2)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise ValueError(f"exclusions must have shape (m, 2), got {e.shape}")
+        if e.size and not np.issubdtype(e.dtype, np.integer):
+            raise ValueError(f"exclusions must be integer id pairs, got dtype {e.dtype}")
+        ex = np.ascontiguousarray(e, dtype=np.int64)
+    return pos, q, idv, ex

@@ -1,0 +1,414 @@
+"""Local (single-rank, no MPI) smooth-PME kernels: B-splines, moduli, the
+reciprocal pipeline (spread -> FFT -> solve -> gather), error estimates and
+parameter selection.
+
+The reciprocal part is checked against a compact direct Ewald k-space sum
+written here (and its energy against ``pmewald.reference``).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from pmewald._core import kernels as K
+
+ORDERS = range(3, 11)
+BOXES = {
+    "cubic": np.diag([10.0, 10.0, 10.0]),
+    "triclinic": np.array([[10.0, 0.0, 0.0], [6.0, 9.0, 0.0], [4.0, -3.0, 8.0]]),
+}
+
+
+# ----------------------------------------------------------------------------
+# direct reciprocal Ewald sum (Gaussian units, every m != 0 once)
+# ----------------------------------------------------------------------------
+def direct_reciprocal(box, pos, q, alpha, kc=1.0, tol=1e-17):
+    """E, F, W (= -dE/d strain) and phi_i = dE/dq_i of
+    E = k/(2 pi V) sum_{m!=0} exp(-pi^2 |m~|^2/alpha^2)/|m~|^2 |S(m)|^2."""
+    box = np.asarray(box, float)
+    recip = np.linalg.inv(box)
+    V = abs(np.linalg.det(box))
+    h = 1.0 / np.linalg.norm(recip, axis=0)
+    mt_max = alpha * math.sqrt(-math.log(tol)) / math.pi
+    M = np.ceil(mt_max * h).astype(int) + 1
+    grids = np.meshgrid(*[np.arange(-M[d], M[d] + 1) for d in range(3)], indexing="ij")
+    m = np.stack(grids, -1).reshape(-1, 3)
+    m = m[np.any(m != 0, axis=1)]
+    mt = m @ recip.T
+    m2 = np.einsum("ij,ij->i", mt, mt)
+    keep = m2 <= mt_max**2
+    m, mt, m2 = m[keep], mt[keep], m2[keep]
+    ph = 2 * np.pi * ((pos @ recip) @ m.T)
+    c, s = np.cos(ph), np.sin(ph)
+    sr, si = q @ c, q @ s
+    f = kc / (2 * np.pi * V) * np.exp(-np.pi**2 * m2 / alpha**2) / m2
+    em = f * (sr**2 + si**2)
+    E = em.sum()
+    g = 2 * q[:, None] * (-s * sr + c * si) * f
+    F = -(g @ (2 * np.pi * mt))
+    coef = 2 * (1 + np.pi**2 * m2 / alpha**2) / m2
+    W = E * np.eye(3) - np.einsum("m,ma,mb->ab", em * coef, mt, mt)
+    phi = 2 * (c * sr + s * si) @ f
+    return E, F, W, phi
+
+
+def random_system(n, box, seed):
+    rng = np.random.default_rng(seed)
+    pos = rng.random((n, 3)) @ box
+    q = rng.choice([-1.0, 1.0], n)
+    q -= q.mean()
+    return pos, q
+
+
+def rms(a):
+    return math.sqrt(np.mean(np.sum(np.asarray(a) ** 2, axis=1)))
+
+
+# ----------------------------------------------------------------------------
+# B-splines and moduli
+# ----------------------------------------------------------------------------
+@pytest.mark.parametrize("p", ORDERS)
+def test_bspline_partition_of_unity_and_derivative(p):
+    w = np.linspace(0.0, 0.999, 37)
+    M, dM = K.bspline_weights(p, w)
+    assert np.allclose(M.sum(1), 1.0, atol=1e-14)
+    assert np.allclose(dM.sum(1), 0.0, atol=1e-13)
+    assert np.all(M >= -1e-16)
+    # values against the scalar M_p: weight j is M_p(w + p-1-j)
+    for i, wi in enumerate(w[::6]):
+        ref = [K.bspline_value(p, wi + p - 1 - j) for j in range(p)]
+        assert np.allclose(M[6 * i], ref, atol=1e-15)
+    # symmetry M_p(x) = M_p(p - x)
+    xs = np.linspace(0.01, p - 0.01, 23)
+    assert np.allclose([K.bspline_value(p, x) for x in xs],
+                       [K.bspline_value(p, p - x) for x in xs], atol=1e-14)
+    # derivative by central finite differences (inside one polynomial piece)
+    h = 1e-6
+    wc = np.linspace(0.05, 0.95, 13)
+    Mp, _ = K.bspline_weights(p, wc + h)
+    Mm, _ = K.bspline_weights(p, wc - h)
+    _, dMc = K.bspline_weights(p, wc)
+    assert np.allclose((Mp - Mm) / (2 * h), dMc, atol=1e-8)
+
+
+@pytest.mark.parametrize("p", ORDERS)
+@pytest.mark.parametrize("Km", [10, 13, 16])
+def test_bspline_moduli_direct(p, Km):
+    if Km < p:
+        pytest.skip("mesh smaller than order")
+    b = K.bspline_moduli(Km, p)
+    Mk = np.array([K.bspline_value(p, k + 1.0) for k in range(p - 1)])
+    m = np.arange(Km)
+    den = np.abs(np.exp(2j * np.pi * np.outer(m, np.arange(p - 1)) / Km) @ Mk) ** 2
+    zero = den < 1e-7
+    fixed = den.copy()
+    idx = np.nonzero(zero)[0]
+    fixed[idx] = 0.5 * (den[(idx - 1) % Km] + den[(idx + 1) % Km])
+    assert np.allclose(b, 1.0 / fixed, rtol=1e-12)
+    assert np.all(np.isfinite(b)) and np.all(b > 0)
+    # zeros occur exactly for odd order and even K, at m = K/2
+    assert list(idx) == ([Km // 2] if (p % 2 == 1 and Km % 2 == 0) else [])
+    # Poisson summation: the denominator equals |sum_j U(m + jK)|^2 with U the
+    # Fourier transform of M_p, sinc^p(pi x) exp(-i pi p x), x = (m + jK)/K
+    j = np.arange(-200, 201)
+    x = (m[:, None] + j[None, :] * Km) / Km
+    euler = np.sum(np.sinc(x) ** p * (-1.0) ** (p * j[None, :]), axis=1) ** 2
+    assert np.allclose(den[~zero], euler[~zero], rtol=1e-5, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------
+# the reciprocal pipeline against the direct sum
+# ----------------------------------------------------------------------------
+@pytest.fixture(scope="module", params=list(BOXES))
+def system(request):
+    box = BOXES[request.param]
+    pos, q = random_system(120, box, seed=7)
+    alpha = 0.35
+    ref = direct_reciprocal(box, pos, q, alpha)
+    return request.param, box, pos, q, alpha, ref
+
+
+@pytest.mark.parametrize("diff", ["ad", "ik"])
+def test_reciprocal_matches_direct_sum(system, diff):
+    name, box, pos, q, alpha, (E0, F0, W0, phi0) = system
+    E, F, W, phi = K.reciprocal_serial(box, pos, q, alpha, (48, 45, 50), 8, diff)
+    assert abs(E - E0) <= 1e-9 * abs(E0)
+    assert rms(F - F0) <= 1e-8 * rms(F0)
+    assert np.abs(W - W0).max() <= 1e-9 * np.abs(W0).max()
+    assert np.allclose(W, W.T)
+    assert np.abs(phi - phi0).max() <= 1e-8 * np.abs(phi0).max()
+    assert E == pytest.approx(0.5 * q @ phi, rel=1e-12)
+    # Coulomb constant scales everything
+    E2, F2, W2, _ = K.reciprocal_serial(box, pos, q, alpha, (48, 45, 50), 8, diff, 14.4)
+    assert E2 == pytest.approx(14.4 * E, rel=1e-13)
+    assert np.allclose(F2, 14.4 * F, rtol=1e-12, atol=1e-14)
+
+
+def test_energy_matches_pmewald_reference():
+    reference = pytest.importorskip("pmewald.reference")
+    box = BOXES["triclinic"]
+    pos, q = random_system(60, box, seed=3)
+    alpha = 0.4
+    res = reference.ewald(box, pos, q, alpha=alpha)
+    E, *_ = K.reciprocal_serial(box, pos, q, alpha, (50, 50, 50), 8, "ad")
+    assert E == pytest.approx(res.terms["reciprocal"], rel=1e-9)
+
+
+@pytest.mark.parametrize("diff", ["ad", "ik"])
+def test_ik_and_ad_converge(system, diff):
+    name, box, pos, q, alpha, (E0, F0, W0, phi0) = system
+    errs = []
+    for Km in (12, 20, 32):
+        _, F, _, _ = K.reciprocal_serial(box, pos, q, alpha, (Km, Km, Km), 5, diff)
+        errs.append(rms(F - F0) / rms(F0))
+    assert errs[0] > errs[1] > errs[2]
+    assert errs[2] < 1e-5
+
+
+@pytest.mark.parametrize("name", list(BOXES))
+def test_ad_forces_are_exact_gradient_of_pme_energy(name):
+    box = BOXES[name]
+    pos, q = random_system(30, box, seed=11)
+    alpha, mesh, p = 0.4, (12, 10, 11), 5  # coarse: PME energy != Ewald energy
+    E, F, _, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, "ad")
+    h = 1e-4
+    for i in (0, 7, 19):
+        for a in range(3):
+            xp = pos.copy()
+            xp[i, a] += h
+            xm = pos.copy()
+            xm[i, a] -= h
+            Ep = K.reciprocal_serial(box, xp, q, alpha, mesh, p, "ad")[0]
+            Em = K.reciprocal_serial(box, xm, q, alpha, mesh, p, "ad")[0]
+            fd = -(Ep - Em) / (2 * h)
+            assert fd == pytest.approx(F[i, a], rel=1e-7, abs=1e-8 * np.abs(F).max())
+
+
+@pytest.mark.parametrize("name", list(BOXES))
+def test_virial_matches_strain_derivative(name):
+    box = BOXES[name]
+    pos, q = random_system(30, box, seed=5)
+    alpha, mesh, p = 0.4, (12, 12, 12), 4
+    _, _, W, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, "ad")
+    h = 1e-6
+    fd = np.zeros((3, 3))
+    for a in range(3):
+        for b in range(3):
+            eps = np.zeros((3, 3))
+            eps[a, b] = h
+            Ep = K.reciprocal_serial(box @ (np.eye(3) + eps).T, pos @ (np.eye(3) + eps).T,
+                                     q, alpha, mesh, p, "ad")[0]
+            Em = K.reciprocal_serial(box @ (np.eye(3) - eps).T, pos @ (np.eye(3) - eps).T,
+                                     q, alpha, mesh, p, "ad")[0]
+            fd[a, b] = -(Ep - Em) / (2 * h)
+    assert np.allclose(fd, W, rtol=1e-6, atol=1e-7 * np.abs(W).max())
+
+
+def test_translation_invariance():
+    box = BOXES["triclinic"]
+    pos, q = random_system(80, box, seed=9)
+    alpha, mesh, p = 0.35, (24, 24, 24), 6
+    E, F, W, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, "ad")
+    # shift by whole mesh cells (and lattice images): exact invariance
+    shift = 3 * box[0] / mesh[0] - 5 * box[1] / mesh[1] + 2 * box[2]
+    E1, F1, W1, _ = K.reciprocal_serial(box, pos + shift, q, alpha, mesh, p, "ad")
+    assert E1 == pytest.approx(E, rel=1e-12)
+    assert np.allclose(F1, F, atol=1e-11 * np.abs(F).max())
+    # arbitrary rigid shift: changes only at the discretisation error level
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        d = rng.random(3) @ box
+        E2, F2, _, _ = K.reciprocal_serial(box, pos + d, q, alpha, mesh, p, "ad")
+        assert abs(E2 - E) < 1e-6 * abs(E)
+        assert rms(F2 - F) < 1e-5 * rms(F)
+    # positions far outside the cell are wrapped
+    E3, *_ = K.reciprocal_serial(box, pos - 7 * box[2] + 4 * box[0], q, alpha, mesh, p, "ad")
+    assert E3 == pytest.approx(E, rel=1e-10)
+
+
+# ----------------------------------------------------------------------------
+# pieces the distributed solver uses: bricks, sub-box k-space, storage order
+# ----------------------------------------------------------------------------
+def test_spread_bricks_sum_to_full_mesh():
+    box = BOXES["triclinic"]
+    pos, q = random_system(70, box, seed=2)
+    mesh, p = (12, 10, 9), 5
+    full, eb_full, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh))
+    assert eb_full == ((-(p - 1),) * 3, mesh)
+
+    def fold(grid, eb):
+        out = np.zeros(mesh)
+        lo = eb[0]
+        ix = [(np.arange(grid.shape[d]) + lo[d]) % mesh[d] for d in range(3)]
+        np.add.at(out, np.ix_(*ix), grid)
+        return out
+
+    ref = fold(full, eb_full)
+    assert ref.sum() == pytest.approx(q.sum(), abs=1e-12)
+    cells = K.mesh_cells(box, pos, mesh)
+    assert cells.min() >= 0 and np.all(cells < np.array(mesh))
+    total = np.zeros(mesh)
+    splits = [(0, 5, 12), (0, 4, 10), (0, 9)]
+    for x0, x1 in zip(splits[0][:-1], splits[0][1:]):
+        for y0, y1 in zip(splits[1][:-1], splits[1][1:]):
+            brick = ((x0, y0, 0), (x1, y1, 9))
+            own = ((cells[:, 0] >= x0) & (cells[:, 0] < x1) & (cells[:, 1] >= y0) & (cells[:, 1] < y1))
+            g, eb, _ = K.spread_brick(box, pos[own], q[own], mesh, p, brick)
+            assert eb == ((x0 - p + 1, y0 - p + 1, -p + 1), (x1, y1, 9))
+            total += fold(g, eb)
+    assert np.allclose(total, ref, atol=1e-14)
+    # atomic and plain adds give the same grid
+    ga, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="atomic")
+    gp, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="plain")
+    assert np.allclose(ga, full, atol=1e-15) and np.allclose(gp, full, atol=1e-15)
+    # an atom outside the brick is refused
+    with pytest.raises(ValueError, match="outside the brick"):
+        K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), (5, 4, 9)))
+
+
+@pytest.mark.parametrize("diff", ["ad", "ik"])
+def test_kspace_sub_boxes_and_storage_order(diff):
+    box = BOXES["triclinic"]
+    mesh, alpha, p = (8, 6, 10), 0.5, 4
+    rng = np.random.default_rng(4)
+    data = rng.normal(size=mesh) + 1j * rng.normal(size=mesh)
+    full = ((0, 0, 0), mesh)
+    E, W, out = K.kspace_apply(box, mesh, alpha, p, 1.0, full, (0, 1, 2), data.ravel(), diff)
+    outs = out if diff == "ik" else (out,)
+    outs = [o.reshape(mesh) for o in outs]
+    Esum, Wsum = 0.0, np.zeros((3, 3))
+    for lo, hi in [((0, 0, 0), (8, 6, 4)), ((0, 0, 4), (8, 3, 10)), ((0, 3, 4), (8, 6, 10))]:
+        for perm in [(0, 1, 2), (2, 0, 1), (1, 2, 0)]:
+            sub = data[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]].transpose(perm)
+            e, w, o = K.kspace_apply(box, mesh, alpha, p, 1.0, (lo, hi), perm,
+                                     np.ascontiguousarray(sub).ravel(), diff)
+            os_ = o if diff == "ik" else (o,)
+            for got, want in zip(os_, outs):
+                want_sub = want[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]].transpose(perm)
+                assert np.allclose(got.reshape(want_sub.shape), want_sub, rtol=1e-13, atol=0)
+            if perm == (0, 1, 2):
+                Esum += e
+                Wsum += w
+    assert Esum == pytest.approx(E, rel=1e-13)
+    assert np.allclose(Wsum, W, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------
+# error estimates and parameter selection
+# ----------------------------------------------------------------------------
+ESTIMATE_CASES = [  # order, meshes spanning ~1e-2 .. 1e-7 measured errors
+    (3, [8, 16, 32, 64]),
+    (4, [8, 16, 32, 48]),
+    (5, [8, 12, 24, 40]),
+    (6, [8, 12, 20, 32]),
+    (7, [8, 12, 16, 24]),
+    (8, [8, 10, 16, 24]),
+]
+
+
+@pytest.fixture(scope="module")
+def estimate_systems():
+    out = {}
+    for name, box in BOXES.items():
+        pos, q = random_system(200, box, seed=21)
+        alpha = 0.45
+        out[name] = (box, pos, q, alpha, direct_reciprocal(box, pos, q, alpha)[1])
+    return out
+
+
+@pytest.mark.parametrize("diff", ["ad", "ik"])
+@pytest.mark.parametrize("name", list(BOXES))
+def test_reciprocal_error_estimate_within_factor_two(estimate_systems, name, diff):
+    box, pos, q, alpha, F0 = estimate_systems[name]
+    measured_range = []
+    for p, meshes in ESTIMATE_CASES:
+        for Km in meshes:
+            mesh = (Km, Km, Km)
+            _, F, _, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, diff)
+            meas = rms(F - F0)
+            est = K.estimate_errors(box, alpha, 9.0, mesh, p, diff, float(q @ q), len(q))["recip"]
+            assert 0.5 <= est / meas <= 2.0, (p, Km, meas, est)
+            measured_range.append(meas)
+    assert min(measured_range) < 1e-7 and max(measured_range) > 1e-3
+
+
+def test_real_space_estimate_formula():
+    box = BOXES["cubic"]
+    e = K.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100)
+    ref = 2 * 50.0 / math.sqrt(100 * 9.0 * 1000.0) * math.exp(-(0.3 * 9.0) ** 2)
+    assert e["real"] == pytest.approx(ref, rel=1e-14)
+    assert e["total"] == pytest.approx(math.hypot(e["real"], e["recip"]), rel=1e-14)
+    e2 = K.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100, coulomb_constant=2.0)
+    assert e2["recip"] == pytest.approx(2 * e["recip"], rel=1e-12)
+
+
+def test_fft_friendly():
+    assert [K.fft_friendly(n) for n in (1, 7, 11, 13, 17, 31, 49, 97, 121)] == \
+        [1, 8, 12, 15, 18, 32, 50, 100, 125]
+
+
+@pytest.mark.parametrize("diff", ["ad", "ik"])
+def test_choose_parameters_meets_target(estimate_systems, diff):
+    box, pos, q, _, _ = estimate_systems["triclinic"]
+    sq2, n, rc = float(q @ q), len(q), 4.0
+    for target in (1e-3, 1e-5):
+        P = K.choose_parameters(box, rc, target, sq2, n, diff)
+        assert P["order"] == 5
+        assert all(K.fft_friendly(k) == k and k >= 5 for k in P["mesh"])
+        assert P["est_real"] == pytest.approx(target / math.sqrt(2), rel=1e-9)
+        assert P["est_recip"] <= target / math.sqrt(2) * (1 + 1e-12)
+        assert P["est_total"] <= target * (1 + 1e-12)
+        # the chosen mesh really delivers the reciprocal accuracy
+        F0 = direct_reciprocal(box, pos, q, P["alpha"])[1]
+        _, F, _, _ = K.reciprocal_serial(box, pos, q, P["alpha"], P["mesh"], 5, diff)
+        assert rms(F - F0) <= target
+        assert rms(F - F0) >= 0.3 * P["est_recip"]  # and the mesh is not wastefully fine
+    # triclinic: mesh follows the plane spacings (heights), not the edge lengths:
+    # a_1 and a_3 are equally long but the a_1 planes are 2.2x closer
+    sheared = np.array([[10.0, 0.0, 0.0], [8.0, 4.0, 0.0], [0.0, 0.0, 10.0]])
+    h = 1 / np.linalg.norm(np.linalg.inv(sheared), axis=0)
+    Ps = K.choose_parameters(sheared, 3.0, 1e-4, 100.0, 200, diff)
+    ratio = np.array(Ps["mesh"]) / h
+    assert ratio.max() / ratio.min() < 1.25
+    assert Ps["mesh"][2] > 2 * Ps["mesh"][0]
+    # overrides
+    P2 = K.choose_parameters(box, rc, 1e-4, sq2, n, diff, alpha=0.8, mesh=(20, 24, 30), order=6)
+    assert (P2["alpha"], P2["mesh"], P2["order"]) == (0.8, (20, 24, 30), 6)
+    P3 = K.choose_parameters(box, rc, 1e-4, sq2, n, diff, order=None)
+    assert 4 <= P3["order"] <= 7 and P3["est_total"] <= 1e-4 * (1 + 1e-12)
+
+
+def test_bad_input_raises_value_error():
+    box = BOXES["cubic"]
+    pos, q = random_system(5, box, seed=0)
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, q, 0.4, (16, 16, 16), 2, "ad")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, q, 0.4, (16, 16, 16), 11, "ad")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, q, 0.4, (4, 16, 16), 5, "ad")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, q, 0.4, (16, 16, 16), 5, "xy")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(np.zeros((3, 3)), pos, q, 0.4, (16, 16, 16), 5, "ad")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, q[:3], 0.4, (16, 16, 16), 5, "ad")
+    bad = pos.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, bad, q, 0.4, (16, 16, 16), 5, "ad")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, q, -1.0, (16, 16, 16), 5, "ad")
+    with pytest.raises(ValueError):
+        K.reciprocal_serial(box, pos, np.full(5, np.inf), 0.4, (16, 16, 16), 5, "ad")
+    # the next call after errors works, and an empty system is fine
+    E, F, W, phi = K.reciprocal_serial(box, np.zeros((0, 3)), np.zeros(0), 0.4, (8, 8, 8), 5, "ik")
+    assert E == 0.0 and F.shape == (0, 3) and np.all(W == 0) and phi.shape == (0,)
+    e, w, out = K.kspace_apply(box, (8, 8, 8), 0.4, 5, 1.0, ((0, 0, 0), (0, 8, 8)), (0, 1, 2),
+                               np.zeros(0, complex), "ad")
+    assert e == 0.0 and out.size == 0
+    with pytest.raises(ValueError):
+        K.choose_parameters(box, 4.0, 1e-14, 5.0, 5, "ad", order=3)  # unreachable
+    with pytest.raises(ValueError):
+        K.choose_parameters(box, 4.0, -1.0, 5.0, 5, "ad")

@@ -96,6 +96,21 @@ ExchangeSide make_side(const std::vector<int>& ranks, const std::vector<std::vec
   s.indices = View1<Index>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), s.offsets.back());
   count_buffer_allocation();
   for (size_t m = 0; m < lists.size(); ++m) std::copy(lists[m].begin(), lists[m].end(), s.indices.data() + s.offsets[m]);
+  std::vector<Index> pos, len;
+  s.run_offsets.assign(lists.size() + 1, 0);
+  for (size_t m = 0; m < lists.size(); ++m) {
+    const auto& l = lists[m];
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (i == 0 || l[i] != l[i - 1] + 1) {
+        pos.push_back(static_cast<Index>(s.offsets[m] + static_cast<std::int64_t>(i)));
+        len.push_back(0);
+      }
+      ++len.back();
+    }
+    s.run_offsets[m + 1] = static_cast<std::int64_t>(pos.size());
+  }
+  s.run_pos = to_view(pos, "pmewald::exchange::run_pos");
+  s.run_len = to_view(len, "pmewald::exchange::run_len");
   return s;
 }
 
@@ -199,6 +214,16 @@ ExchangePlan::ExchangePlan(MPI_Comm comm, ExchangeLists L, int tag) : comm_(comm
   recv_ = make_side(L.recv_ranks, L.recv_indices, "pmewald::exchange::recv_index");
   self_src_ = to_view(L.self_src, "pmewald::exchange::self_src");
   self_dst_ = to_view(L.self_dst, "pmewald::exchange::self_dst");
+  std::vector<Index> pos, len;
+  for (size_t i = 0; i < L.self_src.size(); ++i) {
+    if (i == 0 || L.self_src[i] != L.self_src[i - 1] + 1 || L.self_dst[i] != L.self_dst[i - 1] + 1) {
+      pos.push_back(static_cast<Index>(i));
+      len.push_back(0);
+    }
+    ++len.back();
+  }
+  self_run_pos_ = to_view(pos, "pmewald::exchange::self_run_pos");
+  self_run_len_ = to_view(len, "pmewald::exchange::self_run_len");
 }
 
 // ---------------------------------------------------------------------------
@@ -227,15 +252,20 @@ T* ExchangeExecutor<T>::allocate(View1<T>& view, const char* label, std::int64_t
   return view.data();
 }
 
+namespace {
+// Run-wise copies pay off once runs average this many elements.
+constexpr std::int64_t kMinAverageRun = 4;
+}  // namespace
+
 template <class T>
-void ExchangeExecutor<T>::pack(const T* src, const Index* idx, std::int64_t n, T* buf) {
+void ExchangeExecutor<T>::gather(const T* src, const Index* idx, std::int64_t n, T* buf) {
   if (n <= 0) return;
   Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { buf[i] = src[idx[i]]; });
 }
 
 template <class T>
-void ExchangeExecutor<T>::unpack(const T* buf, const Index* idx, std::int64_t n, T* dst, Direction dir,
-                                 UnpackOp op) const {
+void ExchangeExecutor<T>::scatter(const T* buf, const Index* idx, std::int64_t n, T* dst, Direction dir,
+                                  UnpackOp op) const {
   if (n <= 0) return;
   if (op == UnpackOp::Assign) {
     Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[idx[i]] = buf[i]; });
@@ -247,15 +277,84 @@ void ExchangeExecutor<T>::unpack(const T* buf, const Index* idx, std::int64_t n,
 }
 
 template <class T>
+void ExchangeExecutor<T>::pack(const T* src, const ExchangeSide& side, int m0, int m1, T* buf) {
+  if (m1 <= m0) return;
+  const std::int64_t base = side.offsets[m0], n = side.offsets[m1] - base;
+  const std::int64_t r0 = side.run_offsets[m0], nr = side.run_offsets[m1] - r0;
+  const Index* idx = side.indices.data();
+  if (nr * kMinAverageRun > n) {
+    gather(src, idx + base, n, buf);
+    return;
+  }
+  const Index* pos = side.run_pos.data() + r0;
+  const Index* len = side.run_len.data() + r0;
+  Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+    const std::int64_t p = pos[r];
+    const T* from = src + idx[p];
+    T* to = buf + (p - base);
+    for (Index k = 0; k < len[r]; ++k) to[k] = from[k];
+  });
+}
+
+template <class T>
+void ExchangeExecutor<T>::unpack(const T* buf, const ExchangeSide& side, int m0, int m1, T* dst, Direction dir,
+                                 UnpackOp op) const {
+  if (m1 <= m0) return;
+  const std::int64_t base = side.offsets[m0], n = side.offsets[m1] - base;
+  const std::int64_t r0 = side.run_offsets[m0], nr = side.run_offsets[m1] - r0;
+  const Index* idx = side.indices.data();
+  // Runs never repeat an element, so run-wise adds need no atomics.
+  if (nr * kMinAverageRun > n || (op == UnpackOp::Add && plan_->unpack_repeats(dir))) {
+    scatter(buf, idx + base, n, dst, dir, op);
+    return;
+  }
+  const Index* pos = side.run_pos.data() + r0;
+  const Index* len = side.run_len.data() + r0;
+  if (op == UnpackOp::Assign) {
+    Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+      const std::int64_t p = pos[r];
+      const T* from = buf + (p - base);
+      T* to = dst + idx[p];
+      for (Index k = 0; k < len[r]; ++k) to[k] = from[k];
+    });
+  } else {
+    Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+      const std::int64_t p = pos[r];
+      const T* from = buf + (p - base);
+      T* to = dst + idx[p];
+      for (Index k = 0; k < len[r]; ++k) to[k] += from[k];
+    });
+  }
+}
+
+template <class T>
 void ExchangeExecutor<T>::copy_self(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) const {
   const std::int64_t n = plan_->self_count();
   if (n == 0) return;
   const double t0 = now();
   const Index* from = plan_->self_from(dir).data();
   const Index* to = plan_->self_to(dir).data();
-  if (op == UnpackOp::Assign) {
+  const std::int64_t nr = static_cast<std::int64_t>(plan_->self_run_pos().extent(0));
+  const bool repeats = plan_->unpack_repeats(dir);
+  if (nr * kMinAverageRun <= n && !(op == UnpackOp::Add && repeats)) {
+    const Index* pos = plan_->self_run_pos().data();
+    const Index* len = plan_->self_run_len().data();
+    if (op == UnpackOp::Assign) {
+      Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+        const T* a = src + from[pos[r]];
+        T* b = dst + to[pos[r]];
+        for (Index k = 0; k < len[r]; ++k) b[k] = a[k];
+      });
+    } else {
+      Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+        const T* a = src + from[pos[r]];
+        T* b = dst + to[pos[r]];
+        for (Index k = 0; k < len[r]; ++k) b[k] += a[k];
+      });
+    }
+  } else if (op == UnpackOp::Assign) {
     Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[to[i]] = src[from[i]]; });
-  } else if (plan_->unpack_repeats(dir) && ExecSpace().concurrency() > 1) {
+  } else if (repeats && ExecSpace().concurrency() > 1) {
     Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { Kokkos::atomic_add(&dst[to[i]], src[from[i]]); });
   } else {
     Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[to[i]] += src[from[i]]; });
@@ -313,7 +412,7 @@ void Pt2PtExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, Exc
   T* sbuf = send_buf_.data();
   for (int m = 0; m < out.count(); ++m) {
     t0 = now();
-    this->pack(src, out.indices.data() + out.offsets[m], out.length(m), sbuf);
+    this->pack(src, out, m, m + 1, sbuf);
     t1 = now();
     MPI_Send(sbuf, static_cast<int>(out.length(m)), type, out.ranks[m], p.tag(), p.comm());
     const double t2 = now();
@@ -326,7 +425,7 @@ void Pt2PtExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, Exc
     t0 = now();
     MPI_Waitany(in.count(), requests_.data(), &m, MPI_STATUS_IGNORE);
     t1 = now();
-    this->unpack(rbuf + in.offsets[m], in.indices.data() + in.offsets[m], in.length(m), dst, dir, op);
+    this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
     st.wait_seconds += t1 - t0;
     st.unpack_seconds += now() - t1;
   }
@@ -371,7 +470,7 @@ void NonblockingExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp o
   st.wait_seconds += t1 - t0;
   for (int m = 0; m < out.count(); ++m) {
     t0 = now();
-    this->pack(src, out.indices.data() + out.offsets[m], out.length(m), sbuf + out.offsets[m]);
+    this->pack(src, out, m, m + 1, sbuf + out.offsets[m]);
     t1 = now();
     MPI_Isend(sbuf + out.offsets[m], static_cast<int>(out.length(m)), type, out.ranks[m], p.tag(), p.comm(),
               &send_requests_[m]);
@@ -384,7 +483,7 @@ void NonblockingExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp o
     t0 = now();
     MPI_Waitany(in.count(), recv_requests_.data(), &m, MPI_STATUS_IGNORE);
     t1 = now();
-    this->unpack(rbuf + in.offsets[m], in.indices.data() + in.offsets[m], in.length(m), dst, dir, op);
+    this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
     st.wait_seconds += t1 - t0;
     st.unpack_seconds += now() - t1;
   }
@@ -462,12 +561,12 @@ void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op
   T* sbuf = send_buf_.data();
   T* rbuf = recv_buf_.data();
   double t0 = now();
-  this->pack(src, out.indices.data(), out.total(), sbuf);
+  this->pack(src, out, 0, out.count(), sbuf);
   double t1 = now();
   st.pack_seconds += t1 - t0;
   const std::int64_t nself = p.self_count();
   if (self_via_mpi_) {
-    this->pack(src, p.self_from(dir).data(), nself, sbuf + self_send_offset_[k]);
+    this->gather(src, p.self_from(dir).data(), nself, sbuf + self_send_offset_[k]);
     st.self_seconds += now() - t1;
   } else {
     this->copy_self(src, dst, dir, op, st);
@@ -479,21 +578,22 @@ void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op
             "MPI_Alltoallv");
   t1 = now();
   st.wait_seconds += t1 - t0;
-  this->unpack(rbuf, in.indices.data(), in.total(), dst, dir, op);
+  this->unpack(rbuf, in, 0, in.count(), dst, dir, op);
   const double t2 = now();
   st.unpack_seconds += t2 - t1;
   if (self_via_mpi_) {
-    this->unpack(rbuf + self_recv_offset_[k], p.self_to(dir).data(), nself, dst, dir, op);
+    this->scatter(rbuf + self_recv_offset_[k], p.self_to(dir).data(), nself, dst, dir, op);
     st.self_seconds += now() - t2;
   }
 }
 
 template <class T>
-std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan) {
+std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan,
+                                                   bool collective_self_via_mpi) {
   switch (mode) {
     case CommMode::Pt2Pt: return std::make_unique<Pt2PtExecutor<T>>(std::move(plan));
     case CommMode::Nonblocking: return std::make_unique<NonblockingExecutor<T>>(std::move(plan));
-    case CommMode::Collective: return std::make_unique<CollectiveExecutor<T>>(std::move(plan));
+    case CommMode::Collective: return std::make_unique<CollectiveExecutor<T>>(std::move(plan), collective_self_via_mpi);
   }
   throw ValueError("unknown communication mode");
 }
@@ -506,8 +606,9 @@ template class NonblockingExecutor<double>;
 template class NonblockingExecutor<Complex>;
 template class CollectiveExecutor<double>;
 template class CollectiveExecutor<Complex>;
-template std::unique_ptr<ExchangeExecutor<double>> make_executor<double>(CommMode, std::shared_ptr<const ExchangePlan>);
+template std::unique_ptr<ExchangeExecutor<double>> make_executor<double>(CommMode, std::shared_ptr<const ExchangePlan>,
+                                                                                  bool);
 template std::unique_ptr<ExchangeExecutor<Complex>> make_executor<Complex>(CommMode,
-                                                                           std::shared_ptr<const ExchangePlan>);
+                                                                           std::shared_ptr<const ExchangePlan>, bool);
 
 }  // namespace pmewald

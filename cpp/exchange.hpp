@@ -91,10 +91,18 @@ struct ExchangeStats {
 
 // One side of a plan in one direction: partners, message offsets (size n+1) into
 // a concatenated index list, and that list.
+//
+// Runs: maximal stretches of a message whose indices are consecutive (run r
+// covers list positions [run_pos[r], run_pos[r] + run_len[r]); message m owns
+// runs [run_offsets[m], run_offsets[m+1])). Kernels copy run by run (contiguous
+// on both sides) when runs are long enough on average, element by element
+// otherwise.
 struct ExchangeSide {
   std::vector<int> ranks;
   std::vector<std::int64_t> offsets;
   View1<Index> indices;
+  std::vector<std::int64_t> run_offsets;
+  View1<Index> run_pos, run_len;
   int count() const { return static_cast<int>(ranks.size()); }
   std::int64_t length(int m) const { return offsets[m + 1] - offsets[m]; }
   std::int64_t total() const { return offsets.empty() ? 0 : offsets.back(); }
@@ -120,6 +128,9 @@ class ExchangePlan {
   const View1<Index>& self_from(Direction d) const { return d == Direction::Forward ? self_src_ : self_dst_; }
   const View1<Index>& self_to(Direction d) const { return d == Direction::Forward ? self_dst_ : self_src_; }
   std::int64_t self_count() const { return static_cast<std::int64_t>(self_src_.extent(0)); }
+  // Runs of the self piece (consecutive on both sides), as in ExchangeSide.
+  const View1<Index>& self_run_pos() const { return self_run_pos_; }
+  const View1<Index>& self_run_len() const { return self_run_len_; }
   // Element counts of the arrays execute() reads from and writes to.
   std::int64_t source_size(Direction d) const { return d == Direction::Forward ? src_size_ : dst_size_; }
   std::int64_t destination_size(Direction d) const { return d == Direction::Forward ? dst_size_ : src_size_; }
@@ -134,7 +145,7 @@ class ExchangePlan {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1, tag_ = 0;
   ExchangeSide send_, recv_;
-  View1<Index> self_src_, self_dst_;
+  View1<Index> self_src_, self_dst_, self_run_pos_, self_run_len_;
   std::int64_t src_size_ = 0, dst_size_ = 0;
   std::array<bool, 2> repeats_{false, false};
   std::vector<int> component_;
@@ -167,10 +178,13 @@ class ExchangeExecutor {
  protected:
   virtual void run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) = 0;
 
-  // Kokkos kernels over ExecSpace.
-  static void pack(const T* src, const Index* idx, std::int64_t n, T* buf);
-  void unpack(const T* buf, const Index* idx, std::int64_t n, T* dst, Direction dir,
+  // Kokkos kernels over ExecSpace. pack/unpack handle messages [m0, m1) of a
+  // side; buf holds them back to back.
+  static void pack(const T* src, const ExchangeSide& side, int m0, int m1, T* buf);
+  void unpack(const T* buf, const ExchangeSide& side, int m0, int m1, T* dst, Direction dir,
               UnpackOp op) const;
+  static void gather(const T* src, const Index* idx, std::int64_t n, T* buf);
+  void scatter(const T* buf, const Index* idx, std::int64_t n, T* dst, Direction dir, UnpackOp op) const;
   void copy_self(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) const;
   static MPI_Datatype mpi_type();
   static T* allocate(View1<T>& view, const char* label, std::int64_t n);
@@ -241,9 +255,10 @@ class CollectiveExecutor final : public ExchangeExecutor<T> {
 };
 
 // Factory: the executor of `mode` over `plan` (collective over the plan's
-// communicator when mode is Collective).
+// communicator when mode is Collective; `collective_self_via_mpi` only matters then).
 template <class T>
-std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan);
+std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan,
+                                                   bool collective_self_via_mpi = kCollectiveSelfViaMpi);
 
 extern template class ExchangeExecutor<double>;
 extern template class ExchangeExecutor<Complex>;

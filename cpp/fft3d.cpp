@@ -33,25 +33,32 @@ Box3 normalised(Box3 b) {
   return b;
 }
 
-// In-place plan of the 1-D transforms along `axis` of `box` stored in `order` on
-// `data`: fftw_plan_many_dft when the lines are contiguous, guru64 otherwise.
-fftw_plan plan_axis(const Box3& box, const Order3& order, int axis, Complex* data, int sign, unsigned flags) {
+// Plan of the transforms along axes first..last (a run of stages that share one
+// box and storage order) of `box` stored in `order`, from `data` to `out` (the
+// same pointer: in place). A single contiguous axis uses fftw_plan_many_dft;
+// anything else one guru64 plan (several axes at once: FFTW's own multi-
+// dimensional algorithms, which beat separate strided passes).
+fftw_plan plan_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
+                    int sign, unsigned flags) {
   const auto st = strides_of(box, order);
-  const int n = box.size(axis);
-  const std::int64_t lines = box.volume() / n;
   fftw_complex* p = as_fftw(data);
-  if (order[2] == axis) {
-    return fftw_plan_many_dft(1, &n, static_cast<int>(lines), p, nullptr, 1, n, p, nullptr, 1, n, sign, flags);
+  fftw_complex* q = as_fftw(out);
+  if (first == last && order[2] == first) {
+    const int n = box.size(first);
+    const int lines = static_cast<int>(box.volume() / n);
+    return fftw_plan_many_dft(1, &n, lines, p, nullptr, 1, n, q, nullptr, 1, n, sign, flags);
   }
-  fftw_iodim64 dim{n, st[axis], st[axis]};
-  fftw_iodim64 many[2];
-  int k = 0;
-  for (int pos = 0; pos < 3; ++pos) {  // slowest first
+  fftw_iodim64 dims[3], many[3];
+  int nd = 0, nm = 0;
+  for (int pos = 0; pos < 3; ++pos) {  // slowest first, as FFTW prefers
     const int a = order[pos];
-    if (a == axis) continue;
-    many[k++] = fftw_iodim64{box.size(a), st[a], st[a]};
+    const fftw_iodim64 d{box.size(a), st[a], st[a]};
+    if (a >= first && a <= last)
+      dims[nd++] = d;
+    else
+      many[nm++] = d;
   }
-  return fftw_plan_guru64_dft(1, &dim, 2, many, p, p, sign, flags);
+  return fftw_plan_guru64_dft(nd, dims, nm, many, p, q, sign, flags);
 }
 
 }  // namespace
@@ -66,7 +73,7 @@ std::string FFT3d::remap_name(int t, Direction d) {
 }
 
 FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox, CommMode mode,
-             unsigned fftw_flags)
+             unsigned fftw_flags, bool collective_self_via_mpi)
     : comm_(comm), mesh_(mesh), mode_(mode), flags_(fftw_flags) {
   const MPI_Comm c = comm_.get();
   const int me = comm_.rank(), P = comm_.size();
@@ -121,7 +128,7 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
 
   for (int t = 0; t < kRemaps; ++t) {
     remaps_[t] = std::make_shared<RemapPlan>(c, box_[t], box_[t + 1], order_[t + 1], order_[t]);
-    if (!remaps_[t]->all_identity()) exec_[t] = make_executor<Complex>(mode, remaps_[t]->exchange());
+    if (!remaps_[t]->all_identity()) exec_[t] = make_executor<Complex>(mode, remaps_[t]->exchange(), collective_self_via_mpi);
   }
 
   for (const Box3& b : box_) buf_size_ = std::max(buf_size_, b.volume());
@@ -134,19 +141,40 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
   // Plans are made on buf_[0] (a scratch array: FFTW_MEASURE overwrites it) and
   // executed with fftw_execute_dft on whichever buffer holds the stage; both
   // buffers come from fftw_malloc, so their alignment matches.
-  for (int s = 1; s <= 3; ++s) {
-    if (box_[s].empty()) continue;
-    plans_[s][0] = plan_axis(box_[s], order_[s], s - 1, buf_[0], FFTW_FORWARD, flags_);
-    plans_[s][1] = plan_axis(box_[s], order_[s], s - 1, buf_[0], FFTW_BACKWARD, flags_);
-    if (!plans_[s][0] || !plans_[s][1]) err = "FFTW could not plan the 1-D transforms";
+  // Runs of FFT stages joined by skipped remaps become one FFTW plan (group).
+  for (int st = 1; st <= 3; ++st) {
+    group_first_[st] = (st > 1 && remaps_[st - 1]->identity()) ? group_first_[st - 1] : st;
+  }
+  for (int st = 3; st >= 1; --st) {
+    group_last_[st] = (st < 3 && remaps_[st]->identity()) ? group_last_[st + 1] : st;
+  }
+  for (int st = 1; st <= 3; ++st) {
+    if (group_first_[st] != st || box_[st].empty()) continue;
+    const int last = group_last_[st];
+    // The group reads the caller's input (forward) / writes the caller's output
+    // (backward) when in->x is skipped, likewise at the z end. Out-of-place plans
+    // serve those cases, except a single strided axis, where FFTW out of place is
+    // slow (measured: 4x at 128^3): copy + in place is used there.
+    const bool edge = (st == 1 && remaps_[0]->identity()) || (last == 3 && remaps_[3]->identity());
+    const bool oop_ok = last > st || order_[st][2] == st - 1;
+    for (int d = 0; d < 2; ++d) {
+      const int sign = d == 0 ? FFTW_FORWARD : FFTW_BACKWARD;
+      plans_[st][d] = plan_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[0], sign, flags_);
+      if (!plans_[st][d]) err = "FFTW could not plan the 1-D transforms";
+      if (edge && oop_ok) {
+        oop_[st][d] = plan_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[1], sign, flags_);
+        if (!oop_[st][d]) err = "FFTW could not plan the 1-D transforms";
+      }
+    }
   }
   agree_or_throw(c, err);
 }
 
 FFT3d::~FFT3d() {
-  for (auto& pp : plans_)
-    for (auto& p : pp)
-      if (p) fftw_destroy_plan(p);
+  for (auto* set : {&plans_, &oop_})
+    for (auto& pp : *set)
+      for (auto& p : pp)
+        if (p) fftw_destroy_plan(p);
   for (auto& b : buf_)
     if (b) fftw_free(b);
 }
@@ -162,7 +190,12 @@ void FFT3d::reset_stats() {
   executions_ = {0, 0};
 }
 
-void FFT3d::run_ffts(int stage, Complex* data, Direction d) {
+bool FFT3d::fftw_aligned(const void* p) const {
+  return fftw_alignment_of(reinterpret_cast<double*>(const_cast<void*>(p))) ==
+         fftw_alignment_of(reinterpret_cast<double*>(buf_[0]));
+}
+
+void FFT3d::fft_in_place(int stage, Complex* data, Direction d) {
   const fftw_plan p = plans_[stage][static_cast<int>(d)];
   if (!p) return;
   const double t0 = now();
@@ -170,75 +203,138 @@ void FFT3d::run_ffts(int stage, Complex* data, Direction d) {
   fft_seconds_[static_cast<int>(d)] += now() - t0;
 }
 
+void FFT3d::fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d) {
+  const fftw_plan p = oop_[stage][static_cast<int>(d)];
+  const std::int64_t n = box_[stage].volume();
+  if (n == 0) return;
+  if (p && src != dst && fftw_aligned(src) && fftw_aligned(dst)) {
+    const double t0 = now();
+    // FFTW's out-of-place complex transforms preserve their input by default.
+    fftw_execute_dft(p, as_fftw(const_cast<Complex*>(src)), as_fftw(dst));
+    fft_seconds_[static_cast<int>(d)] += now() - t0;
+    return;
+  }
+  // Through one of our buffers: dst if it is ours, else src if it is ours.
+  auto ours = [&](const Complex* q) { return q == buf_[0] || q == buf_[1]; };
+  Complex* work = ours(dst) ? dst : (ours(src) ? const_cast<Complex*>(src) : buf_[0]);
+  copy_elements(src, work, n);
+  fft_in_place(stage, work, d);
+  copy_elements(work, dst, n);
+}
+
+// Data flow: `cur` points at the current stage's data, which is the caller's array
+// (`user`) or one of our two buffers. Remaps write into the other buffer (or the
+// caller's output). Each group of FFT stages runs once, in place on our buffers,
+// or out of place when it reads the caller's input or writes the caller's output.
 void FFT3d::forward(const Complex* in, Complex* out) {
-  const Complex* cur = in;  // where stage t's data lives
-  bool in_user = true;
+  const Complex* cur = in;
+  bool user = true;
   for (int t = 0; t < kRemaps; ++t) {
     const bool last = t == kRemaps - 1;
-    Complex* next = last ? out : (cur == buf_[0] ? buf_[1] : buf_[0]);
     if (!remaps_[t]->identity()) {
+      Complex* next = last ? out : (user ? buf_[0] : other_buffer(cur));
       exec_[t]->execute(cur, next, Direction::Forward);
       cur = next;
-      in_user = last;
-    } else if (last || in_user) {
-      // Nothing moves between ranks, but the data must leave the caller's input
-      // (FFTs run in our buffers) or reach the caller's output.
-      copy_elements(cur, next, box_[t + 1].volume());
-      cur = next;
-      in_user = last;
+      user = last;
+    } else if (last && cur != out) {
+      copy_elements(cur, out, box_[4].volume());
+      cur = out;
     }
-    if (!last) run_ffts(t + 1, const_cast<Complex*>(cur), Direction::Forward);
+    if (last) break;
+    const int s = t + 1;
+    if (group_first_[s] != s) continue;  // transformed with its group already
+    const bool to_user = group_last_[s] == 3 && remaps_[3]->identity();
+    if (user || to_user) {
+      Complex* dst = to_user ? out : (user ? buf_[0] : other_buffer(cur));
+      fft_out_of_place(s, cur, dst, Direction::Forward);
+      cur = dst;
+      user = to_user;
+    } else {
+      fft_in_place(s, const_cast<Complex*>(cur), Direction::Forward);
+    }
   }
   executions_[0] += 1;
 }
 
 void FFT3d::backward(const Complex* in, Complex* out) {
   const Complex* cur = in;
-  bool in_user = true;
+  bool user = true;
   for (int t = kRemaps - 1; t >= 0; --t) {
     const bool last = t == 0;
-    Complex* next = last ? out : (cur == buf_[0] ? buf_[1] : buf_[0]);
     if (!remaps_[t]->identity()) {
+      Complex* next = last ? out : (user ? buf_[0] : other_buffer(cur));
       exec_[t]->execute(cur, next, Direction::Reverse);
       cur = next;
-      in_user = last;
-    } else if (last || in_user) {
-      copy_elements(cur, next, box_[t].volume());
-      cur = next;
-      in_user = last;
+      user = last;
+    } else if (last && cur != out) {
+      copy_elements(cur, out, box_[0].volume());
+      cur = out;
     }
-    if (!last) run_ffts(t, const_cast<Complex*>(cur), Direction::Reverse);
+    if (last) break;
+    const int s = t;
+    if (group_last_[s] != s) continue;  // transformed with its group already
+    const int g = group_first_[s];      // plans live at the group's first stage
+    const bool to_user = g == 1 && remaps_[0]->identity();
+    if (user || to_user) {
+      Complex* dst = to_user ? out : (user ? buf_[0] : other_buffer(cur));
+      fft_out_of_place(g, cur, dst, Direction::Reverse);
+      cur = dst;
+      user = to_user;
+    } else {
+      fft_in_place(g, const_cast<Complex*>(cur), Direction::Reverse);
+    }
   }
   scale_elements(out, box_[0].volume(), 1.0 / (static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2]));
   executions_[1] += 1;
 }
 
+std::string FFT3d::fft_groups() const {
+  std::string s;
+  for (int st = 1; st <= 3; ++st) {
+    if (group_first_[st] != st) continue;
+    if (!s.empty()) s += ",";
+    for (int k = st; k <= group_last_[st]; ++k) s += "xyz"[k - 1];
+  }
+  return s;
+}
+
+FFTWSerial3d::FFTWSerial3d(const Int3& mesh, unsigned flags) {
+  n_ = static_cast<size_t>(mesh[0]) * mesh[1] * mesh[2];
+  a_ = fftw_alloc_complex(n_);
+  b_ = fftw_alloc_complex(n_);
+  f_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], a_, b_, FFTW_FORWARD, flags);
+  g_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], b_, a_, FFTW_BACKWARD, flags);
+  if (!a_ || !b_ || !f_ || !g_) throw std::runtime_error("FFTW could not plan the serial 3-D transform");
+  for (size_t i = 0; i < n_; ++i) {
+    a_[i][0] = static_cast<double>(i % 17) - 8.0;
+    a_[i][1] = static_cast<double>(i % 5) - 2.0;
+  }
+}
+
+FFTWSerial3d::~FFTWSerial3d() {
+  if (f_) fftw_destroy_plan(f_);
+  if (g_) fftw_destroy_plan(g_);
+  fftw_free(a_);
+  fftw_free(b_);
+}
+
+double FFTWSerial3d::pair_seconds() {
+  const double t0 = now();
+  fftw_execute(f_);
+  fftw_execute(g_);
+  const double t = now() - t0;
+  const double s = 1.0 / static_cast<double>(n_);  // keep values bounded (not timed)
+  for (size_t i = 0; i < n_; ++i) {
+    a_[i][0] *= s;
+    a_[i][1] *= s;
+  }
+  return t;
+}
+
 std::vector<double> fftw_serial_pair_times(const Int3& mesh, int repeats, unsigned flags) {
-  const size_t n = static_cast<size_t>(mesh[0]) * mesh[1] * mesh[2];
-  fftw_complex* a = fftw_alloc_complex(n);
-  fftw_complex* b = fftw_alloc_complex(n);
-  fftw_plan f = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], a, b, FFTW_FORWARD, flags);
-  fftw_plan g = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], b, a, FFTW_BACKWARD, flags);
-  for (size_t i = 0; i < n; ++i) {
-    a[i][0] = static_cast<double>(i % 17) - 8.0;
-    a[i][1] = static_cast<double>(i % 5) - 2.0;
-  }
+  FFTWSerial3d ref(mesh, flags);
   std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const double t0 = now();
-    fftw_execute(f);
-    fftw_execute(g);
-    times.push_back(now() - t0);
-    const double s = 1.0 / static_cast<double>(n);  // keep values bounded (not timed)
-    for (size_t i = 0; i < n; ++i) {
-      a[i][0] *= s;
-      a[i][1] *= s;
-    }
-  }
-  fftw_destroy_plan(f);
-  fftw_destroy_plan(g);
-  fftw_free(a);
-  fftw_free(b);
+  for (int r = 0; r < repeats; ++r) times.push_back(ref.pair_seconds());
   return times;
 }
 

@@ -10,7 +10,9 @@
 // is stored with its FFT axis fastest (x-pencils as [y][z][x], y-pencils as
 // [z][x][y], z-pencils as [x][y][z]) so each batch of 1-D FFTs is contiguous,
 // except that when a rank's x- or y-pencil box equals its previous box, the data
-// stays where and as it is (no copy) and FFTW transforms it along a strided axis.
+// stays where and as it is (no copy). Stages joined by such skipped remaps form a
+// group whose axes FFTW transforms with one multi-dimensional plan (on one rank:
+// a single 3-D plan).
 // z-pencils are always C order, so a k-space solve can work there directly.
 // A remap that moves nothing on this rank (same box, same order) is skipped; with
 // outbox == z_pencil_box(...) the last remap disappears.
@@ -45,8 +47,10 @@ class FFT3d {
   // rank's boxes; over all ranks each set must tile the mesh exactly (checked
   // collectively: ValueError on every rank otherwise; likewise when mesh, mode or
   // flags differ between ranks). `fftw_flags`: FFTW_ESTIMATE, FFTW_MEASURE, ...
+  // `collective_self_via_mpi`: see CollectiveExecutor (measurement knob).
   FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox,
-        CommMode mode = CommMode::Nonblocking, unsigned fftw_flags = FFTW_MEASURE);
+        CommMode mode = CommMode::Nonblocking, unsigned fftw_flags = FFTW_MEASURE,
+        bool collective_self_via_mpi = kCollectiveSelfViaMpi);
   ~FFT3d();
   FFT3d(const FFT3d&) = delete;
   FFT3d& operator=(const FFT3d&) = delete;
@@ -87,9 +91,16 @@ class FFT3d {
   double fft_seconds(Direction d) const { return fft_seconds_[static_cast<int>(d)]; }
   std::int64_t executions(Direction d) const { return executions_[static_cast<int>(d)]; }
   void reset_stats();
+  // The FFT groups on this rank, e.g. "xyz" (one rank: one 3-D FFTW plan) or "xy,z".
+  std::string fft_groups() const;
 
  private:
-  void run_ffts(int stage, Complex* data, Direction d);
+  void fft_in_place(int stage, Complex* data, Direction d);
+  // Transforms stage `stage` from src into dst (dst != src may be a caller's
+  // array): FFTW out of place when alignments allow, else copy + in place.
+  void fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d);
+  bool fftw_aligned(const void* p) const;
+  Complex* other_buffer(const Complex* p) const { return p == buf_[0] ? buf_[1] : buf_[0]; }
 
   Comm comm_;
   Int3 mesh_;
@@ -100,13 +111,36 @@ class FFT3d {
   std::array<std::shared_ptr<RemapPlan>, kRemaps> remaps_;
   std::array<std::unique_ptr<ExchangeExecutor<Complex>>, kRemaps> exec_;
   // FFTW plans per FFT stage (1..3) and direction, in place on buf_[0]; null when
-  // the stage is empty on this rank.
+  // the stage is empty on this rank. oop_: out of place (buf_[0] -> buf_[1]) for
+  // the stages whose input comes from, or output goes to, the caller's array.
   std::array<std::array<fftw_plan, 2>, kStages> plans_{};
+  std::array<std::array<fftw_plan, 2>, kStages> oop_{};
+  // FFT stages joined by skipped remaps share one plan, stored at the group's
+  // first stage: group_first_[s] / group_last_[s] for s = 1..3.
+  std::array<int, kStages> group_first_{}, group_last_{};
   Complex* buf_[2] = {nullptr, nullptr};
   std::int64_t buf_size_ = 0;
   std::array<double, 2> fft_seconds_{0, 0};
   std::array<std::int64_t, 2> executions_{0, 0};
   ExchangeStats zero_stats_;
+};
+
+// Reference for benchmarks: FFTW's serial 3-D complex transform of `mesh`
+// (fftw_plan_dft_3d, out of place, `flags`), planned once; pair_seconds() times
+// one forward+backward pair on this rank alone.
+class FFTWSerial3d {
+ public:
+  FFTWSerial3d(const Int3& mesh, unsigned flags = FFTW_MEASURE);
+  ~FFTWSerial3d();
+  FFTWSerial3d(const FFTWSerial3d&) = delete;
+  FFTWSerial3d& operator=(const FFTWSerial3d&) = delete;
+  double pair_seconds();
+
+ private:
+  std::size_t n_ = 0;
+  fftw_complex* a_ = nullptr;
+  fftw_complex* b_ = nullptr;
+  fftw_plan f_ = nullptr, g_ = nullptr;
 };
 
 // Reference for benchmarks: wall seconds of each of `repeats` forward+backward

@@ -44,7 +44,8 @@ def ring_halo_lists(P, rank, n, g):
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
 def test_ring_halo_fill_and_reduce(comm):
     P, rank = comm.Get_size(), comm.Get_rank()
-    for n, g in [(5, 2), (3, 7)]:  # g > n: ghosts wrap past the neighbours (repeats)
+    # g > n: ghosts wrap past the neighbours (repeated elements); long n, g: run-wise kernels
+    for n, g in [(5, 2), (3, 7), (50, 20), (10, 25)]:
         N = n * P
         lists = ring_halo_lists(P, rank, n, g)
         # how many ghost copies each global cell has, over all ranks

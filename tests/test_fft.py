@@ -91,8 +91,9 @@ def test_modes_bitwise_identical_with_measured_plans(comm):
     mesh = (30, 27, 32)
     g = global_array(mesh, 5)
     outs = []
-    for mode in COMM_MODES:
-        fft = pmewald.DistributedFFT(mesh, comm=comm, comm_mode=mode, planner="measure")
+    variants = [(m, {}) for m in COMM_MODES] + [("collective", {"_collective_self_via_mpi": True})]
+    for mode, kw in variants:
+        fft = pmewald.DistributedFFT(mesh, comm=comm, comm_mode=mode, planner="measure", **kw)
         b = fft.forward(part(g, fft.inbox))
         outs.append((b, fft.backward(b)))
     for b, a in outs[1:]:
@@ -183,6 +184,9 @@ def test_argument_errors(comm):
     P, rank = comm.Get_size(), comm.Get_rank()
     with pytest.raises(ValueError, match="comm_mode"):
         pmewald.DistributedFFT((4, 4, 4), comm=comm, comm_mode="alltoall")
+    # a bad mode on one rank only: every rank raises, nobody hangs
+    with pytest.raises(ValueError, match="comm_mode"):
+        pmewald.DistributedFFT((4, 4, 4), comm=comm, comm_mode="bogus" if rank == P - 1 else "pt2pt")
     with pytest.raises(TypeError, match="comm"):
         pmewald.DistributedFFT((4, 4, 4), comm="COMM_WORLD")
     with pytest.raises(TypeError, match="comm"):
@@ -237,3 +241,31 @@ def test_default_boxes_and_pencils_single_rank():
     assert "DistributedFFT" in repr(fft)
     with pytest.raises(ValueError, match="planner"):
         pmewald.DistributedFFT((5, 6, 7), comm=MPI.COMM_SELF, planner="fast")
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+def test_fft_groups_and_in_place_use(comm):
+    P = comm.Get_size()
+    mesh = (12, 10, 8)
+    g = global_array(mesh, 9)
+    fft = pmewald.DistributedFFT(mesh, comm=comm, planner="estimate")
+    if P == 1:
+        # every remap is skipped: one 3-D FFTW plan, caller's arrays in and out
+        assert fft._fft.fft_groups == "xyz"
+    else:
+        assert fft._fft.fft_groups in ("xy,z", "x,y,z", "x,yz")
+    a = part(g, fft.inbox)
+    ref = part(np.fft.fftn(g), fft.outbox)
+    # out may be the input array itself (inbox == outbox)
+    work = a.copy()
+    res = fft.forward(work, out=work)
+    assert res is work or np.shares_memory(res, work)
+    assert np.abs(work - ref).max() < 1e-12 * np.abs(ref).max()
+    fft.backward(work, out=work)
+    assert np.abs(work - a).max() < 1e-12
+    # input arrays are never modified
+    a0 = a.copy()
+    b = fft.forward(a)
+    b0 = b.copy()
+    fft.backward(b)
+    assert np.array_equal(a, a0) and np.array_equal(b, b0)

@@ -123,17 +123,27 @@ void run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array s
 void bind_fft(py::module_& m) {
   py::class_<FFT3d>(m, "FFT3d", "Distributed 3-D complex FFT (C++ core of pmewald.DistributedFFT).")
       .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,
-                       const std::string& mode, const std::string& planner) {
+                       const std::string& mode, const std::string& planner, bool self_via_mpi) {
              MPI_Comm c = comm_from_python(comm, "comm");
-             const CommMode cm = comm_mode_from_string(mode);
-             const unsigned flags = fftw_flags_from_string(planner);
              const Box3 in = box_from_python(inbox, "inbox");
              const Box3 out = box_from_python(outbox, "outbox");
-             py::gil_scoped_release release;
-             return std::make_unique<FFT3d>(c, mesh, in, out, cm, flags);
+             // A bad mode or planner on one rank only must not leave the others
+             // waiting in the constructor's collectives: agree first.
+             std::string err;
+             CommMode cm = CommMode::Nonblocking;
+             unsigned flags = FFTW_MEASURE;
+             try {
+               cm = comm_mode_from_string(mode);
+               flags = fftw_flags_from_string(planner);
+             } catch (const ValueError& e) {
+               err = e.what();
+             }
+             agree_or_throw(c, err);
+             // The GIL stays held: FFTW's planner is not thread-safe.
+             return std::make_unique<FFT3d>(c, mesh, in, out, cm, flags, self_via_mpi);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
-           py::arg("planner"))
+           py::arg("planner"), py::arg("collective_self_via_mpi") = kCollectiveSelfViaMpi)
       .def_property_readonly("inbox", [](const FFT3d& f) { return box_to_python(f.inbox()); })
       .def_property_readonly("outbox", [](const FFT3d& f) { return box_to_python(f.outbox()); })
       .def_property_readonly("x_pencil", [](const FFT3d& f) { return box_to_python(f.x_pencil()); })
@@ -143,6 +153,7 @@ void bind_fft(py::module_& m) {
       .def_property_readonly("comm_mode", [](const FFT3d& f) { return std::string(comm_mode_name(f.mode())); })
       .def("stage_order", [](const FFT3d& f, int s) { return f.stage_order(s); }, py::arg("stage"))
       .def("remap_active", &FFT3d::remap_active, py::arg("t"))
+      .def_property_readonly("fft_groups", &FFT3d::fft_groups)
       .def("forward",
            [](FFT3d& f, py::object a, py::object out) { return transform(f, a, out, true); }, py::arg("a"),
            py::arg("out") = py::none())
@@ -175,12 +186,20 @@ void bind_fft(py::module_& m) {
   m.def(
       "fftw_serial_pair_times",
       [](const Int3& mesh, int repeats, const std::string& planner) {
-        const unsigned flags = fftw_flags_from_string(planner);
-        py::gil_scoped_release release;
-        return fftw_serial_pair_times(mesh, repeats, flags);
+        return fftw_serial_pair_times(mesh, repeats, fftw_flags_from_string(planner));
       },
       py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
       "Seconds of each forward+backward pair of FFTW's serial 3-D transform (fftw_plan_dft_3d).");
+
+  py::class_<FFTWSerial3d>(m, "FFTWSerial3d", "FFTW's serial 3-D transform, for benchmark references.")
+      .def(py::init([](const Int3& mesh, const std::string& planner) {
+             return std::make_unique<FFTWSerial3d>(mesh, fftw_flags_from_string(planner));
+           }),
+           py::arg("mesh"), py::arg("planner") = "measure")
+      .def("pair_seconds", [](FFTWSerial3d& f) {
+        py::gil_scoped_release release;
+        return f.pair_seconds();
+      });
 
   py::class_<PyExchange>(m, "Exchange", "Generic exchange plan with executors (for tests).")
       .def(py::init([](py::object comm, const std::string& mode, std::vector<int> send_ranks,

@@ -72,6 +72,9 @@ class DistributedFFT:
         ``DistributedFFT.z_pencil_box(shape, comm)`` avoids the last remap.
     planner : {"measure", "estimate", "patient", "exhaustive"}
         FFTW planning rigour for the batched 1-D transforms (made once here).
+    _collective_self_via_mpi : bool, optional
+        Measurement knob for ``"collective"``: send this rank's own piece
+        through ``MPI_Alltoallv`` (True) or copy it (False, the default).
 
     Every rank must construct the object together (it is collective). Over all
     ranks the inboxes, and likewise the outboxes, must tile the mesh exactly;
@@ -87,7 +90,8 @@ class DistributedFFT:
     >>> a2 = fft.backward(b)                         # == a
     """
 
-    def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure"):
+    def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
+                 _collective_self_via_mpi=None):
         from mpi4py import MPI
 
         try:
@@ -96,8 +100,9 @@ class DistributedFFT:
             raise TypeError("shape must be three positive integers") from None
         if len(mesh) != 3:
             raise ValueError(f"shape must have three entries, not {len(mesh)}")
-        if not isinstance(comm_mode, str):
-            raise ValueError(f"comm_mode must be one of {COMM_MODES}, not {comm_mode!r}")
+        # Non-strings go to the core as their repr, which rejects them on every rank.
+        comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
+        planner = planner if isinstance(planner, str) else repr(planner)
         if comm is None:
             comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Intracomm):
@@ -112,7 +117,8 @@ class DistributedFFT:
             inbox = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
         if outbox is None:
             outbox = inbox
-        self._fft = _core.FFT3d(comm, mesh, inbox, outbox, comm_mode, planner)
+        extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
+        self._fft = _core.FFT3d(comm, mesh, inbox, outbox, comm_mode, planner, **extra)
         self.shape = mesh
         self.comm_mode = comm_mode
 

@@ -1,0 +1,201 @@
+"""Benchmarks: ``python -m pmewald.bench fft [options]`` (run it under mpirun).
+
+For each mesh it measures, in one run so the ratios share the machine's state:
+
+* ``fftw``: FFTW's own serial 3-D transform (``fftw_plan_dft_3d``, out of place,
+  same planner flags) of the whole mesh on rank 0: the reference limit;
+* ``1 rank``: pmewald's forward+backward pair on rank 0 alone (``COMM_SELF``);
+* each communication mode on all ranks of ``COMM_WORLD``,
+
+all interleaved round-robin in one loop. Times are medians over ``--repeats``
+pairs (after warm-up); a distributed pair's time is the slowest rank's. The
+ratios (``/FFTW``, ``speedup`` over pmewald on one rank) are medians of the
+round-by-round ratios, which a shared, noisy machine disturbs least. Message counts and bytes per remap are summed over
+ranks for one forward transform. ``--json PATH`` also writes every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+DEFAULT_MESHES = ["32x32x32", "64x64x64", "96x96x96", "128x128x128", "60x54x45"]
+REMAPS_FWD = ["in->x", "x->y", "y->z", "z->out"]
+
+
+def _mesh(text):
+    parts = [int(v) for v in text.lower().split("x")]
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"mesh must look like 64x64x64, not {text!r}")
+    return tuple(parts)
+
+
+class _Pair:
+    """One forward+backward pair of a DistributedFFT on preallocated arrays."""
+
+    def __init__(self, fft, comm):
+        self.fft, self.comm = fft, comm
+        rng = np.random.default_rng(comm.Get_rank())
+        self.a = rng.standard_normal(fft.inshape) + 1j * rng.standard_normal(fft.inshape)
+        self.b = np.empty(fft.outshape, complex)
+        self.a2 = np.empty(fft.inshape, complex)
+
+    def __call__(self):
+        from mpi4py import MPI
+
+        self.comm.Barrier()
+        t0 = time.perf_counter()
+        self.fft.forward(self.a, out=self.b)
+        self.fft.backward(self.b, out=self.a2)
+        t = time.perf_counter() - t0
+        return self.comm.allreduce(t, op=MPI.MAX)
+
+
+def _interleaved(timers, repeats, warmup=2):
+    """Round-robin over `timers` (name -> callable returning seconds): medians are
+    then taken over the same stretch of machine time for every entry."""
+    for _ in range(warmup):
+        for f in timers.values():
+            f()
+    times = {k: [] for k in timers}
+    for _ in range(repeats):
+        for k, f in timers.items():
+            times[k].append(f())
+    return times
+
+
+def _remap_summary(fft, comm, repeats):
+    s = fft.stats()
+    out = {}
+    for name in REMAPS_FWD:
+        r = s[name]
+        execs = max(r["executions"], 1)
+        out[name] = {
+            "messages": comm.allreduce(r["messages_sent"]) // execs if r["executions"] else 0,
+            "bytes": comm.allreduce(r["bytes_sent"]) // execs if r["executions"] else 0,
+            "active_ranks": comm.allreduce(int(r["active"])),
+            "pack_s": comm.allreduce(r["pack_seconds"]) / repeats,
+            "wait_s": comm.allreduce(r["wait_seconds"]) / repeats,
+            "unpack_s": comm.allreduce(r["unpack_seconds"]) / repeats,
+            "self_s": comm.allreduce(r["self_seconds"]) / repeats,
+        }
+    out["fft_s"] = comm.allreduce(s["fft"]["forward_seconds"] + s["fft"]["backward_seconds"]) / repeats
+    return out
+
+
+def bench_fft(args) -> int:
+    from mpi4py import MPI
+
+    from . import _core
+    from .fft import DistributedFFT
+
+    comm = MPI.COMM_WORLD
+    rank, P = comm.Get_rank(), comm.Get_size()
+    modes = list(args.modes)
+    results = []
+    if rank == 0:
+        print(f"pmewald FFT benchmark: {P} rank(s), planner={args.planner}, outbox={args.outbox}, "
+              f"{args.repeats} interleaved repeats, median [min] per forward+backward pair", flush=True)
+    for mesh in args.meshes:
+        row = {"mesh": list(mesh), "ranks": P, "label": args.label, "planner": args.planner,
+               "outbox": args.outbox}
+        # Everything interleaved round-robin in one loop, so every ratio compares
+        # pairs timed in the same stretch of machine time: FFTW's serial 3-D pair
+        # and pmewald alone (COMM_SELF) on rank 0 while the others wait, then each
+        # mode on all ranks.
+        if rank == 0:
+            ref = _core.FFTWSerial3d(mesh, args.planner)
+            one = _Pair(DistributedFFT(mesh, comm=MPI.COMM_SELF, comm_mode="nonblocking", planner=args.planner),
+                        MPI.COMM_SELF)
+        else:
+            ref = one = None
+
+        def on_root(f):
+            def timed():
+                t = f() if rank == 0 else None
+                return comm.bcast(t, root=0)
+            return timed
+
+        outbox = DistributedFFT.z_pencil_box(mesh, comm) if args.outbox == "zpencil" else None
+        ffts = {}
+        for mode in modes:
+            name, kw = mode, {}
+            if mode == "collective+self":
+                name, kw = "collective", {"_collective_self_via_mpi": True}
+            ffts[mode] = DistributedFFT(mesh, comm=comm, comm_mode=name, outbox=outbox, planner=args.planner, **kw)
+        timers = {"fftw": on_root(lambda: ref.pair_seconds()), "one": on_root(lambda: one())}
+        timers.update({m: _Pair(f, comm) for m, f in ffts.items()})
+        for f in ffts.values():
+            f.reset_stats()
+        t = _interleaved(timers, args.repeats)
+        row["fftw_serial"] = statistics.median(t["fftw"])
+        row["fftw_serial_min"] = min(t["fftw"])
+        row["pmewald_1rank"] = statistics.median(t["one"])
+        row["pmewald_1rank_min"] = min(t["one"])
+        row["ratio_1rank_vs_fftw"] = statistics.median(a / b for a, b in zip(t["one"], t["fftw"]))
+        row["modes"] = {}
+        for mode in modes:
+            ts = t[mode]
+            row["modes"][mode] = {
+                "median": statistics.median(ts), "min": min(ts),
+                "vs_fftw": statistics.median(a / b for a, b in zip(ts, t["fftw"])),
+                "speedup": statistics.median(b / a for a, b in zip(ts, t["one"])),
+                "remaps": _remap_summary(ffts[mode], comm, args.repeats + 2)}
+        del ref, one, timers
+        del ffts
+        results.append(row)
+        if rank == 0:
+            _print_row(row, modes, P)
+    if rank == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+def _print_row(row, modes, P):
+    mesh = "x".join(str(n) for n in row["mesh"])
+    fftw, one = row["fftw_serial"], row["pmewald_1rank"]
+    best = min(modes, key=lambda m: row["modes"][m]["median"])
+    print(f"\nmesh {mesh}: FFTW serial pair {fftw * 1e3:.2f} [{row['fftw_serial_min'] * 1e3:.2f}] ms; "
+          f"pmewald 1 rank {one * 1e3:.2f} [{row['pmewald_1rank_min'] * 1e3:.2f}] ms; "
+          f"1 rank / FFTW = {row['ratio_1rank_vs_fftw']:.2f} (median of paired ratios)", flush=True)
+    print(f"  {'mode':<16}{'ranks':>6}{'pair ms':>10}{'[min]':>9}{'/FFTW':>7}{'speedup':>9}   "
+          f"remaps (fwd, all ranks: msgs/bytes)")
+    for m in modes:
+        r = row["modes"][m]
+        t = r["median"]
+        rem = "  ".join(f"{k}:{v['messages']}/{v['bytes'] / 1e6:.2f}MB" for k, v in r["remaps"].items()
+                        if k != "fft_s" and v["active_ranks"])
+        mark = " *" if m == best else ""
+        print(f"  {m:<16}{P:>6}{t * 1e3:>10.2f}{r['min'] * 1e3:>9.2f}{r['vs_fftw']:>7.2f}{r['speedup']:>9.2f}   "
+              f"{rem or '(none)'}{mark}",
+              flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pmewald.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    f = sub.add_parser("fft", help="distributed FFT vs FFTW's serial 3-D transform")
+    f.add_argument("--meshes", type=_mesh, nargs="+", default=[_mesh(m) for m in DEFAULT_MESHES])
+    f.add_argument("--modes", nargs="+", default=["pt2pt", "nonblocking", "collective"],
+                   choices=["pt2pt", "nonblocking", "collective", "collective+self"])
+    f.add_argument("--repeats", type=int, default=15)
+    f.add_argument("--planner", default="measure", choices=["estimate", "measure", "patient"])
+    f.add_argument("--outbox", default="inbox", choices=["inbox", "zpencil"],
+                   help="outbox of the distributed runs: the inbox (default) or z-pencils")
+    f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
+    f.add_argument("--json", help="write all results to this file (rank 0)")
+    args = parser.parse_args(argv)
+    if args.what == "fft":
+        return bench_fft(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -119,6 +119,8 @@ class PME:
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
 
+    Notes
+    -----
     Automatic parameters are chosen on the first :meth:`compute`, when the
     charges are known: alpha from the real-space error, then the smallest
     FFT-friendly mesh (factors 2, 3, 5) whose estimated reciprocal error fits,

@@ -39,6 +39,8 @@ def parse_args(argv):
     p.add_argument("--all-modes", action="store_true", help="run and time every communication mode")
     p.add_argument("--repeat", type=int, default=5, help="timed calls after one warm-up call (default 5)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="also write the seconds per call and per phase of each "
+                   "mode (slowest rank) to PATH as JSON (rank 0)")
     p.add_argument("--quick", action="store_true", help="300 atoms, 1 timed call (for tests)")
     args = p.parse_args(argv)
     if args.quick:
@@ -117,6 +119,13 @@ def main(argv=None, comm=None):
                               "virial": res.virial, "parameters": p, "seconds_per_call": per_call,
                               "phases": slowest}
     out["atoms"] = mine
+    if args.json and rank == 0:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({"ranks": size, "n_atoms": water.n_atoms,
+                       "modes": {m: {"seconds_per_call": v["seconds_per_call"], "phases": v["phases"]}
+                                 for m, v in out["modes"].items()}}, f, indent=1)
     return out
 
 

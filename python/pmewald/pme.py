@@ -121,7 +121,9 @@ class PME:
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
 
-    Automatic parameters. ``alpha`` is fixed at construction from the cutoff and
+    Notes
+    -----
+    Automatic parameters: ``alpha`` is fixed at construction from the cutoff and
     the tolerance, ``exp(-alpha^2 rc^2) = tolerance / 4`` (an engine doing its own
     pairs needs it before the first call); ``order`` defaults to 5. The mesh is
     chosen on the first :meth:`compute`, when the charges are known: the smallest

@@ -354,7 +354,7 @@ class EwaldResult:
     real_cutoff : float
         Real-space cutoff used.
     kspace_cutoff : float
-        Reciprocal-space cutoff |G| used.
+        Reciprocal-space cutoff ``|G|`` used.
     """
 
     energy: float

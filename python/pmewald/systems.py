@@ -571,6 +571,97 @@ def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
     return box, (sites[:, None, :] + rel[:n_mol]).reshape(-1, 3)
 
 
+# Up to this many molecules the simple (quadratic, robust) placement is used.
+_SMALL_WATER_BOX = 400
+
+
+def _place_waters_small(n_mol, density, min_distance, rng):
+    """Small boxes (a few hundred molecules): a jittered simple cubic lattice, then
+    re-place every clashing molecule (best of 64 random draws, kept only if better)
+    until none clash. Quadratic in the number of molecules, robust when the lattice
+    is nearly full. Returns (box, positions)."""
+    nx, ny, nz = _grid_shape(n_mol)
+    n_sites = nx * ny * nz
+    spacing = (n_mol / density / n_sites) ** (1.0 / 3.0)
+    lengths = spacing * np.array([nx, ny, nz], dtype=float)
+    box = np.diag(lengths)
+
+    sites = np.stack(np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij"),
+                     axis=-1).reshape(-1, 3).astype(float)
+    sites = (sites + 0.5) * spacing
+    if n_sites > n_mol:
+        sites = sites[np.sort(rng.choice(n_sites, size=n_mol, replace=False))]
+
+    half = 0.5 * _THETA_HOH
+    body = np.array([[0.0, 0.0, 0.0],
+                     [math.sin(half), math.cos(half), 0.0],
+                     [-math.sin(half), math.cos(half), 0.0]]) * _R_OH
+    body -= body.mean(axis=0)
+    jitter_max = 0.05 * spacing
+    own_shifts = np.array([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1)
+                           for k in (-1, 0, 1) if (i, j, k) != (0, 0, 0)],
+                          dtype=float) * lengths
+    md2 = min_distance * min_distance
+
+    # neighbour molecules: sites close enough for any atom pair to clash
+    reach = min_distance + 2.0 * (float(np.max(np.linalg.norm(body, axis=1)))
+                                  + math.sqrt(3.0) * jitter_max) + 1e-9
+    nbr_lists = []
+    for m in range(n_mol):
+        d = sites - sites[m]
+        d -= lengths * np.round(d / lengths)
+        close = np.nonzero(np.einsum("ij,ij->i", d, d) < reach * reach)[0]
+        nbr_lists.append(close[close != m])
+    width = max(1, max(len(v) for v in nbr_lists))
+    nbr = np.full((n_mol, width), -1, dtype=np.intp)
+    for m, v in enumerate(nbr_lists):
+        nbr[m, :len(v)] = v
+    nbr_ok = nbr >= 0
+    nbr_safe = np.where(nbr_ok, nbr, 0)
+
+    def candidates(m, count):
+        """``count`` random placements (jitter + orientation) of molecule m."""
+        rot = _random_rotations(rng, count)
+        jitter = rng.uniform(-jitter_max, jitter_max, (count, 1, 3))
+        return sites[m] + jitter + np.einsum("aj,tij->tai", body, rot)
+
+    def own_image_d2(mols):
+        """Smallest squared distance between molecules and their own images."""
+        dd = (mols[:, :, None, None, :] - mols[:, None, :, None, :]
+              + own_shifts[None, None, None, :, :])
+        return np.min(np.einsum("...i,...i->...", dd, dd).reshape(mols.shape[0], -1), axis=1)
+
+    def min_dist2(mols, nb, nb_ok, mols_all):
+        """Smallest squared intermolecular distance; mols (t,3,3), nb (t,w)."""
+        other = mols_all[nb]                                   # (t, w, 3, 3)
+        d = other[:, None, :, :, :] - mols[:, :, None, None, :]  # (t, 3, w, 3, 3)
+        d -= lengths * np.round(d / lengths)
+        d2 = np.einsum("...i,...i->...", d, d)
+        d2 = np.where(nb_ok[:, None, :, None], d2, np.inf)
+        return np.minimum(own_image_d2(mols), np.min(d2.reshape(mols.shape[0], -1), axis=1))
+
+    # random placement, then re-place clashing molecules until none clash
+    mols = np.stack([candidates(m, 1)[0] for m in range(n_mol)])
+    n_trials = 64
+    for sweep in range(1000):
+        current = min_dist2(mols, nbr_safe, nbr_ok, mols)
+        clashing = np.nonzero(current < md2)[0]
+        if clashing.size == 0:
+            break
+        for m in rng.permutation(clashing):
+            trial = candidates(m, n_trials)
+            nb = np.broadcast_to(nbr_safe[m], (n_trials, width))
+            ok = np.broadcast_to(nbr_ok[m], (n_trials, width))
+            score = min_dist2(trial, nb, ok, mols)
+            now = min_dist2(mols[m][None], nbr_safe[m][None], nbr_ok[m][None], mols)[0]
+            t = int(np.argmax(score))
+            if score[t] > now:
+                mols[m] = trial[t]
+    else:
+        return None
+    return box, mols.reshape(-1, 3)
+
+
 def water_box(n_molecules=None, *, target_atoms=None, density=0.0334, seed=0,
               min_distance=2.2):
     """A box of rigid SPC/E-like water molecules with random orientations.
@@ -625,6 +716,11 @@ def water_box(n_molecules=None, *, target_atoms=None, density=0.0334, seed=0,
     nn_sc = (1.0 / (c_sc[0] * c_sc[1] * c_sc[2])) ** (1.0 / 3.0)
     first_fcc = nn_fcc >= nn_sc
     for attempt in range(8):
+        if n_mol <= _SMALL_WATER_BOX:
+            placed = _place_waters_small(n_mol, float(density), float(min_distance), rng)
+            if placed is not None:
+                break
+            continue
         placed = _place_waters(n_mol, float(density), float(min_distance), rng,
                                fcc=(attempt % 2 == 0) == first_fcc, max_sweeps=100)
         if placed is not None:

@@ -126,6 +126,110 @@ def test_water_box_target_atoms_and_determinism():
         systems.water_box(3, target_atoms=9)
 
 
+def _water_min_intermolecular(w):
+    """Smallest intermolecular distance of an orthorhombic water box, brute force.
+
+    Minimum image over all atom pairs of different molecules, plus every atom
+    against the periodic images of its own molecule.
+    """
+    lengths = np.diag(w.box)
+    p = w.positions
+    mol = np.arange(w.n_atoms) // 3
+    best = np.inf
+    for s in range(0, w.n_atoms, 256):
+        d = p[None, :, :] - p[s:s + 256, None, :]
+        d -= lengths * np.round(d / lengths)
+        r2 = np.einsum("ijk,ijk->ij", d, d)
+        r2[mol[s:s + 256, None] == mol[None, :]] = np.inf
+        best = min(best, r2.min())
+    shifts = np.array([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)
+                       if (i, j, k) != (0, 0, 0)]) * lengths
+    m = p.reshape(-1, 3, 3)
+    d = m[:, :, None, None, :] - m[:, None, :, None, :] + shifts
+    best = min(best, np.einsum("...k,...k->...", d, d).min())
+    return math.sqrt(best)
+
+
+def _water_min_intermolecular_cells(w, cutoff):
+    """Smallest intermolecular distance below ``cutoff`` via a cell list (inf if none).
+
+    Needs at least three cells of side ``>= cutoff`` per axis, so that a
+    molecule's own images lie beyond the cutoff.
+    """
+    lengths = np.diag(w.box)
+    nc = np.floor(lengths / cutoff).astype(int)
+    assert nc.min() >= 3
+    p = w.positions
+    mol = np.arange(w.n_atoms) // 3
+    cell = np.floor(p / lengths * nc).astype(int) % nc
+    cid = (cell[:, 0] * nc[1] + cell[:, 1]) * nc[2] + cell[:, 2]
+    order = np.argsort(cid, kind="stable")
+    start = np.searchsorted(cid[order], np.arange(nc.prod() + 1))
+    best = np.inf
+    for shift in np.ndindex(3, 3, 3):
+        nb = (cell + np.array(shift) - 1) % nc
+        nid = (nb[:, 0] * nc[1] + nb[:, 1]) * nc[2] + nb[:, 2]
+        count = start[nid + 1] - start[nid]
+        for k in range(int(count.max())):
+            i = np.flatnonzero(count > k)
+            j = order[start[nid[i]] + k]
+            d = p[j] - p[i]
+            d -= lengths * np.round(d / lengths)
+            r2 = np.einsum("ij,ij->i", d, d)[mol[i] != mol[j]]
+            if r2.size:
+                best = min(best, r2.min())
+    return math.sqrt(best)
+
+
+@pytest.mark.parametrize("seed,density,min_distance", [(0, 0.0334, 2.2), (7, 0.0334, 2.2),
+                                                       (1, 0.025, 2.4)])
+def test_water_box_no_clash_brute_force(seed, density, min_distance):
+    w = systems.water_box(target_atoms=3000, seed=seed, density=density,
+                          min_distance=min_distance)
+    assert w.n_atoms == 3000
+    assert w.volume == pytest.approx(1000 / density, rel=1e-12)
+    assert _water_min_intermolecular(w) >= min_distance
+    # the cell list agrees with brute force
+    cut = 3.0
+    brute = _water_min_intermolecular(w)
+    cells = _water_min_intermolecular_cells(w, cut)
+    assert cells == pytest.approx(brute, rel=1e-12) if brute < cut else cells == np.inf
+
+
+def test_water_box_20k_properties():
+    w = systems.water_box(target_atoms=20000, seed=11)
+    _check_common(w)
+    n = 6667
+    assert w.n_atoms == 3 * n
+    assert w.volume == pytest.approx(n / 0.0334, rel=1e-12)
+    assert np.count_nonzero(w.box - np.diag(np.diag(w.box))) == 0
+    assert abs(w.charges.sum()) < 1e-9
+    np.testing.assert_array_equal(w.charges.reshape(-1, 3),
+                                  np.tile([-0.8476, 0.4238, 0.4238], (n, 1)))
+    o = 3 * np.arange(n)
+    np.testing.assert_array_equal(
+        w.exclusions, np.stack([o, o + 1, o, o + 2, o + 1, o + 2], 1).reshape(-1, 2))
+    oxy, h1, h2 = w.positions[0::3], w.positions[1::3], w.positions[2::3]
+    np.testing.assert_allclose(np.linalg.norm(h1 - oxy, axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(h2 - oxy, axis=1), 1.0, rtol=1e-12)
+    cos_t = np.einsum("ij,ij->i", h1 - oxy, h2 - oxy)
+    np.testing.assert_allclose(np.degrees(np.arccos(cos_t)), 109.47, rtol=1e-10)
+    assert _water_min_intermolecular_cells(w, 2.2) >= 2.2
+    # molecules stay near the box (positions are not wrapped) and fill it evenly
+    lengths = np.diag(w.box)
+    assert np.all(oxy > -2.0) and np.all(oxy < lengths + 2.0)
+    counts = np.histogram(oxy[:, 0] % lengths[0], bins=8, range=(0, lengths[0]))[0]
+    assert counts.min() > 0.8 * n / 8
+    # orientations are random: dipole directions have no preferred axis
+    dip = 0.5 * (h1 + h2) - oxy
+    dip /= np.linalg.norm(dip, axis=1)[:, None]
+    assert np.all(np.abs(dip.mean(axis=0)) < 0.05)
+    np.testing.assert_allclose(np.mean(dip ** 2, axis=0), 1.0 / 3.0, atol=0.05)
+    # deterministic
+    np.testing.assert_array_equal(systems.water_box(target_atoms=20000, seed=11).positions,
+                                  w.positions)
+
+
 @pytest.mark.parametrize("kind", ["cubic", "strong", "restricted", "hexagonal"])
 def test_random_charges(kind):
     box = systems.triclinic_box(6.0, kind)

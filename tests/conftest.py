@@ -49,7 +49,6 @@ def _mpi_env() -> dict:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -23,7 +23,6 @@ def _kernel_env():
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"   # figures as outputs
     return env
 

@@ -99,3 +99,7 @@ html_theme = "alabaster"
 html_title = f"pmewald {release}"
 html_static_path = []
 html_theme_options = {"description": "Smooth particle-mesh Ewald electrostatics over MPI"}
+
+# Dataclass fields of the same name (System.box, OpenMMProblem.box) make napoleon's implicit
+# cross-references to a parameter named `box` ambiguous; those references are not links anyway.
+suppress_warnings = ["ref.python"]

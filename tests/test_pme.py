@@ -543,9 +543,11 @@ def test_reciprocal_only(key):
     alpha = PME(s.box, cutoff, tolerance=tol, real_space=False).parameters["alpha"]
     assert alpha == full.parameters["alpha"]   # known at construction, for the caller's pairs
     rf = full.compute(s.positions, s.charges, exclusions=ex)
-    # with the same mesh the reciprocal side is identical (an automatic mesh for
-    # real_space=False refers to the charge-based force scale, not the measured total)
-    recip = PME(s.box, cutoff, tolerance=tol, real_space=False, mesh=full.parameters["mesh"])
+    # with the same alpha and mesh the reciprocal side is identical (the full run may raise
+    # alpha and picks its mesh from the measured total force; real_space=False keeps alpha
+    # and refers to the charge-based force scale)
+    alpha = full.parameters["alpha"]
+    recip = PME(s.box, cutoff, tolerance=tol, real_space=False, alpha=alpha, mesh=full.parameters["mesh"])
     rr = recip.compute(s.positions, s.charges, exclusions=ex)
     assert rr.terms["real"] == 0.0
     # the same reciprocal, self, background and exclusion terms as the full run

@@ -218,6 +218,10 @@ void bind_kernels(py::module_& m) {
       "Run KSpaceSolver on a flat spectrum of kbox (storage order given): returns "
       "(energy, virial, out) with out the scaled spectrum (ad) or (ex, ey, ez) (ik).");
 
+  k.def("real_space_error", &real_space_error, py::arg("alpha"), py::arg("cutoff"), py::arg("sum_q2"),
+        py::arg("n_atoms"), py::arg("volume"), py::arg("coulomb_constant") = 1.0,
+        "Kolafa-Perram absolute RMS real-space force error: 2 k sum_q2 / sqrt(N rc V) exp(-alpha^2 rc^2).");
+
   k.def(
       "estimate_errors",
       [](darr box, double alpha, double cutoff, const Int3& mesh, int order,

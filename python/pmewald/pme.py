@@ -28,6 +28,9 @@ _DIFFS = ("ad", "ik")
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
 # Fraction of the tolerance the automatic mesh aims at (the estimate is good to ~20%).
 _MARGIN = 0.8
+# Smallest force scale, as a fraction of the typical force k q_rms^2 / d^2: below it the
+# relative measure is meaningless (forces that cancel by symmetry, perfect crystals).
+_FORCE_FLOOR = 0.01
 
 
 @dataclass
@@ -132,8 +135,12 @@ class PME:
     where F is the RMS force measured by a cheap probe on a coarse mesh (rounded to
     two digits, so the choice does not depend on the rank count). With
     ``real_space=False`` the charge-based force ``k q_rms^2 / d^2`` (d the mean atom
-    spacing) is used instead of a measurement. For systems whose forces nearly
-    cancel (perfect crystals) F is at least a tenth of that typical force. After
+    spacing) is used instead of a measurement. If the real-space estimate alone
+    would exceed half of ``tolerance x F``, alpha (when not given, and with
+    ``real_space=True``) is raised just enough on that first call. The mesh is
+    refined further when an extrapolation of the probe's energy says the energy
+    error would exceed ``0.3 x tolerance x |E|``. For systems whose forces nearly
+    cancel (perfect crystals) F is at least 1% of that typical force. After
     :meth:`set_box` the mesh is re-chosen only if the tolerance is no longer met.
 
     Every bad argument raises ``ValueError`` on every rank (``TypeError`` for a
@@ -312,7 +319,7 @@ class PME:
         """The force scale the relative tolerance refers to, rounded to 2 significant digits
         (in units of the Coulomb constant) so the choice never hinges on the last bits of a
         reduction, whatever the rank count or units."""
-        x = max(rms, 0.1 * typical) / self._k
+        x = max(rms, _FORCE_FLOOR * typical) / self._k
         return float(f"{x:.1e}") * self._k if x > 0 else typical
 
     def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
@@ -353,6 +360,8 @@ class PME:
                 raw = self._solver.compute(pos, q, idv, ex)
                 probe = (raw["energy"], self._estimate(sum_q2, n_atoms)[1]["recip"])
                 scale = acceptable(raw)[1]
+                if self._fixed["alpha"] is None and self._raise_alpha(scale, sum_q2, n_atoms):
+                    probe = None  # a different alpha: the probe's energy is not comparable
         for _ in range(3):
             self._build(self._alpha, self._choose_mesh(_MARGIN * self._tolerance * scale, sum_q2, n_atoms),
                         self._order)
@@ -384,6 +393,21 @@ class PME:
                 raw = self._solver.compute(pos, q, idv, ex)
                 scale *= factor
         return raw
+
+    def _raise_alpha(self, scale, sum_q2, n_atoms):
+        """Raise alpha when the real-space estimate alone would take more than half of the
+        error budget (systems whose RMS force is small compared with their charges, such
+        as crystals near equilibrium). Returns True when alpha changed."""
+        from ._core import kernels
+
+        vol = abs(np.linalg.det(self._box))
+        real = kernels.real_space_error(self._alpha, self._cutoff, sum_q2, n_atoms, vol, self._k)
+        budget = 0.5 * self._tolerance * scale
+        if real <= budget:
+            return False
+        alpha = math.sqrt(self._alpha**2 + math.log(real / budget) / self._cutoff**2)
+        self._alpha = float(f"{alpha:.4e}")  # four digits: rank-count independent
+        return True
 
     def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
         key = (n_atoms, sum_q2, self._params["alpha"], self._params["mesh"], self._params["order"])

@@ -134,6 +134,8 @@ void KSpaceSolver::set_box(const Mat3& box) {
 template <int Mode>
 double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex* ey,
                          Complex* ez, double* virial) const {
+  // Parallel over rows of the two slower storage axes; along the fastest axis the
+  // frequency advances by one (with wrap), so no per-point index division.
   const IndexMap im = make_map(kbox_, perm_, mesh_);
   const Mat3 R = recip_;
   const double N2 = 2.0 * static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2];
@@ -141,41 +143,66 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
   auto g = g_;
   auto vc = vc_;
   const bool want_vir = virial != nullptr;
+  const int d0 = im.perm[0], d1 = im.perm[1], d2 = im.perm[2];
+  const int s1 = im.s[1], s2 = im.s[2];
+  const std::int64_t rows = s2 > 0 ? static_cast<std::int64_t>(g_.extent(0)) / s2 : 0;
+  auto wrap_signed = [](int g0, int k) {
+    int gg = g0 % k;
+    if (gg < 0) gg += k;
+    return (2 * gg > k) ? gg - k : gg;
+  };
   Acc7 acc;
   Kokkos::parallel_reduce(
-      "pmewald::kspace_solve", Range(0, g_.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t t, Acc7& a) {
-        const Complex q = in[t];
-        const double gt = g(t);
-        const double em = gt * (q.real() * q.real() + q.imag() * q.imag());
-        a.v[0] += em;
+      "pmewald::kspace_solve", Range(0, rows),
+      KOKKOS_LAMBDA(const std::int64_t row, Acc7& a) {
+        const int i0 = static_cast<int>(row / s1), i1 = static_cast<int>(row % s1);
         int m[3];
-        if (want_vir || Mode == 2) im.signed_m(t, m);
-        if (want_vir && gt != 0.0) {
-          double mt[3];
-          for (int r = 0; r < 3; ++r)
-            mt[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2];
-          const double c = vc(t);
-          a.v[1] += em * (1.0 - c * mt[0] * mt[0]);
-          a.v[2] += em * (1.0 - c * mt[1] * mt[1]);
-          a.v[3] += em * (1.0 - c * mt[2] * mt[2]);
-          a.v[4] -= em * c * mt[0] * mt[1];
-          a.v[5] -= em * c * mt[0] * mt[2];
-          a.v[6] -= em * c * mt[1] * mt[2];
+        m[d0] = wrap_signed(im.lo[d0] + i0, K[d0]);
+        m[d1] = wrap_signed(im.lo[d1] + i1, K[d1]);
+        // Cartesian frequency of the row (without the fastest axis), then per point.
+        double base[3], step[3];
+        for (int r = 0; r < 3; ++r) {
+          base[r] = R[3 * r + d0] * m[d0] + R[3 * r + d1] * m[d1];
+          step[r] = R[3 * r + d2];
         }
-        if (Mode == 1) data[t] = q * (N2 * gt);
-        if (Mode == 2) {
-          int mp[3];
-          for (int d = 0; d < 3; ++d) mp[d] = (2 * m[d] == K[d]) ? 0 : m[d];
-          const double two_pi = 2.0 * M_PI;
-          double k[3];
-          for (int r = 0; r < 3; ++r)
-            k[r] = two_pi * (R[3 * r] * mp[0] + R[3 * r + 1] * mp[1] + R[3 * r + 2] * mp[2]);
-          // -i k * s with s = 2 N G q:  -i k (x + i y) = k y - i k x
-          const Complex s = q * (N2 * gt);
-          ex[t] = Complex(k[0] * s.imag(), -k[0] * s.real());
-          ey[t] = Complex(k[1] * s.imag(), -k[1] * s.real());
-          ez[t] = Complex(k[2] * s.imag(), -k[2] * s.real());
+        int gk = im.lo[d2] % K[d2];
+        if (gk < 0) gk += K[d2];
+        const std::int64_t t0 = row * s2;
+        for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) {
+          const std::int64_t t = t0 + i2;
+          const int m2 = (2 * gk > K[d2]) ? gk - K[d2] : gk;
+          const Complex q = in[t];
+          const double gt = g(t);
+          const double em = gt * (q.real() * q.real() + q.imag() * q.imag());
+          a.v[0] += em;
+          if (want_vir && gt != 0.0) {
+            double mt[3];
+            for (int r = 0; r < 3; ++r) mt[r] = base[r] + step[r] * m2;
+            const double c = vc(t);
+            a.v[1] += em * (1.0 - c * mt[0] * mt[0]);
+            a.v[2] += em * (1.0 - c * mt[1] * mt[1]);
+            a.v[3] += em * (1.0 - c * mt[2] * mt[2]);
+            a.v[4] -= em * c * mt[0] * mt[1];
+            a.v[5] -= em * c * mt[0] * mt[2];
+            a.v[6] -= em * c * mt[1] * mt[2];
+          }
+          if (Mode == 1) data[t] = q * (N2 * gt);
+          if (Mode == 2) {
+            // Nyquist components (m_d = K_d/2) are zeroed so the fields are real.
+            int mp[3] = {m[0], m[1], m[2]};
+            mp[d2] = m2;
+            for (int d = 0; d < 3; ++d)
+              if (2 * mp[d] == K[d]) mp[d] = 0;
+            const double two_pi = 2.0 * M_PI;
+            double k[3];
+            for (int r = 0; r < 3; ++r)
+              k[r] = two_pi * (R[3 * r] * mp[0] + R[3 * r + 1] * mp[1] + R[3 * r + 2] * mp[2]);
+            // -i k * s with s = 2 N G q:  -i k (x + i y) = k y - i k x
+            const Complex sq = q * (N2 * gt);
+            ex[t] = Complex(k[0] * sq.imag(), -k[0] * sq.real());
+            ey[t] = Complex(k[1] * sq.imag(), -k[1] * sq.real());
+            ez[t] = Complex(k[2] * sq.imag(), -k[2] * sq.real());
+          }
         }
       },
       Kokkos::Sum<Acc7>(acc));

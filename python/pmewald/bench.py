@@ -1,4 +1,6 @@
-"""Benchmarks: ``python -m pmewald.bench fft [options]`` (run it under mpirun).
+"""Benchmarks: ``python -m pmewald.bench fft [options]`` (run it under mpirun) and
+``python -m pmewald.bench peers [options]`` (run it without mpirun: pmewald against LAMMPS
+and OpenMM at matched measured force error, see :mod:`pmewald.bench_peers`).
 
 For each mesh it measures, in one run so the ratios share the machine's state:
 
@@ -191,9 +193,14 @@ def main(argv=None) -> int:
                    help="outbox of the distributed runs: the inbox (default) or z-pencils")
     f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
     f.add_argument("--json", help="write all results to this file (rank 0)")
+    from . import bench_peers
+
+    bench_peers.add_parser(sub)
     args = parser.parse_args(argv)
     if args.what == "fft":
         return bench_fft(args)
+    if args.what == "peers":
+        return bench_peers.bench_peers(args)
     return 2
 
 

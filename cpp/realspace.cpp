@@ -99,6 +99,20 @@ struct PairKernel {
     int nb = 0;
     const double a_tsp = alpha * kTwoOverSqrtPi;
 
+    // Force on i and half the pair's virial (the other half comes from j's side).
+    auto add_pair = [&](double fr, double dx, double dy, double dz) {
+      fx += fr * dx;
+      fy += fr * dy;
+      fz += fr * dz;
+      const double hf = 0.5 * fr;
+      w00 += hf * dx * dx;
+      w01 += hf * dx * dy;
+      w02 += hf * dx * dz;
+      w11 += hf * dy * dy;
+      w12 += hf * dy * dz;
+      w22 += hf * dz * dz;
+    };
+
     auto flush = [&]() {
       for (int b = 0; b < nb; ++b) {
         const int j = batch[b];
@@ -111,17 +125,8 @@ struct PairKernel {
         const double kqq = kqi * sq(j);
         const double e = kqq * erfc_ar * inv_r;
         const double fr = (e + kqq * a_tsp * exp_mar2) * inv_r * inv_r;
-        fx += fr * dx;
-        fy += fr * dy;
-        fz += fr * dz;
+        add_pair(fr, dx, dy, dz);
         er += 0.5 * e;
-        const double hf = 0.5 * fr;
-        w00 += hf * dx * dx;
-        w01 += hf * dx * dy;
-        w02 += hf * dx * dz;
-        w11 += hf * dy * dy;
-        w12 += hf * dy * dz;
-        w22 += hf * dz * dz;
       }
       nb = 0;
     };
@@ -148,17 +153,8 @@ struct PairKernel {
             if (excluded) {
               double epair, fr;
               excluded_pair(kqi * sq(j), dx, dy, dz, r2, epair, fr);
-              fx += fr * dx;
-              fy += fr * dy;
-              fz += fr * dz;
+              add_pair(fr, dx, dy, dz);
               ee += 0.5 * epair;
-              const double hf = 0.5 * fr;
-              w00 += hf * dx * dx;
-              w01 += hf * dx * dy;
-              w02 += hf * dx * dz;
-              w11 += hf * dy * dy;
-              w12 += hf * dy * dz;
-              w22 += hf * dz * dz;
               continue;
             }
           }

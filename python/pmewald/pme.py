@@ -17,11 +17,12 @@ order it passed them. Energy and virial are global and identical on every rank.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import _core
+from .reference import cell_heights
 
 _MODES = ("pt2pt", "nonblocking", "collective")
 _DIFFS = ("ad", "ik")
@@ -71,7 +72,6 @@ class PMEResult:
     rms_force: float
     n_atoms: int = 0
     total_charge: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 def _as_box(box) -> np.ndarray:
@@ -89,11 +89,14 @@ def _as_box(box) -> np.ndarray:
     return np.ascontiguousarray(b)
 
 
-def cell_heights(box) -> np.ndarray:
-    """Plane spacings of the cell: V / |a_j x a_k| for each axis."""
+def _checked_box(box, cutoff, which="the"):
+    """The validated 3x3 box, checking that the cutoff is at most half its smallest height."""
     b = _as_box(box)
-    vol = abs(np.linalg.det(b))
-    return np.array([vol / np.linalg.norm(np.cross(b[(d + 1) % 3], b[(d + 2) % 3])) for d in range(3)])
+    half = 0.5 * float(cell_heights(b).min())
+    if cutoff > half * (1 + 1e-12):
+        raise ValueError(f"cutoff {cutoff} is longer than half the smallest cell height of {which} box "
+                         f"({half:.6g})")
+    return b
 
 
 class PME:
@@ -152,17 +155,14 @@ class PME:
                  real_space=True):
         from mpi4py import MPI
 
-        rank, _ = _core.comm_info(comm)  # TypeError for a non-communicator
+        _core.comm_info(comm)  # TypeError for a non-communicator
         self._comm = MPI.COMM_WORLD if comm is None else comm
 
         def check():
-            b = _as_box(box)
             rc = float(cutoff)
             if not (math.isfinite(rc) and rc > 0):
                 raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
-            if rc > 0.5 * cell_heights(b).min() * (1 + 1e-12):
-                raise ValueError(f"cutoff {rc} is longer than half the smallest cell height "
-                                 f"({0.5 * cell_heights(b).min():.6g})")
+            b = _checked_box(box, rc)
             tol = float(tolerance)
             if not (0 < tol < 1):
                 raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
@@ -262,14 +262,7 @@ class PME:
         With an automatic mesh, the next compute checks the error estimate for the
         new box and chooses a new mesh only if the tolerance is no longer met.
         """
-        def check():
-            b = _as_box(box)
-            if self._cutoff > 0.5 * cell_heights(b).min() * (1 + 1e-12):
-                raise ValueError(f"cutoff {self._cutoff} is longer than half the smallest cell height of the new box "
-                                 f"({0.5 * cell_heights(b).min():.6g})")
-            return b
-
-        b = _agreed(self._comm, check)
+        b = _agreed(self._comm, lambda: _checked_box(box, self._cutoff, "the new"))
         root = self._comm.bcast(b.tobytes(), root=0)
         _core.agree_or_throw(self._comm, "" if root == b.tobytes() else "set_box: the box differs between ranks")
         if self._solver is not None:

@@ -232,14 +232,19 @@ class PME:
         return tuple(int(v) for v in r["mesh"])
 
     def _estimate(self, sum_q2, n_atoms):
+        """(absolute estimate, parts) for the current parameters; cached, since the
+        reciprocal estimate sums over the mesh. set_box and _build clear the cache."""
         from ._core import kernels
 
         p = self._params
-        e = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
-                                    self._differentiation, sum_q2, n_atoms, coulomb_constant=self._k)
-        # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
-        # the real-space error, so the estimate and the mesh choice are the same either way.
-        return math.hypot(e["real"], e["recip"]), e
+        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"])
+        if self._cache_estimate is None or self._cache_estimate[0] != key:
+            e = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
+                                        self._differentiation, sum_q2, n_atoms, coulomb_constant=self._k)
+            # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
+            # the real-space error, so the estimate and the mesh choice are the same either way.
+            self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
+        return self._cache_estimate[1]
 
     @property
     def parameters(self) -> dict:
@@ -403,10 +408,7 @@ class PME:
         return True
 
     def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
-        key = (n_atoms, sum_q2, self._params["alpha"], self._params["mesh"], self._params["order"])
-        if getattr(self, "_cache_estimate", None) is None or self._cache_estimate[0] != key:
-            self._cache_estimate = (key, self._estimate(sum_q2, n_atoms))
-        est_abs, parts = self._cache_estimate[1]
+        est_abs, parts = self._estimate(sum_q2, n_atoms)
         rms = math.sqrt(raw["sum_force2"] / n_atoms)
         est_rel = est_abs / rms if rms > 0 else math.inf
         self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,

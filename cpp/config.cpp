@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "pair_kernel.hpp"
 
 #include <fftw3.h>
 #include <mpi.h>
@@ -67,6 +68,7 @@ std::map<std::string, std::string> build_config() {
                         std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
                         std::to_string(KOKKOS_VERSION % 100);
   c["kokkos_execution_space"] = Kokkos::DefaultExecutionSpace::name();
+  c["pair_kernel_isa"] = pair_kernel_isa();
   c["compiler"] = PMEWALD_COMPILER;
   c["cxx_flags"] = PMEWALD_CXX_FLAGS;
   c["build_type"] = PMEWALD_BUILD_TYPE;

@@ -2,12 +2,16 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
 #include "comm.hpp"
 #include "erfc_table.hpp"
 #include "errors.hpp"
+#include "pair_kernel.hpp"
+
+#include <Kokkos_ScatterView.hpp>
 
 namespace pmewald {
 
@@ -42,28 +46,81 @@ struct PairRecord {
 
 using ConstI64 = Kokkos::View<const std::int64_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-struct PairKernel {
-  using value_type = double[];
-  unsigned value_count = 8;  // E_real, E_excl, W00, W01, W02, W11, W12, W22
+using ScatterForces = Kokkos::Experimental::ScatterView<double**, Kokkos::LayoutRight, ExecSpace,
+                                                        Kokkos::Experimental::ScatterSum>;
 
-  View2<double> own_r;
-  View1<double> own_q;
-  View1<int> cell_of_owned, slot_of_owned, cell_start, visit;
-  View2<double> sr;
-  View1<double> sq;
+// Half neighbour search and the batched pair kernel. Work item a is a sorted
+// atom (owned or ghost); it pairs with the atoms after it in its own cell and
+// the next two cells of its row, and with every atom of the rows above it in
+// the (2 * reach + 1)^3 stencil (dz > 0, or dz = 0 and dy > 0): each unordered
+// pair of this rank's atoms (owned + ghost) is seen exactly once. Pairs of two
+// ghosts are skipped (their owners count them); a pair with one ghost counts
+// half here (the other half on the ghost's owner), see erfc_pair_batch. Both
+// atoms of a pair get their force (Newton's third law) through a ScatterView
+// (atomic or duplicated on threaded backends); ghost forces are dropped.
+struct HalfPairKernel {
+  using value_type = double[];
+  unsigned value_count = 10;  // E_real, E_excl, W00, W01, W02, W11, W12, W22, candidates, pairs
+  static constexpr int kBatch = kMaxBatch;
+  // Cells per cutoff along each axis (a pair within the cutoff is at most
+  // that many cells apart); x cells are finer in orthorhombic boxes.
+  static constexpr int kReach = 2;
+  static constexpr int kReachXOrtho = 8;
+
+  View1<double> x, y, z, q, own;      // sorted atoms: positions, charges, 1 owned / 0 ghost
   View1<std::int64_t> sid;
-  ConstI64 excl_off, excl_ids;
-  View1<int> found;
-  View2<double> forces;
+  View1<std::int64_t> elo, ehi;       // id range of each sorted atom's excluded partners (empty: lo > hi)
+  View1<int> scell, sowner;           // cell, and owned index (-1 for a ghost), per sorted atom
+  View1<int> cell_start, cell_owned;  // prefix sums over cells: atoms, owned atoms
+  ConstI64 excl_off, excl_ids;        // excluded partner ids, CSR by owned index
+  View1<int> found;                   // sightings per exclusion entry
+  ScatterForces sforces;              // per sorted atom
   const double* erfc_coef;
   int nc0, nc1, nc2;
-  int reach;  // cells per cutoff: pairs within the cutoff are <= reach cells apart
+  // Orthorhombic boxes: rows are trimmed to the cells within the cutoff of
+  // the atom (x cells are finer for that); box lengths, the grid's lower
+  // fractional corner and fractional cell widths per axis.
+  bool ortho = false;
+  double len[3], flo[3], wf[3];
   double rc2, alpha, k;
   bool pairs = true;  // false: only the exclusion corrections (real_space=False)
+  bool any_excl = false;
+  bool vector_kernel = true;  // alpha * cutoff < kMaxAlphaR
+
+  // Distance from coordinate v to cell c's slab along axis d (0 inside).
+  double gap(double v, int c, int d) const {
+    const double lo = (flo[d] + c * wf[d]) * len[d], hi = lo + wf[d] * len[d];
+    return v < lo ? lo - v : (v > hi ? v - hi : 0.0);
+  }
+  double x_origin = 0, inv_x_width = 1;  // Cartesian start of the x cells, 1 / their width
+  int x_cell(double xv) const {
+    const double t = (xv - x_origin) * inv_x_width;
+    const int c = t > 0 ? static_cast<int>(t) : 0;
+    return c >= nc0 ? nc0 - 1 : c;
+  }
+
+  // Entry of `partner_id` in owned atom o's exclusion list, or -1.
+  std::int64_t entry(int o, std::int64_t partner_id) const {
+    for (std::int64_t e = excl_off(o), e1 = excl_off(o + 1); e < e1; ++e)
+      if (excl_ids(e) == partner_id) return e;
+    return -1;
+  }
+
+  // Whether the pair (a, j) is excluded; counts the sighting for every owned side.
+  bool excluded(int a, int j) const {
+    const int oa = sowner(a), oj = sowner(j);
+    const std::int64_t e = oa >= 0 ? entry(oa, sid(j)) : entry(oj, sid(a));
+    if (e < 0) return false;
+    Kokkos::atomic_increment(&found(e));
+    if (oa >= 0 && oj >= 0) {
+      const std::int64_t f = entry(oj, sid(a));
+      if (f >= 0) Kokkos::atomic_increment(&found(f));
+    }
+    return true;
+  }
 
   // Excluded pair (rare): no erfc term; -k q_i q_j erf(alpha r)/r instead.
-  void excluded_pair(double kqq, double dx, double dy, double dz, double r2, double& e,
-                     double& fr) const {
+  void excluded_pair(double kqq, double r2, double& e, double& fr) const {
     if (r2 == 0.0) {
       e = -kqq * alpha * kTwoOverSqrtPi;
       fr = 0;
@@ -76,105 +133,136 @@ struct PairKernel {
     const double erf_ar = ar < 0.5 ? std::erf(ar) : 1.0 - erfc_ar;
     e = -kqq * erf_ar / r;
     fr = kqq * (kTwoOverSqrtPi * ar * exp_mar2 - erf_ar) / (r * r2);
-    (void)dx;
-    (void)dy;
-    (void)dz;
   }
 
-  // Two phases per atom: gather the partners within the cutoff (branchy,
-  // cheap), then evaluate them in a branch-free loop the CPU can pipeline.
-  static constexpr int kBatch = 128;
-
-  void operator()(const int k_iter, double* acc) const {
-    const int i = visit(k_iter);  // owned atoms in cell order: neighbours stay in cache
-    const double xi = own_r(i, 0), yi = own_r(i, 1), zi = own_r(i, 2);
-    const double kqi = k * own_q(i);
-    const int self = slot_of_owned(i);
-    const int c = cell_of_owned(i);
+  void operator()(const int a, double* acc) const {
+    const int c = scell(a);
     const int cx = c % nc0, cy = (c / nc0) % nc1, cz = c / (nc0 * nc1);
-    const std::int64_t e0 = excl_off(i), e1 = excl_off(i + 1);
-    double fx = 0, fy = 0, fz = 0;
-    double er = 0, ee = 0, w00 = 0, w01 = 0, w02 = 0, w11 = 0, w12 = 0, w22 = 0;
-    int batch[kBatch];
-    int nb = 0;
-    const double a_tsp = alpha * kTwoOverSqrtPi;
+    const bool a_owned = sowner(a) >= 0;
+    const double xi = x(a), yi = y(a), zi = z(a), own_a = own(a);
+    const double kqi = k * q(a);
+    auto access = sforces.access();
+    // Hits (list) and hits that might be excluded pairs (maybe); select_within
+    // may store up to 8 entries past either count.
+    int list[kBatch + 8], maybe[kBatch + 8];
+    double bfx[kBatch], bfy[kBatch], bfz[kBatch];
+    double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double e_excl = 0, candidates = 0, evaluated = 0;
+    int n = 0, n_maybe = 0;
+    NeighbourQuery query{xi, yi, zi, rc2, !a_owned, x.data(), y.data(), z.data(), own.data()};
+    if (any_excl) {
+      query.ids = sid.data();
+      query.elo = elo.data();
+      query.ehi = ehi.data();
+      query.id_i = sid(a);
+      query.lo = elo(a);
+      query.hi = ehi(a);
+    }
 
-    // Force on i and half the pair's virial (the other half comes from j's side).
-    auto add_pair = [&](double fr, double dx, double dy, double dz) {
-      fx += fr * dx;
-      fy += fr * dy;
-      fz += fr * dz;
-      const double hf = 0.5 * fr;
-      w00 += hf * dx * dx;
-      w01 += hf * dx * dy;
-      w02 += hf * dx * dz;
-      w11 += hf * dy * dy;
-      w12 += hf * dy * dz;
-      w22 += hf * dz * dz;
-    };
-
-    auto flush = [&]() {
-      for (int b = 0; b < nb; ++b) {
-        const int j = batch[b];
-        const double dx = xi - sr(j, 0), dy = yi - sr(j, 1), dz = zi - sr(j, 2);
-        const double r2 = dx * dx + dy * dy + dz * dz;
-        const double inv_r = 1.0 / std::sqrt(r2);
-        const double r = r2 * inv_r;
-        double erfc_ar, exp_mar2;
-        ErfcTable::eval(erfc_coef, alpha * r, erfc_ar, exp_mar2);
-        const double kqq = kqi * sq(j);
-        const double e = kqq * erfc_ar * inv_r;
-        const double fr = (e + kqq * a_tsp * exp_mar2) * inv_r * inv_r;
-        add_pair(fr, dx, dy, dz);
-        er += 0.5 * e;
+    auto evaluate = [&](int* js, int count) {
+      if (!pairs || count == 0) return;
+      evaluated += count;
+      (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, own_a, x.data(),
+                                                                  y.data(), z.data(), q.data(), own.data(),
+                                                                  alpha, bfx, bfy, bfz, sums);
+      for (int b = 0; b < count; ++b) {
+        const int j = js[b];
+        access(j, 0) -= bfx[b];
+        access(j, 1) -= bfy[b];
+        access(j, 2) -= bfz[b];
       }
-      nb = 0;
     };
-
-    const int m = reach;
-    for (int z = (cz > m ? cz - m : 0); z <= (cz + m < nc2 ? cz + m : nc2 - 1); ++z)
-      for (int y = (cy > m ? cy - m : 0); y <= (cy + m < nc1 ? cy + m : nc1 - 1); ++y) {
-        const int x0 = cx > m ? cx - m : 0, x1 = cx + m < nc0 ? cx + m : nc0 - 1;
-        // Cells x0..x1 of one row are contiguous in the sorted arrays.
-        const int row = nc0 * (y + nc1 * z);
-        const int jb = cell_start(row + x0), je = cell_start(row + x1 + 1);
-        for (int j = jb; j < je; ++j) {
-          const double dx = xi - sr(j, 0), dy = yi - sr(j, 1), dz = zi - sr(j, 2);
-          const double r2 = dx * dx + dy * dy + dz * dz;
-          if (r2 >= rc2 || j == self) continue;
-          if (e1 > e0) {
-            bool excluded = false;
-            for (std::int64_t e = e0; e < e1; ++e)
-              if (excl_ids(e) == sid(j)) {
-                excluded = true;
-                found(e) += 1;
-                break;
-              }
-            if (excluded) {
-              double epair, fr;
-              excluded_pair(kqi * sq(j), dx, dy, dz, r2, epair, fr);
-              add_pair(fr, dx, dy, dz);
-              ee += 0.5 * epair;
-              continue;
-            }
-          }
-          if (!pairs) continue;
-          batch[nb++] = j;
-          if (nb == kBatch) flush();
+    auto flush = [&]() {
+      // Candidates for exclusion: look them up; the excluded ones get the
+      // erf correction, the others join the ordinary pairs.
+      int kept = 0;
+      for (int b = 0; b < n_maybe; ++b) {
+        const int j = maybe[b];
+        if (!excluded(a, j)) {
+          maybe[kept++] = j;
+          continue;
+        }
+        const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
+        double epair, fr;
+        excluded_pair(kqi * q(j), dx * dx + dy * dy + dz * dz, epair, fr);
+        const double w = 0.5 * (own_a + own(j));
+        e_excl += w * epair;
+        const double f[3] = {fr * dx, fr * dy, fr * dz};
+        sums[1] += w * f[0] * dx;
+        sums[2] += w * f[0] * dy;
+        sums[3] += w * f[0] * dz;
+        sums[4] += w * f[1] * dy;
+        sums[5] += w * f[1] * dz;
+        sums[6] += w * f[2] * dz;
+        for (int d = 0; d < 3; ++d) {
+          sums[7 + d] += f[d];
+          access(j, d) -= f[d];
         }
       }
+      evaluate(list, n);
+      evaluate(maybe, kept);
+      n = n_maybe = 0;
+    };
+
+    constexpr int m = kReach;
+    // Squared distances from the atom to the neighbouring y and z slabs.
+    double gy2[2 * m + 1], gz2[m + 1];
+    if (ortho) {
+      for (int d = -m; d <= m; ++d) {
+        const double g = d != 0 && cy + d >= 0 && cy + d < nc1 ? gap(yi, cy + d, 1) : 0.0;
+        gy2[d + m] = g * g;
+      }
+      for (int d = 0; d <= m; ++d) {
+        const double g = d != 0 && cz + d < nc2 ? gap(zi, cz + d, 2) : 0.0;
+        gz2[d] = g * g;
+      }
+    }
+    for (int dz = 0; dz <= m && cz + dz < nc2; ++dz) {
+      for (int dy = dz == 0 ? 0 : -m; dy <= m; ++dy) {
+        const int yy = cy + dy;
+        if (yy < 0 || yy >= nc1) continue;
+        const bool home = dz == 0 && dy == 0;
+        int x0, x1;
+        if (ortho) {
+          const double g2 = gy2[dy + m] + gz2[dz];
+          if (g2 >= rc2) continue;
+          const double rho = std::sqrt(rc2 - g2);
+          x0 = home ? cx : x_cell(xi - rho);
+          x1 = x_cell(xi + rho);
+        } else {
+          x0 = home ? cx : (cx > m ? cx - m : 0);
+          x1 = cx + m < nc0 ? cx + m : nc0 - 1;
+        }
+        // Cells x0..x1 of a row are contiguous in the sorted arrays.
+        const int row = nc0 * (yy + nc1 * (cz + dz));
+        if (!a_owned && cell_owned(row + x1 + 1) == cell_owned(row + x0)) continue;  // ghosts only
+        int j = home ? a + 1 : cell_start(row + x0);
+        const int je = cell_start(row + x1 + 1);
+        while (j < je) {
+          const int room = kBatch - (n > n_maybe ? n : n_maybe);
+          if (room == 0) {
+            flush();
+            continue;
+          }
+          const int chunk_end = je - j < room ? je : j + room;
+          candidates += chunk_end - j;
+          n = select_within(query, j, chunk_end, list, n, maybe, n_maybe);
+          j = chunk_end;
+        }
+      }
+    }
     flush();
-    forces(i, 0) = fx;
-    forces(i, 1) = fy;
-    forces(i, 2) = fz;
-    acc[0] += er;
-    acc[1] += ee;
-    acc[2] += w00;
-    acc[3] += w01;
-    acc[4] += w02;
-    acc[5] += w11;
-    acc[6] += w12;
-    acc[7] += w22;
+    for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d];
+    acc[0] += sums[0];
+    acc[1] += e_excl;
+    acc[2] += sums[1];
+    acc[3] += sums[2];
+    acc[4] += sums[3];
+    acc[5] += sums[4];
+    acc[6] += sums[5];
+    acc[7] += sums[6];
+    acc[8] += candidates;
+    acc[9] += evaluated;
   }
 };
 
@@ -350,10 +438,13 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     // each axis, so any pair within the cutoff is at most `reach` cells apart
     // along every axis (triclinic-correct: |ds_d| <= r / height_d). reach = 2
     // searches (5 rc/2)^3 instead of (3 rc)^3 per atom.
-    constexpr int reach = 2;
+    const PeriodicCell& cell = mig.cell();
+    const bool ortho = cell.box[0][1] == 0 && cell.box[0][2] == 0 && cell.box[1][0] == 0 &&
+                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0;
     int nc[3];
     double flo[3], inv_w[3];
     for (int d = 0; d < 3; ++d) {
+      const int reach = ortho && d == 0 ? HalfPairKernel::kReachXOrtho : HalfPairKernel::kReach;
       const double c = mig.ghost_margin(d);
       flo[d] = mig.domain_lo(d) - c;
       const double width = mig.domain_hi(d) + c - flo[d];
@@ -373,76 +464,126 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
       return ci[0] + nc[0] * (ci[1] + nc[1] * ci[2]);
     };
     ensure1(cell_start_, static_cast<std::size_t>(ncell) + 1, "cell_start");
-    ensure1(cell_of_owned_, n_o, "cell_of_owned");
+    ensure1(cell_owned_, static_cast<std::size_t>(ncell) + 1, "cell_owned");
     ensure1(slot_of_owned_, n_o, "slot_of_owned");
-    if (sr_.extent(0) < N) sr_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_r"), N + N / 4 + 16, 3);
-    ensure1(sq_, N, "sorted_q");
+    for (View1<double>* v : {&sx_, &sy_, &sz_, &sq_, &sown_}) ensure1(*v, N, "sorted_atoms");
     ensure1(sid_, N, "sorted_id");
-    std::vector<int> cell_of(N), sorted_owner(N);
-    for (std::size_t i = 0; i < n_o; ++i) cell_of[i] = cell_index(own_s(i, 0), own_s(i, 1), own_s(i, 2));
+    const bool any_excl = !excl_ids.empty();
+    if (any_excl) {
+      ensure1(selo_, N, "sorted_excl_lo");
+      ensure1(sehi_, N, "sorted_excl_hi");
+    }
+    ensure1(scell_, N, "sorted_cell");
+    ensure1(sowner_, N, "sorted_owner");
+    if (sforce_.extent(0) < N)
+      sforce_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_forces"), N + N / 4 + 16, 3);
+    cell_of_.resize(N);
+    for (std::size_t i = 0; i < n_o; ++i) cell_of_[i] = cell_index(own_s(i, 0), own_s(i, 1), own_s(i, 2));
     for (std::size_t g = 0; g < n_g; ++g)
-      cell_of[n_o + g] = cell_index(gh_s(g, 0), gh_s(g, 1), gh_s(g, 2));
-    for (int c = 0; c <= ncell; ++c) cell_start_(c) = 0;
-    for (std::size_t a = 0; a < N; ++a) cell_start_(cell_of[a] + 1) += 1;
-    for (int c = 0; c < ncell; ++c) cell_start_(c + 1) += cell_start_(c);
-    std::vector<int> fill(cell_start_.data(), cell_start_.data() + ncell);
+      cell_of_[n_o + g] = cell_index(gh_s(g, 0), gh_s(g, 1), gh_s(g, 2));
+    for (int c = 0; c <= ncell; ++c) {
+      cell_start_(c) = 0;
+      cell_owned_(c) = 0;
+    }
     for (std::size_t a = 0; a < N; ++a) {
-      const int at = fill[static_cast<std::size_t>(cell_of[a])]++;
+      cell_start_(cell_of_[a] + 1) += 1;
+      if (a < n_o) cell_owned_(cell_of_[a] + 1) += 1;
+    }
+    for (int c = 0; c < ncell; ++c) {
+      cell_start_(c + 1) += cell_start_(c);
+      cell_owned_(c + 1) += cell_owned_(c);
+    }
+    fill_.assign(cell_start_.data(), cell_start_.data() + ncell);
+    for (std::size_t a = 0; a < N; ++a) {
+      const int c = cell_of_[a];
+      const int at = fill_[static_cast<std::size_t>(c)]++;
+      scell_(at) = c;
       if (a < n_o) {
-        for (int d = 0; d < 3; ++d) sr_(at, d) = own_r(a, d);
+        sx_(at) = own_r(a, 0);
+        sy_(at) = own_r(a, 1);
+        sz_(at) = own_r(a, 2);
         sq_(at) = own_q(a);
         sid_(at) = own_id(a);
+        sown_(at) = 1.0;
+        sowner_(at) = static_cast<int>(a);
         slot_of_owned_(a) = at;
-        cell_of_owned_(a) = cell_of[a];
+        if (any_excl) {
+          std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+          for (std::int64_t e = excl_off[a]; e < excl_off[a + 1]; ++e) {
+            lo = std::min(lo, excl_ids[static_cast<std::size_t>(e)]);
+            hi = std::max(hi, excl_ids[static_cast<std::size_t>(e)]);
+          }
+          selo_(at) = lo;
+          sehi_(at) = hi;
+        }
       } else {
         const std::size_t g = a - n_o;
-        for (int d = 0; d < 3; ++d) sr_(at, d) = gh_r(g, d);
+        sx_(at) = gh_r(g, 0);
+        sy_(at) = gh_r(g, 1);
+        sz_(at) = gh_r(g, 2);
         sq_(at) = gh_q(g);
         sid_(at) = gh_id(g);
+        sown_(at) = 0.0;
+        sowner_(at) = -1;
+        if (any_excl) {
+          selo_(at) = std::numeric_limits<std::int64_t>::max();
+          sehi_(at) = std::numeric_limits<std::int64_t>::min();
+        }
       }
-    }
-    ensure1(visit_, n_o, "visit_order");
-    {
-      int k = 0;
-      for (std::size_t a = 0; a < N; ++a) sorted_owner[a] = -1;
-      for (std::size_t i = 0; i < n_o; ++i) sorted_owner[static_cast<std::size_t>(slot_of_owned_(i))] = static_cast<int>(i);
-      for (std::size_t a = 0; a < N; ++a)
-        if (sorted_owner[a] >= 0) visit_(k++) = sorted_owner[a];
     }
     ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
     for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
+    auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
+    Kokkos::deep_copy(sforce, 0.0);
 
     t.t_cells = now() - t0;
     const double t1 = now();
-    PairKernel kern;
-    kern.own_r = own_r;
-    kern.own_q = own_q;
-    kern.cell_of_owned = cell_of_owned_;
-    kern.slot_of_owned = slot_of_owned_;
-    kern.cell_start = cell_start_;
-    kern.visit = visit_;
-    kern.sr = sr_;
-    kern.sq = sq_;
+    HalfPairKernel kern;
+    kern.x = sx_;
+    kern.y = sy_;
+    kern.z = sz_;
+    kern.q = sq_;
+    kern.own = sown_;
     kern.sid = sid_;
+    kern.scell = scell_;
+    kern.sowner = sowner_;
+    kern.cell_start = cell_start_;
+    kern.cell_owned = cell_owned_;
     kern.excl_off = ConstI64(excl_off.data(), excl_off.size());
     kern.excl_ids = ConstI64(excl_ids.data(), excl_ids.size());
     kern.found = found_;
-    kern.forces = forces;
+    kern.any_excl = any_excl;
+    kern.elo = selo_;
+    kern.ehi = sehi_;
+    kern.sforces = ScatterForces(sforce);
     kern.erfc_coef = ErfcTable::instance().coefficients();
     kern.nc0 = nc[0];
     kern.nc1 = nc[1];
     kern.nc2 = nc[2];
-    kern.reach = reach;
+    kern.ortho = ortho;
+    kern.x_origin = flo[0] * cell.box[0][0];
+    kern.inv_x_width = inv_w[0] / cell.box[0][0];
+    for (int d = 0; d < 3; ++d) {
+      kern.len[d] = cell.box[d][d];
+      kern.flo[d] = flo[d];
+      kern.wf[d] = 1.0 / inv_w[d];
+    }
     kern.rc2 = cutoff * cutoff;
     kern.alpha = alpha;
     kern.k = coulomb_constant;
     kern.pairs = pair_terms;
-    View1<double> sums("realspace_sums", 8);
-    Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(n_o)), kern, sums);
+    kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+    View1<double> sums("realspace_sums", 10);
+    Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(N)), kern, sums);
+    Kokkos::Experimental::contribute(sforce, kern.sforces);
     Kokkos::fence();
+    for (std::size_t i = 0; i < n_o; ++i)
+      for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_owned_(i)), d);
     t.t_pairs = now() - t1;
     t.real = sums(0);
     t.exclusion = sums(1);
+    t.candidates = sums(8);
+    t.pairs = sums(9);
     const double w[6] = {sums(2), sums(3), sums(4), sums(5), sums(6), sums(7)};
     t.virial = {w[0], w[1], w[2], w[1], w[3], w[4], w[2], w[4], w[5]};
 
@@ -537,6 +678,8 @@ RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& 
   out.t_cells = local.t_cells;
   out.t_pairs = local.t_pairs;
   out.t_reverse = t_reverse;
+  out.candidates = local.candidates;
+  out.pairs = local.pairs;
   return out;
 }
 

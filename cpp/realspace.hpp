@@ -2,12 +2,14 @@
 // over owned + ghost atoms), exclusion corrections, self and background
 // terms.
 //
-// Pair counting: a full neighbour list. Each rank visits every pair (i, j)
-// with i owned and j owned or ghost, r_ij < cutoff, and takes the whole force
-// on i but half the pair's energy and virial. Every pair is therefore counted
-// exactly once globally (half from each side), and each thread writes only
-// its own atom's force. Since cutoff <= min height / 2, at most one image of a
-// pair is within the cutoff and it is the minimum image.
+// Pair counting: a half neighbour search over owned + ghost atoms sorted by
+// cell (cells >= cutoff / 2, half stencil). Every pair of this rank's atoms is
+// visited once: two owned atoms count fully here and both get their force; an
+// owned-ghost pair counts half its energy and virial here (the ghost's owner
+// counts the other half) and only the owned atom's force is kept; two ghosts
+// are skipped. Since cutoff <= min height / 2, at most one image of a pair is
+// within the cutoff and it is the minimum image. The kernel itself is
+// pair_kernel.hpp's erfc_pair_batch.
 //
 // Exclusions (OpenMM's way): an excluded pair gets no erfc term and gets
 // -k q_i q_j erf(alpha r)/r (minimum image) to remove its reciprocal-space
@@ -41,6 +43,8 @@ struct RealSpaceTerms {
   // Wall seconds on this rank, by phase (filled by compute_realspace; the
   // pair kernel time also by compute_local as `pairs`, cell list as `cells`).
   double t_migrate = 0, t_exclusions = 0, t_ghosts = 0, t_cells = 0, t_pairs = 0, t_reverse = 0;
+  // Neighbour-search statistics on this rank: distances checked, pairs evaluated.
+  double candidates = 0, pairs = 0;
   double energy() const { return real + exclusion + self + background; }
 };
 
@@ -106,13 +110,14 @@ class RealSpace {
  private:
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  // Cell-list scratch, reused between calls.
-  View1<int> cell_start_, cell_of_owned_;
-  View1<int> slot_of_owned_, visit_;
-  View2<double> sr_;
-  View1<double> sq_;
-  View1<std::int64_t> sid_;
+  // Cell-list scratch, reused between calls: prefix sums over cells (atoms,
+  // owned atoms); atoms sorted by cell as structure of arrays; their forces.
+  View1<int> cell_start_, cell_owned_, slot_of_owned_, scell_, sowner_;
+  View1<double> sx_, sy_, sz_, sq_, sown_;
+  View1<std::int64_t> sid_, selo_, sehi_;
+  View2<double> sforce_;
   View1<int> found_;
+  std::vector<int> cell_of_, fill_;
 };
 
 // The whole real-space pipeline on caller-split atoms (what the Python

@@ -17,10 +17,11 @@ def test_show_config_reports_every_component():
     text = buf.getvalue()
     assert f"pmewald {pmewald.__version__}" in text
     for key in ("mpi_vendor", "mpi_version", "mpi4py_mpi_version", "fftw_version", "kokkos_version",
-                "kokkos_execution_space", "compiler", "cxx_flags"):
+                "kokkos_execution_space", "pair_kernel_isa", "compiler", "cxx_flags"):
         assert c[key], key
     assert c["fftw_version"].startswith("fftw-3")
     assert c["kokkos_execution_space"] in text
+    assert c["pair_kernel_isa"] in text
     assert c["mpi_version"] in text and c["mpi4py_mpi_version"] in text
     assert "-O" in c["cxx_flags"] or c["build_type"] in ("Release", "RelWithDebInfo")
 

@@ -181,8 +181,62 @@ def test_timings_reported():
     pos, q, ids = random_system(ORTHO, 20, seed=2)
     out = rs.compute(MPI.COMM_SELF, ORTHO, (4, 4, 4), pos, q, ids, None, 3.0, 1.0, 1.0, timings=True)
     assert len(out) == 5
-    assert set(out[4]) == {"migrate", "exclusions", "ghosts", "cells", "pairs", "reverse"}
+    assert set(out[4]) == {"migrate", "exclusions", "ghosts", "cells", "pairs", "reverse", "candidates",
+                           "pairs_evaluated"}
     assert all(v >= 0 for v in out[4].values())
+    # Every pair within the cutoff is evaluated once (the half search), out of more candidates.
+    assert 0 < out[4]["pairs_evaluated"] <= out[4]["candidates"]
+
+
+def _pair_reference(ri, kqi, own_i, rj, qj, ownj, alpha):
+    d = ri[None, :] - rj
+    r = np.linalg.norm(d, axis=1)
+    erfc = ERFC(alpha * r).astype(float)
+    e = kqi * qj * erfc / r
+    fr = (e + kqi * qj * 2 * alpha / math.sqrt(math.pi) * np.exp(-(alpha * r) ** 2)) / r**2
+    w = 0.5 * (own_i + ownj)
+    f = fr[:, None] * d
+    vir = np.einsum("p,pa,pb->ab", w, f, d)
+    acc = np.array([np.sum(w * e), vir[0, 0], vir[0, 1], vir[0, 2], vir[1, 1], vir[1, 2], vir[2, 2],
+                    *f.sum(axis=0)])
+    return f, acc
+
+
+@pytest.mark.parametrize("n", [1, 3, 7, 8, 9, 31, 256])
+@pytest.mark.parametrize("vector", [True, False])
+def test_pair_kernel_against_erfc(n, vector):
+    """The vectorised kernel (exp + erfcx polynomial, 8/4/2 lanes) and the scalar table kernel
+    agree with math.erfc pair by pair, with ghost weights, for any batch length (tails)."""
+    rng = np.random.default_rng(n)
+    ri = rng.uniform(-1, 1, 3)
+    # Distances 0.05 .. 9.9 and alpha so that alpha r spans [0, 7.9]: the whole table range.
+    u = rng.normal(size=(n, 3))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    r = np.concatenate([[0.05, 9.9], rng.uniform(0.05, 9.9, n)])[:n]
+    rj = ri[None, :] + r[:, None] * u
+    qj = rng.uniform(-1, 1, n)
+    ownj = rng.integers(0, 2, n).astype(float)
+    alpha = 7.9 / 9.9
+    f, acc = rs.pair_batch(ri, 0.7, 1.0, rj, qj, ownj, alpha, vector=vector)
+    f_ref, acc_ref = _pair_reference(ri, 0.7, 1.0, rj, qj, ownj, alpha)
+    scale = np.abs(f_ref).max()
+    assert np.abs(f - f_ref).max() <= 1e-13 * scale
+    assert np.abs(acc - acc_ref).max() <= 1e-13 * np.abs(acc_ref).max()
+
+
+def test_pair_kernel_vector_matches_scalar_and_reports_isa():
+    rng = np.random.default_rng(5)
+    ri = np.zeros(3)
+    rj = rng.uniform(-5, 5, (200, 3))
+    qj = rng.uniform(-1, 1, 200)
+    ownj = np.ones(200)
+    fv, av = rs.pair_batch(ri, 1.0, 0.0, rj, qj, ownj, 0.35, vector=True)
+    fs, as_ = rs.pair_batch(ri, 1.0, 0.0, rj, qj, ownj, 0.35, vector=False)
+    assert np.abs(fv - fs).max() <= 1e-14 * np.abs(fs).max()
+    assert np.abs(av - as_).max() <= 1e-13 * np.abs(as_).max()
+    assert any(k in rs.pair_kernel_isa() for k in ("x86-64-v4", "x86-64-v3", "baseline"))
+    with pytest.raises(ValueError, match="alpha"):
+        rs.pair_batch(ri, 1.0, 1.0, rj, qj, ownj, 3.0, vector=True)  # alpha r up to 26
 
 
 def test_erfc_table_speed_reported():

@@ -11,6 +11,7 @@
 
 #include "../comm.hpp"
 #include "../erfc_table.hpp"
+#include "../pair_kernel.hpp"
 #include "../realspace.hpp"
 #include "bindings.hpp"
 #include "pycomm.hpp"
@@ -136,6 +137,8 @@ void bind_realspace(py::module_& m) {
         timings["cells"] = t.t_cells;
         timings["pairs"] = t.t_pairs;
         timings["reverse"] = t.t_reverse;
+        timings["candidates"] = t.candidates;
+        timings["pairs_evaluated"] = t.pairs;
         if (with_timings) return py::make_tuple(t.energy(), forces, virial, terms, timings);
         return py::make_tuple(t.energy(), forces, virial, terms);
       },
@@ -267,6 +270,57 @@ migration.)doc");
           },
           py::arg("ids"), py::arg("pairs"),
           "Collective. Returns (rerouted, partner ids of each local atom).");
+
+  r.def(
+      "pair_batch",
+      [](py::array_t<double, py::array::c_style | py::array::forcecast> ri, double kqi, double own_i,
+         py::array_t<double, py::array::c_style | py::array::forcecast> rj,
+         py::array_t<double, py::array::c_style | py::array::forcecast> qj,
+         py::array_t<double, py::array::c_style | py::array::forcecast> ownj, double alpha, bool vector) {
+        const py::ssize_t n = qj.size();
+        if (ri.size() != 3 || rj.ndim() != 2 || rj.shape(0) != n || rj.shape(1) != 3 || ownj.size() != n)
+          throw py::value_error("pair_batch: ri (3,), rj (n, 3), qj (n,), ownj (n,)");
+        if (n > kMaxBatch) throw py::value_error("pair_batch: at most " + std::to_string(kMaxBatch) + " partners");
+        if (vector && !(alpha * std::sqrt([&] {
+                          double m = 0;
+                          for (py::ssize_t b = 0; b < n; ++b) {
+                            double r2 = 0;
+                            for (int d = 0; d < 3; ++d) {
+                              const double v = ri.data()[d] - rj.data()[3 * b + d];
+                              r2 += v * v;
+                            }
+                            m = std::max(m, r2);
+                          }
+                          return m;
+                        }()) < kMaxAlphaR))
+          throw py::value_error("pair_batch: the vector kernel needs alpha * r < 8 for every pair");
+        std::vector<double> x(n), y(n), z(n);
+        std::vector<int> js(n);
+        for (py::ssize_t b = 0; b < n; ++b) {
+          x[b] = rj.data()[3 * b];
+          y[b] = rj.data()[3 * b + 1];
+          z[b] = rj.data()[3 * b + 2];
+          js[b] = static_cast<int>(b);
+        }
+        std::vector<double> fx(kMaxBatch), fy(kMaxBatch), fz(kMaxBatch);
+        py::array_t<double> acc(PairBatchAcc::kSize);
+        std::fill(acc.mutable_data(), acc.mutable_data() + PairBatchAcc::kSize, 0.0);
+        (vector ? erfc_pair_batch : erfc_pair_batch_scalar)(
+            static_cast<int>(n), js.data(), ri.data()[0], ri.data()[1], ri.data()[2], kqi, own_i, x.data(), y.data(),
+            z.data(), qj.data(), ownj.data(), alpha, fx.data(), fy.data(), fz.data(), acc.mutable_data());
+        py::array_t<double> f({n, py::ssize_t{3}});
+        for (py::ssize_t b = 0; b < n; ++b) {
+          f.mutable_data()[3 * b] = fx[b];
+          f.mutable_data()[3 * b + 1] = fy[b];
+          f.mutable_data()[3 * b + 2] = fz[b];
+        }
+        return py::make_tuple(f, acc);
+      },
+      py::arg("ri"), py::arg("kqi"), py::arg("own_i"), py::arg("rj"), py::arg("qj"), py::arg("ownj"),
+      py::arg("alpha"), py::arg("vector") = true,
+      "The real-space pair kernel on one atom's partners (pair_kernel.hpp): returns (fr d per pair (n, 3), "
+      "[sum w e, virial xx xy xz yy yz zz, force on i x y z]). vector=False: the scalar table kernel.");
+  r.def("pair_kernel_isa", &pair_kernel_isa, "Instruction set of the pair kernel chosen for this CPU.");
 
   r.def(
       "erfc",

@@ -55,6 +55,7 @@ def config() -> dict:
         "fftw_version": ext["fftw_version"],
         "kokkos_version": ext["kokkos_version"],
         "kokkos_execution_space": ext["kokkos_execution_space"],
+        "pair_kernel_isa": ext["pair_kernel_isa"],
         "compiler": ext["compiler"],
         "cxx_flags": ext["cxx_flags"],
         "build_type": ext["build_type"],
@@ -71,7 +72,8 @@ def show_config(file=None, comm=None) -> dict:
 
     Shows the pmewald version, the MPI library the extension was built with and
     the one mpi4py uses, FFTW, Kokkos (version and execution space), the
-    compiler and flags. Raises ``RuntimeError`` on every rank if the extension
+    compiler and flags, and the instruction set the real-space pair kernel
+    chose for this CPU. Raises ``RuntimeError`` on every rank if the extension
     and mpi4py use different MPI libraries.
     """
     rank, size = _core.comm_info(comm)
@@ -86,6 +88,7 @@ def show_config(file=None, comm=None) -> dict:
             f"  ranks in communicator:      {size}",
             f"  FFTW:                       {c['fftw_version']}",
             f"  Kokkos:                     {c['kokkos_version']} ({c['kokkos_execution_space']} execution space)",
+            f"  real-space pair kernel:     {c['pair_kernel_isa']}",
             f"  compiler:                   {c['compiler']}",
             f"  flags:                      {c['cxx_flags']} [{c['build_type']}]",
         ]

@@ -1,0 +1,73 @@
+// The erfc-screened Coulomb pair kernel of the real-space sum, on a batch of
+// partners of one atom: the hot loop of real space, kept apart so it can be
+// compiled for several instruction sets and chosen at run time.
+//
+// For one atom i (position ri, k q_i, ownership o_i) and partners j = js[b],
+// b < n, given as sorted structure-of-arrays (x, y, z, q, own: 1 owned / 0 ghost):
+//
+//   d = ri - rj, r = |d|, x = alpha r,  e = k q_i q_j erfc(x) / r
+//   fr = (e + k q_i q_j (2 alpha / sqrt(pi)) exp(-x^2)) / r^2   (force on i: fr d)
+//   weight w = (o_i + o_j) / 2: a pair of two owned atoms is counted once on
+//   this rank, a pair with a ghost half here and half on the ghost's owner.
+//
+// Writes fr d of pair b to (fx, fy, fz)[b] (the caller subtracts it from j;
+// the arrays need room for n rounded up to a multiple of 8, n <= kMaxBatch)
+// and ADDS to acc[0..9]: sum w e, the weighted virial sum w fr d_a d_b as
+// (xx, xy, xz, yy, yz, zz), and the force on i (fx, fy, fz).
+//
+// erfc(x) = exp(-x^2) erfcx(x): exp by range reduction and a polynomial,
+// erfcx by a polynomial in (x - 4)/(x + 4) (both ~1e-15 relative), valid for
+// x = alpha r < kMaxAlphaR = 8: callers with alpha * cutoff >= 8 (erfc(8) =
+// 1.1e-29) use erfc_pair_batch_scalar, which takes any x. No table, no branch
+// and no libm call, in vectors of 8, 4 or 2 lanes chosen for the CPU at run
+// time (GCC/Clang vector extensions).
+#pragma once
+
+#include <cstdint>
+
+namespace pmewald {
+
+struct PairBatchAcc {
+  static constexpr int kSize = 10;  // E, W xx xy xz yy yz zz, F_i x y z
+};
+
+// Largest batch erfc_pair_batch takes (n <= kMaxBatch).
+constexpr int kMaxBatch = 256;
+
+void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, double kqi, double own_i,
+                     const double* x, const double* y, const double* z, const double* q,
+                     const double* own, double alpha, double* fx, double* fy,
+                     double* fz, double* acc);
+
+constexpr double kMaxAlphaR = 8.0;
+
+// The neighbour search's inner loop for atom i over sorted atoms [jb, je):
+// appends to list[n..] each j with |r_j - r_i|^2 < rc2 (and own[j] != 0 when
+// need_owned, i.e. i is a ghost), in order, and returns the new count. With
+// ids != nullptr a hit that might be an excluded pair goes to maybe[n_maybe..]
+// instead: for an owned i when ids[j] lies in i's excluded-id range [lo, hi],
+// for a ghost i when id_i lies in j's range [elo[j], ehi[j]]. The caller
+// guarantees room for je - jb + 8 more entries in both lists (vector stores may
+// write up to 8 slots past the new counts).
+struct NeighbourQuery {
+  double xi, yi, zi, rc2;
+  bool need_owned;
+  const double *x, *y, *z, *own;
+  const std::int64_t* ids = nullptr;
+  const std::int64_t *elo = nullptr, *ehi = nullptr;
+  std::int64_t id_i = 0, lo = 0, hi = -1;
+};
+int select_within(const NeighbourQuery& query, int jb, int je, int* list, int n, int* maybe, int& n_maybe);
+
+// The same contract for any alpha r, one pair at a time with ErfcTable (the
+// reference the vector kernel is tested against; fx, fy, fz need room for n).
+void erfc_pair_batch_scalar(int n, const int* js, double xi, double yi, double zi, double kqi,
+                            double own_i, const double* x, const double* y, const double* z,
+                            const double* q, const double* own, double alpha, double* fx,
+                            double* fy, double* fz, double* acc);
+
+// The instruction set the dispatcher chose for erfc_pair_batch on this CPU
+// (e.g. "x86-64-v4 (AVX-512, 8 lanes)"), for show_config and benchmarks.
+const char* pair_kernel_isa();
+
+}  // namespace pmewald

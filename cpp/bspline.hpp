@@ -10,6 +10,8 @@
 // = M_p(w + p - 1 - j), w = u - floor(u).
 #pragma once
 
+#include <type_traits>
+
 #include <Kokkos_Core.hpp>
 #include <vector>
 
@@ -17,6 +19,23 @@ namespace pmewald::kernels {
 
 constexpr int kMinOrder = 3;
 constexpr int kMaxOrder = 10;
+
+// Calls f(std::integral_constant<int, P>{}) with P = order (kMinOrder..kMaxOrder),
+// so stencil loops get compile-time trip counts (unrolled, vectorised).
+template <class F>
+inline void with_order(int order, F&& f) {
+  switch (order) {
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    case 7: f(std::integral_constant<int, 7>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    case 9: f(std::integral_constant<int, 9>{}); break;
+    case 10: f(std::integral_constant<int, 10>{}); break;
+    default: break;  // callers validate the order first
+  }
+}
 
 // Weights M[j] = M_p(w + p-1-j) and (if dM != nullptr) their derivatives with
 // respect to u, dM[j] = M_p'(w + p-1-j), for j = 0..p-1; 0 <= w < 1, 2 <= p <= kMaxOrder.

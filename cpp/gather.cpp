@@ -35,31 +35,39 @@ void gather_ad(const Stencil& st, const Mat3& recip, const Int3& mesh,
   auto base = st.base;
   auto W = st.w;
   auto dW = st.dw;
-  Kokkos::parallel_for(
-      "pmewald::gather_ad", Range(0, n), KOKKOS_LAMBDA(const int i) {
-        const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
-        double pot = 0, g0 = 0, g1 = 0, g2 = 0;  // g_d = sum phi dW/du_d
-        for (int a = 0; a < p; ++a) {
-          const double wa = W(i, 0, a), da = dW(i, 0, a);
-          for (int b = 0; b < p; ++b) {
-            const double wb = W(i, 1, b), db = dW(i, 1, b);
-            double s = 0, sd = 0;  // sum over c of phi*w_c and phi*dw_c
-            for (int c = 0; c < p; ++c) {
-              const double v = phi(b0 + a, b1 + b, b2 + c);
-              s += v * W(i, 2, c);
-              sd += v * dW(i, 2, c);
-            }
-            pot += wa * wb * s;
-            g0 += da * wb * s;
-            g1 += wa * db * s;
-            g2 += wa * wb * sd;
+  with_order(p, [&](auto order) {
+    constexpr int P = decltype(order)::value;
+    Kokkos::parallel_for(
+        "pmewald::gather_ad", Range(0, n), KOKKOS_LAMBDA(const int i) {
+          const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
+          double w2[P], d2[P];
+          for (int c = 0; c < P; ++c) {
+            w2[c] = W(i, 2, c);
+            d2[c] = dW(i, 2, c);
           }
-        }
-        const double q = charges(i);
-        for (int a = 0; a < 3; ++a)
-          forces(i, a) = -q * (C[3 * a] * g0 + C[3 * a + 1] * g1 + C[3 * a + 2] * g2);
-        if (want_pot) potential(i) = pot;
-      });
+          double pot = 0, g0 = 0, g1 = 0, g2 = 0;  // g_d = sum phi dW/du_d
+          for (int a = 0; a < P; ++a) {
+            const double wa = W(i, 0, a), da = dW(i, 0, a);
+            for (int b = 0; b < P; ++b) {
+              const double wb = W(i, 1, b), db = dW(i, 1, b);
+              const double* row = &phi(b0 + a, b1 + b, b2);
+              double s = 0, sd = 0;  // sum over c of phi*w_c and phi*dw_c
+              for (int c = 0; c < P; ++c) {
+                s += row[c] * w2[c];
+                sd += row[c] * d2[c];
+              }
+              pot += wa * wb * s;
+              g0 += da * wb * s;
+              g1 += wa * db * s;
+              g2 += wa * wb * sd;
+            }
+          }
+          const double q = charges(i);
+          for (int a = 0; a < 3; ++a)
+            forces(i, a) = -q * (C[3 * a] * g0 + C[3 * a + 1] * g1 + C[3 * a + 2] * g2);
+          if (want_pot) potential(i) = pot;
+        });
+  });
   Kokkos::fence();
 }
 
@@ -76,25 +84,35 @@ void gather_ik(const Stencil& st, View1<const double> charges, const Box3& ext_b
   const Int3 lo = ext_box.lo;
   auto base = st.base;
   auto W = st.w;
-  Kokkos::parallel_for(
-      "pmewald::gather_ik", Range(0, n), KOKKOS_LAMBDA(const int i) {
-        const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
-        double fx = 0, fy = 0, fz = 0;
-        for (int a = 0; a < p; ++a)
-          for (int b = 0; b < p; ++b) {
-            const double wab = W(i, 0, a) * W(i, 1, b);
-            for (int c = 0; c < p; ++c) {
-              const double w = wab * W(i, 2, c);
-              fx += w * ex(b0 + a, b1 + b, b2 + c);
-              fy += w * ey(b0 + a, b1 + b, b2 + c);
-              fz += w * ez(b0 + a, b1 + b, b2 + c);
+  with_order(p, [&](auto order) {
+    constexpr int P = decltype(order)::value;
+    Kokkos::parallel_for(
+        "pmewald::gather_ik", Range(0, n), KOKKOS_LAMBDA(const int i) {
+          const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
+          double w2[P];
+          for (int c = 0; c < P; ++c) w2[c] = W(i, 2, c);
+          double fx = 0, fy = 0, fz = 0;
+          for (int a = 0; a < P; ++a)
+            for (int b = 0; b < P; ++b) {
+              const double wab = W(i, 0, a) * W(i, 1, b);
+              const double *rx = &ex(b0 + a, b1 + b, b2), *ry = &ey(b0 + a, b1 + b, b2),
+                           *rz = &ez(b0 + a, b1 + b, b2);
+              double sx = 0, sy = 0, sz = 0;
+              for (int c = 0; c < P; ++c) {
+                sx += w2[c] * rx[c];
+                sy += w2[c] * ry[c];
+                sz += w2[c] * rz[c];
+              }
+              fx += wab * sx;
+              fy += wab * sy;
+              fz += wab * sz;
             }
-          }
-        const double q = charges(i);
-        forces(i, 0) = q * fx;
-        forces(i, 1) = q * fy;
-        forces(i, 2) = q * fz;
-      });
+          const double q = charges(i);
+          forces(i, 0) = q * fx;
+          forces(i, 1) = q * fy;
+          forces(i, 2) = q * fz;
+        });
+  });
   Kokkos::fence();
 }
 

@@ -252,13 +252,15 @@ void Migration::forward(const double* positions, const double* charges, const st
   }
   std::vector<std::size_t> order(all.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&all](std::size_t x, std::size_t y) {
+  const auto before = [&all](std::size_t x, std::size_t y) {
     const auto& a = all[x].rec;
     const auto& b = all[y].rec;
     if (a.id != b.id) return a.id < b.id;
     if (a.origin_rank != b.origin_rank) return a.origin_rank < b.origin_rank;
     return a.origin_index < b.origin_index;
-  });
+  };
+  // Often already in order (one rank, or atoms passed sorted by id): O(N) check first.
+  if (!std::is_sorted(order.begin(), order.end(), before)) std::sort(order.begin(), order.end(), before);
 
   n_owned_ = all.size();
   ensure_rows3(own_r_, n_owned_, "owned_positions");

@@ -137,19 +137,24 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
                      (mode == SpreadMode::Auto && ExecSpace().concurrency() <= 1);
   if (plain) {
     // Serial backend: plain adds are race-free and avoid atomic overhead.
-    Kokkos::parallel_for(
-        "pmewald::spread_serial", Range(0, n), KOKKOS_LAMBDA(const int i) {
-          const double q = charges(i);
-          const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
-          for (int a = 0; a < p; ++a) {
-            const double qa = q * W(i, 0, a);
-            for (int b = 0; b < p; ++b) {
-              const double qab = qa * W(i, 1, b);
-              double* row = &grid(b0 + a, b1 + b, b2);
-              for (int c = 0; c < p; ++c) row[c] += qab * W(i, 2, c);
+    with_order(p, [&](auto order) {
+      constexpr int P = decltype(order)::value;
+      Kokkos::parallel_for(
+          "pmewald::spread_serial", Range(0, n), KOKKOS_LAMBDA(const int i) {
+            const double q = charges(i);
+            const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
+            double w2[P];
+            for (int c = 0; c < P; ++c) w2[c] = W(i, 2, c);
+            for (int a = 0; a < P; ++a) {
+              const double qa = q * W(i, 0, a);
+              for (int b = 0; b < P; ++b) {
+                const double qab = qa * W(i, 1, b);
+                double* row = &grid(b0 + a, b1 + b, b2);
+                for (int c = 0; c < P; ++c) row[c] += qab * w2[c];
+              }
             }
-          }
-        });
+          });
+    });
   } else {
     Kokkos::parallel_for(
         "pmewald::spread_atomic", Range(0, n), KOKKOS_LAMBDA(const int i) {

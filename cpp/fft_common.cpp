@@ -81,9 +81,9 @@ fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int las
 }
 
 fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, const std::array<std::int64_t, 3>& cs,
-                         int last, double* real, Complex* cplx, bool forward, unsigned flags) {
+                         int last, int halved, double* real, Complex* cplx, bool forward, unsigned flags) {
   const int h = n[0] / 2 + 1;
-  if (last == 0 && rs[0] == 1 && cs[0] == 1) {
+  if (last == 0 && halved == 0 && rs[0] == 1 && cs[0] == 1) {
     // Contiguous lines along x: the batched interface, with one batch stride when
     // the other two axes are dense (y and z lines back to back).
     const std::int64_t ny = n[1], nz = n[2];
@@ -97,17 +97,18 @@ fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, c
                                               flags);
     }
   }
-  // Guru: the halved axis x must come last among the transform dimensions.
+  // Guru: the halved axis must come last among the transform dimensions.
   fftw_iodim64 dims[3], many[3];
   int nd = 0, nm = 0;
-  for (int a : {1, 2}) {
-    const fftw_iodim64 d = forward ? fftw_iodim64{n[a], rs[a], cs[a]} : fftw_iodim64{n[a], cs[a], rs[a]};
+  auto dim = [&](int a) { return forward ? fftw_iodim64{n[a], rs[a], cs[a]} : fftw_iodim64{n[a], cs[a], rs[a]}; };
+  for (int a = 0; a < 3; ++a) {
+    if (a == halved) continue;
     if (a <= last)
-      dims[nd++] = d;
+      dims[nd++] = dim(a);
     else
-      many[nm++] = d;
+      many[nm++] = dim(a);
   }
-  dims[nd++] = forward ? fftw_iodim64{n[0], rs[0], cs[0]} : fftw_iodim64{n[0], cs[0], rs[0]};
+  dims[nd++] = dim(halved);
   return forward ? fftw_plan_guru64_dft_r2c(nd, dims, nm, many, real, as_fftw(cplx), flags)
                  : fftw_plan_guru64_dft_c2r(nd, dims, nm, many, as_fftw(cplx), real, flags);
 }

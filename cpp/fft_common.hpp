@@ -44,13 +44,13 @@ void check_tilings(MPI_Comm comm, const Int3& in_mesh, const Box3& inbox, const 
 fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
                         int sign, unsigned flags);
 
-// Real-to-complex (forward) or complex-to-real (backward) plan along axis x (the
-// halved axis: `real_shape[0]` real points, real_shape[0]/2 + 1 complex ones) and,
-// with last >= 1, along axes 1..last too; the other axes are batched. Element
+// Real-to-complex (forward) or complex-to-real (backward) plan along axes
+// 0..last, halving axis `halved` (<= last: real_shape[halved] real points,
+// real_shape[halved]/2 + 1 complex ones); the other axes are batched. Element
 // strides per axis: `rs` of the real array, `cs` of the complex array. Always out
 // of place. c2r plans overwrite their complex input (FFTW's default for c2r).
 fftw_plan plan_real_axes(const Int3& real_shape, const std::array<std::int64_t, 3>& rs,
-                         const std::array<std::int64_t, 3>& cs, int last, double* real, Complex* cplx,
+                         const std::array<std::int64_t, 3>& cs, int last, int halved, double* real, Complex* cplx,
                          bool forward, unsigned flags);
 
 template <class T>

@@ -14,11 +14,11 @@ using fft_detail::normalised;
 using fft_detail::now;
 
 Box3 RealFFT3d::x_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(0, nranks, mesh, rank); }
-Box3 RealFFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank) {
-  return pencil_box(1, nranks, spectrum_mesh(mesh), rank);
+Box3 RealFFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank, int halved_axis) {
+  return pencil_box(1, nranks, spectrum_mesh(mesh, halved_axis), rank);
 }
-Box3 RealFFT3d::z_pencil_box(const Int3& mesh, int nranks, int rank) {
-  return pencil_box(2, nranks, spectrum_mesh(mesh), rank);
+Box3 RealFFT3d::z_pencil_box(const Int3& mesh, int nranks, int rank, int halved_axis) {
+  return pencil_box(2, nranks, spectrum_mesh(mesh, halved_axis), rank);
 }
 
 std::string RealFFT3d::remap_name(int t, Direction d) {
@@ -27,11 +27,19 @@ std::string RealFFT3d::remap_name(int t, Direction d) {
 }
 
 RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox, CommMode mode,
-                     unsigned fftw_flags, const std::optional<Box3>& in_storage, bool collective_self_via_mpi)
-    : comm_(comm), mesh_(mesh), cmesh_(spectrum_mesh(mesh)), mode_(mode), flags_(fftw_flags) {
+                     unsigned fftw_flags, const std::optional<Box3>& in_storage, int halved_axis,
+                     bool collective_self_via_mpi)
+    : comm_(comm), mesh_(mesh), half_(halved_axis), mode_(mode), flags_(fftw_flags) {
   const MPI_Comm c = comm_.get();
   const int me = comm_.rank(), P = comm_.size();
   fft_detail::check_mesh_and_options(c, mesh, mode, fftw_flags);
+  // (Every rank sees the same size, so every rank raises the same error.)
+  if (halved_axis < 0 || halved_axis > 2)
+    throw ValueError("halved_axis must be 0, 1 or 2, not " + std::to_string(halved_axis));
+  if (halved_axis != 0 && P != 1)
+    throw ValueError("halving axis " + std::to_string(halved_axis) +
+                     " needs a single rank (across ranks the r2c runs in the first pencil stage, along x)");
+  cmesh_ = spectrum_mesh(mesh, halved_axis);
   inbox_ = normalised(inbox);
   box_[4] = normalised(outbox);
   fft_detail::check_tilings(c, mesh_, inbox_, cmesh_, box_[4]);
@@ -48,11 +56,12 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   }
 
   // Stages. The real x-pencil and the spectrum's x-pencil split y and z alike
-  // (pencil_box(0, ...) does not depend on the x size).
+  // (pencil_box(0, ...) does not depend on the x size; another halved axis
+  // means one rank, where every box is the whole mesh).
   rx_ = normalised(x_pencil_box(mesh_, P, me));
   box_[1] = normalised(pencil_box(0, P, cmesh_, me));
-  box_[2] = normalised(y_pencil_box(mesh_, P, me));
-  box_[3] = normalised(z_pencil_box(mesh_, P, me));
+  box_[2] = normalised(y_pencil_box(mesh_, P, me, half_));
+  box_[3] = normalised(z_pencil_box(mesh_, P, me, half_));
   // When in->x is skipped the r2c reads the caller's C-order array; its output
   // (a fresh array either way) is C order if the y stage joins it (so the group
   // can reach the C-order z-pencils), else x fastest for the x->y remap.
@@ -102,7 +111,8 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
     const auto cs = strides_of(box_[1], order_[1]);
     double* r = rbuf_ + (storage ? in_offset_ : 0);
     for (int d = 0; d < 2; ++d) {
-      real_plans_[d] = fft_detail::plan_real_axes(rx_.shape(), rs, cs, group_last_[1] - 1, r, cbuf_[0], d == 0, flags_);
+      real_plans_[d] =
+          fft_detail::plan_real_axes(rx_.shape(), rs, cs, group_last_[1] - 1, half_, r, cbuf_[0], d == 0, flags_);
       if (!real_plans_[d]) err = "FFTW could not plan the real-to-complex transforms";
     }
   }

@@ -111,14 +111,15 @@ KSpaceSolver::KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int 
       throw ValueError("storage_order must be a permutation of (0, 1, 2)");
     seen[perm_[a]] = true;
   }
+  if (layout.half_axis < -1 || layout.half_axis > 2) throw ValueError("half_axis must be -1, 0, 1 or 2");
   for (int d = 0; d < 3; ++d) {
     if (mesh[d] < order)
       throw ValueError("mesh size " + std::to_string(mesh[d]) + " is smaller than the order " +
                        std::to_string(order));
-    const int extent = (d == 0 && layout.half_x) ? mesh[0] / 2 + 1 : mesh[d];
+    const int extent = d == layout.half_axis ? mesh[d] / 2 + 1 : mesh[d];
     if (!kbox.empty() && (kbox.lo[d] < 0 || kbox.hi[d] > extent))
       throw ValueError("k-space box " + kbox.str() + " is not inside the " +
-                       std::string(layout.half_x ? "half spectrum" : "mesh"));
+                       std::string(layout.half_axis >= 0 ? "half spectrum" : "mesh"));
     const std::vector<double> b = bspline_moduli(mesh[d], order);
     bmod_[d] = View1<double>("bspline_moduli", mesh[d]);
     auto h = Kokkos::create_mirror_view(bmod_[d]);
@@ -148,7 +149,7 @@ void KSpaceSolver::set_box(const Mat3& box) {
   recip_ = R;
   const IndexMap im = make_map(kbox_, perm_, mesh_);
   const Influence f = influence_fn();
-  const bool half = layout_.half_x;
+  const bool half = layout_.half_axis >= 0;
   auto g = g_;
   auto vc = vc_;
   Kokkos::parallel_for(
@@ -189,7 +190,8 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
   // Output factor 2 N (2 with the 1/N of the backward transform folded in).
   const double N2 =
       layout_.unnormalised_backward ? 2.0 : 2.0 * static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2];
-  const bool half = layout_.half_x;
+  const bool half = layout_.half_axis >= 0;
+  const int h = half ? layout_.half_axis : 0;
   const Influence f = influence_fn();
   const Int3 K = mesh_;
   auto g = g_;
@@ -220,15 +222,15 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         int gk = im.lo[d2] % K[d2];
         if (gk < 0) gk += K[d2];
         const std::int64_t t0 = row * s2;
-        // Half spectrum: weight 2 for the planes 0 < m_x < K_x/2 (m_x >= 0 there).
-        auto weight = [&](int mx) { return (half && mx != 0 && 2 * mx != K[0]) ? 2.0 : 1.0; };
-        const double w_row = d2 == 0 ? 1.0 : weight(m[0]);
+        // Half spectrum: weight 2 for the planes 0 < m_h < K_h/2 (m_h >= 0 there).
+        auto weight = [&](int mh) { return (half && mh != 0 && 2 * mh != K[h]) ? 2.0 : 1.0; };
+        const double w_row = d2 == h ? 1.0 : weight(m[h]);
         for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) {
           const std::int64_t t = t0 + i2;
           const int m2 = (2 * gk > K[d2]) ? gk - K[d2] : gk;
           const Complex q = in[t];
           const double gt = g(t);
-          const double w = d2 == 0 ? weight(m2) : w_row;
+          const double w = d2 == h ? weight(m2) : w_row;
           const double em = w * gt * (q.real() * q.real() + q.imag() * q.imag());
           a.v[0] += em;
           int mm[3] = {m[0], m[1], m[2]}, ms[3];

@@ -17,11 +17,11 @@
 // sub-box of the full mesh) stored with axis storage_order[0] slowest and
 // storage_order[2] fastest (default {0,1,2}: C order [x][y][z]).
 //
-// Half spectrum (SpectrumLayout::half_x, the output of rfft3d.hpp's RealFFT3d):
-// the mesh is the r2c spectrum of a real Q, m_x = 0..K_x/2 (kbox inside
-// [0, K_x/2 + 1) along x). Q^(-m) = conj Q^(m), so every plane
-// 0 < m_x < K_x/2 stands for itself and its mirror: it counts twice in E and W
-// (weight 2), the planes m_x = 0 and (K_x even) m_x = K_x/2 once.
+// Half spectrum (SpectrumLayout::half_axis = h, the output of rfft3d.hpp's
+// RealFFT3d): the mesh is the r2c spectrum of a real Q halved along axis h,
+// m_h = 0..K_h/2 (kbox inside [0, K_h/2 + 1) along h). Q^(-m) = conj Q^(m), so
+// every plane 0 < m_h < K_h/2 stands for itself and its mirror: it counts twice
+// in E and W (weight 2), the planes m_h = 0 and (K_h even) m_h = K_h/2 once.
 #pragma once
 
 #include <vector>
@@ -36,8 +36,8 @@ struct Influence;
 
 // What the spectrum handed to the solver is, and what the caller does with it.
 struct SpectrumLayout {
-  // The r2c half spectrum along x (see above) instead of the full c2c spectrum.
-  bool half_x = false;
+  // The r2c half spectrum halved along this axis (see above); -1: the full c2c spectrum.
+  int half_axis = -1;
   // The caller's backward transform is unnormalised (exp(+2 pi i ...) without the
   // 1/N): the outputs are scaled by 2 G instead of 2 N G (the 1/N folded in here).
   bool unnormalised_backward = false;

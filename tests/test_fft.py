@@ -521,3 +521,39 @@ def test_fftw_serial_r2c_reference_helper():
     t = _core.fftw_serial_r2c_pair_times((8, 8, 8), 3, "estimate")
     assert len(t) == 3 and all(x >= 0 for x in t)
     assert _core.FFTWSerialReal3d((6, 5, 4), "estimate").pair_seconds() >= 0
+
+
+@pytest.mark.parametrize("halved", [1, 2])
+def test_real_single_rank_other_halved_axis(halved):
+    """On one rank the r2c may halve y or z (the solver halves z there: one 3-D plan along the
+    contiguous axis), also with a storage box."""
+    from mpi4py import MPI
+
+    for mesh in MESHES:
+        g = real_array(mesh, 5)
+        axes = tuple(d for d in range(3) if d != halved) + (halved,)
+        ref = np.fft.rfftn(g, axes=axes)
+        storage = ((-3, -3, -3), tuple(n + 1 for n in mesh))
+        fft = pmewald.DistributedRealFFT(mesh, comm=MPI.COMM_SELF, planner="estimate", halved_axis=halved,
+                                         storage=storage)
+        assert fft.spectrum_shape == ref.shape == pmewald.DistributedRealFFT.spectrum_shape_of(mesh, halved)
+        assert fft.outbox == ((0, 0, 0), ref.shape) and fft._fft.fft_groups == "xyz"
+        a = np.full(fft.inshape, np.nan)
+        inner = tuple(slice(3, 3 + n) for n in mesh)
+        a[inner] = g
+        b = fft.forward(a)
+        assert np.abs(b - ref).max() < 1e-12 * np.abs(ref).max(), mesh
+        out = np.full(fft.inshape, 5.0)
+        fft.backward(b, out=out)
+        assert np.abs(out[inner] - g).max() < 1e-12 * np.abs(g).max()
+        out[inner] = 5.0
+        assert np.all(out == 5.0)
+        assert fft.stats()["fft"]["unaligned_copies"] == 0
+
+
+@pytest.mark.mpi(ranks=[2, 3])
+def test_real_other_halved_axis_needs_one_rank(comm):
+    with pytest.raises(ValueError, match="single rank"):
+        pmewald.DistributedRealFFT((8, 8, 8), comm=comm, halved_axis=2)
+    with pytest.raises(ValueError, match="halved_axis"):
+        pmewald.DistributedRealFFT((8, 8, 8), comm=comm, halved_axis=3)

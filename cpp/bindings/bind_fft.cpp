@@ -231,7 +231,7 @@ void bind_fft(py::module_& m) {
                         "Distributed 3-D real-to-complex FFT (C++ core of pmewald.DistributedRealFFT).")
       .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,
                        const std::string& mode, const std::string& planner, py::object in_storage,
-                       bool self_via_mpi) {
+                       int halved_axis, bool self_via_mpi) {
              MPI_Comm c = comm_from_python(comm, "comm");
              const Box3 in = box_from_python(inbox, "inbox");
              const Box3 out = box_from_python(outbox, "outbox");
@@ -247,10 +247,10 @@ void bind_fft(py::module_& m) {
                err = e.what();
              }
              agree_or_throw(c, err);
-             return std::make_unique<RealFFT3d>(c, mesh, in, out, cm, flags, storage, self_via_mpi);
+             return std::make_unique<RealFFT3d>(c, mesh, in, out, cm, flags, storage, halved_axis, self_via_mpi);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
-           py::arg("planner"), py::arg("in_storage") = py::none(),
+           py::arg("planner"), py::arg("in_storage") = py::none(), py::arg("halved_axis") = 0,
            py::arg("collective_self_via_mpi") = kCollectiveSelfViaMpi)
       .def_property_readonly("inbox", [](const RealFFT3d& f) { return box_to_python(f.inbox()); })
       .def_property_readonly("in_storage", [](const RealFFT3d& f) { return box_to_python(f.in_storage()); })
@@ -261,6 +261,7 @@ void bind_fft(py::module_& m) {
       .def_property_readonly("z_pencil", [](const RealFFT3d& f) { return box_to_python(f.z_pencil()); })
       .def_property_readonly("mesh", [](const RealFFT3d& f) { return f.mesh(); })
       .def_property_readonly("spectrum_mesh", [](const RealFFT3d& f) { return f.spectrum_mesh(); })
+      .def_property_readonly("halved_axis", &RealFFT3d::halved_axis)
       .def_property_readonly("comm_mode", [](const RealFFT3d& f) { return std::string(comm_mode_name(f.mode())); })
       .def("stage_order", [](const RealFFT3d& f, int s) { return f.stage_order(s); }, py::arg("stage"))
       .def("remap_active", &RealFFT3d::remap_active, py::arg("t"))

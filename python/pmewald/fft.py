@@ -257,6 +257,12 @@ class DistributedRealFFT:
         The box of this rank's real arrays, containing ``inbox`` (e.g. the inbox
         with ghost layers): :meth:`forward` reads, and :meth:`backward` writes,
         only the inbox's elements of such an array. Default: ``inbox``.
+    halved_axis : {0, 1, 2}
+        The axis the r2c halves: 0 (x, the default) works on any number of
+        ranks; 1 or 2 only on a single rank (one 3-D FFTW plan), where 2, the
+        contiguous axis of the C-order input, is faster (what the PME solver
+        uses there). The spectrum is then ``rfftn(a)``-like along that axis;
+        ``ValueError`` on several ranks.
 
     Every rank must construct the object together (it is collective). The
     inboxes must tile the real mesh and the outboxes the half spectrum exactly
@@ -272,10 +278,12 @@ class DistributedRealFFT:
     """
 
     def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
-                 storage=None, _collective_self_via_mpi=None):
+                 storage=None, halved_axis=0, _collective_self_via_mpi=None):
         from mpi4py import MPI
 
         mesh = _mesh_of(shape)
+        if halved_axis not in (0, 1, 2):
+            raise ValueError(f"halved_axis must be 0, 1 or 2, not {halved_axis!r}")
         comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
         planner = planner if isinstance(planner, str) else repr(planner)
         if comm is None:
@@ -290,9 +298,10 @@ class DistributedRealFFT:
         if inbox is None:
             inbox = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
         if outbox is None:
-            outbox = self.z_pencil_box(mesh, comm)
+            outbox = self.z_pencil_box(mesh, comm, halved_axis)
         extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
-        self._fft = _core.RealFFT3d(comm, mesh, inbox, outbox, comm_mode, planner, storage, **extra)
+        self._fft = _core.RealFFT3d(comm, mesh, inbox, outbox, comm_mode, planner, storage, halved_axis, **extra)
+        self.halved_axis = halved_axis
         self.shape = mesh
         self.spectrum_shape = tuple(self._fft.spectrum_mesh)
         self.comm_mode = comm_mode
@@ -330,18 +339,20 @@ class DistributedRealFFT:
         return (f.real_x_pencil, f.x_pencil, f.y_pencil, f.z_pencil)
 
     @staticmethod
-    def spectrum_shape_of(shape):
-        """``(n_x // 2 + 1, n_y, n_z)``: the half spectrum of a real ``shape`` mesh."""
-        n = _mesh_of(shape)
-        return (n[0] // 2 + 1, n[1], n[2])
+    def spectrum_shape_of(shape, halved_axis=0):
+        """``(n_x // 2 + 1, n_y, n_z)``: the half spectrum of a real ``shape`` mesh (axis x halved)."""
+        n = list(_mesh_of(shape))
+        n[halved_axis] = n[halved_axis] // 2 + 1
+        return tuple(n)
 
     @staticmethod
-    def z_pencil_box(shape, comm=None):
+    def z_pencil_box(shape, comm=None, halved_axis=0):
         """This rank's z-pencil box of the half spectrum of ``shape`` (the default ``outbox``)."""
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD if comm is None else comm
-        return geometry.pencil_box(2, comm.Get_size(), DistributedRealFFT.spectrum_shape_of(shape), comm.Get_rank())
+        spec = DistributedRealFFT.spectrum_shape_of(shape, halved_axis)
+        return geometry.pencil_box(2, comm.Get_size(), spec, comm.Get_rank())
 
     # -- transforms -------------------------------------------------------
     def forward(self, a, out=None):

@@ -7,7 +7,8 @@ For each mesh it measures, in one run so the ratios share the machine's state:
 * ``fftw``: FFTW's own serial 3-D transform of the whole mesh on rank 0, out of
   place, same planner flags: the reference limit. With ``--transform real`` (the
   default; what the PME solver runs) pmewald's :class:`~pmewald.fft.DistributedRealFFT`
-  against FFTW's r2c + c2r pair (``fftw_plan_dft_r2c_3d`` / ``c2r_3d``); with
+  against FFTW's r2c + c2r pair (``fftw_plan_dft_r2c_3d`` / ``c2r_3d``), halving
+  z on one rank and x across ranks as the solver does; with
   ``--transform complex`` :class:`~pmewald.fft.DistributedFFT` against
   ``fftw_plan_dft_3d``;
 * ``1 rank``: pmewald's forward+backward pair on rank 0 alone (``COMM_SELF``);
@@ -107,11 +108,18 @@ def bench_fft(args) -> int:
     rank, P = comm.Get_rank(), comm.Get_size()
     modes = list(args.modes)
     real = args.transform == "real"
-    Transform = DistributedRealFFT if real else DistributedFFT
+
+    def Transform(mesh, comm, **kw):
+        if not real:
+            return DistributedFFT(mesh, comm=comm, **kw)
+        # as the PME solver: z halved on one rank (one 3-D plan), x across ranks
+        return DistributedRealFFT(mesh, comm=comm, halved_axis=2 if comm.Get_size() == 1 else 0, **kw)
+
     Serial = _core.FFTWSerialReal3d if real else _core.FFTWSerial3d
     results = []
     if rank == 0:
-        print(f"pmewald FFT benchmark ({args.transform}: {Transform.__name__} vs FFTW's serial "
+        name = "DistributedRealFFT" if real else "DistributedFFT"
+        print(f"pmewald FFT benchmark ({args.transform}: {name} vs FFTW's serial "
               f"{'r2c+c2r' if real else 'complex'} pair): {P} rank(s), planner={args.planner}, "
               f"outbox={args.outbox}, {args.repeats} interleaved repeats, median [min] per forward+backward pair",
               flush=True)
@@ -137,8 +145,9 @@ def bench_fft(args) -> int:
 
         if real:
             # the output lives on the half spectrum: its z-pencils, or its bricks
-            spec = DistributedRealFFT.spectrum_shape_of(mesh)
-            outbox = (DistributedRealFFT.z_pencil_box(mesh, comm) if args.outbox == "zpencil"
+            half = 2 if P == 1 else 0
+            spec = DistributedRealFFT.spectrum_shape_of(mesh, half)
+            outbox = (DistributedRealFFT.z_pencil_box(mesh, comm, half) if args.outbox == "zpencil"
                       else geometry.brick_box(P, spec, rank))
         else:
             outbox = DistributedFFT.z_pencil_box(mesh, comm) if args.outbox == "zpencil" else None

@@ -214,6 +214,7 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         m[d0] = wrap_signed(im.lo[d0] + i0, K[d0]);
         m[d1] = wrap_signed(im.lo[d1] + i1, K[d1]);
         // Cartesian frequency of the row (without the fastest axis), then per point.
+        auto nyq = [&](int d, int md) { return 2 * md == K[d] && md != 0; };
         double base[3], step[3];
         for (int r = 0; r < 3; ++r) {
           base[r] = R[3 * r + d0] * m[d0] + R[3 * r + d1] * m[d1];
@@ -222,26 +223,32 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         int gk = im.lo[d2] % K[d2];
         if (gk < 0) gk += K[d2];
         const std::int64_t t0 = row * s2;
-        // Half spectrum: weight 2 for the planes 0 < m_h < K_h/2 (m_h >= 0 there).
+        // Half spectrum: weight 2 for the planes 0 < m_h < K_h/2 (m_h >= 0 there);
+        // points with a Nyquist component get their mirror pair's virial (below).
         auto weight = [&](int mh) { return (half && mh != 0 && 2 * mh != K[h]) ? 2.0 : 1.0; };
         const double w_row = d2 == h ? 1.0 : weight(m[h]);
+        const bool row_nyq = half && (nyq(d0, m[d0]) || nyq(d1, m[d1]));
         for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) {
           const std::int64_t t = t0 + i2;
           const int m2 = (2 * gk > K[d2]) ? gk - K[d2] : gk;
           const Complex q = in[t];
           const double gt = g(t);
           const double w = d2 == h ? weight(m2) : w_row;
-          const double em = w * gt * (q.real() * q.real() + q.imag() * q.imag());
+          const double q2 = q.real() * q.real() + q.imag() * q.imag();
+          const double em = w * gt * q2;
           a.v[0] += em;
-          int mm[3] = {m[0], m[1], m[2]}, ms[3];
-          mm[d2] = m2;
-          if (want_vir && half && gt != 0.0 && Influence::mirror(mm, f.K, ms)) {
-            // The pair {m, m*} as the c2c code summed it: each with its own G and m~.
+          if (want_vir && gt != 0.0 && (row_nyq || (half && nyq(d2, m2)))) {
+            // The pair {m, m*} (m* the stored representative of -m) as the c2c code
+            // summed it: each with its own G and m~.
+            int mm[3], ms[3];
+            mm[d0] = m[d0];
+            mm[d1] = m[d1];
+            mm[d2] = m2;
+            Influence::mirror(mm, f.K, ms);
             double g1, c1, t1[3], g2, c2, t2[3];
             f.eval(mm, g1, c1, t1);
             f.eval(ms, g2, c2, t2);
-            const double h = 0.5 * w * (q.real() * q.real() + q.imag() * q.imag());
-            const double e1 = h * g1, e2 = h * g2;
+            const double e1 = 0.5 * w * q2 * g1, e2 = 0.5 * w * q2 * g2;
             a.v[1] += e1 * (1.0 - c1 * t1[0] * t1[0]) + e2 * (1.0 - c2 * t2[0] * t2[0]);
             a.v[2] += e1 * (1.0 - c1 * t1[1] * t1[1]) + e2 * (1.0 - c2 * t2[1] * t2[1]);
             a.v[3] += e1 * (1.0 - c1 * t1[2] * t1[2]) + e2 * (1.0 - c2 * t2[2] * t2[2]);
@@ -262,7 +269,11 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
           if (Mode == 1) data[t] = q * (N2 * gt);
           if (Mode == 2) {
             // Nyquist components (m_d = K_d/2) are zeroed so the fields are real.
-            int mp[3] = {mm[0], mm[1], mm[2]};
+            // (Summed in axis order, so any storage order gives the same bits.)
+            int mp[3];
+            mp[d0] = m[d0];
+            mp[d1] = m[d1];
+            mp[d2] = m2;
             for (int d = 0; d < 3; ++d)
               if (2 * mp[d] == K[d]) mp[d] = 0;
             const double two_pi = 2.0 * M_PI;

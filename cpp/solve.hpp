@@ -76,7 +76,8 @@ class KSpaceSolver {
   const Int3& mesh() const { return mesh_; }
   double alpha() const { return alpha_; }
   int order() const { return order_; }
-  // Influence factors G(m) over kbox in storage order (for tests/inspection).
+  // Influence factors G(m) over kbox in storage order (for tests/inspection); on
+  // a half spectrum (G(m) + G(m*))/2, m* the stored representative of -m.
   View1<double> influence() const { return g_; }
 
  private:

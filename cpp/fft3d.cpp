@@ -6,62 +6,15 @@
 
 #include "decomposition.hpp"
 #include "errors.hpp"
+#include "fft_common.hpp"
 
 namespace pmewald {
 
-namespace {
-
-double now() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-fftw_complex* as_fftw(Complex* p) { return reinterpret_cast<fftw_complex*>(p); }
-
-void copy_elements(const Complex* src, Complex* dst, std::int64_t n) {
-  if (n <= 0 || src == dst) return;
-  Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[i] = src[i]; });
-}
-
-void scale_elements(Complex* data, std::int64_t n, double s) {
-  if (n <= 0) return;
-  Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { data[i] *= s; });
-}
-
-Box3 normalised(Box3 b) {
-  if (b.empty()) b.hi = b.lo;
-  return b;
-}
-
-// Plan of the transforms along axes first..last (a run of stages that share one
-// box and storage order) of `box` stored in `order`, from `data` to `out` (the
-// same pointer: in place). A single contiguous axis uses fftw_plan_many_dft;
-// anything else one guru64 plan (several axes at once: FFTW's own multi-
-// dimensional algorithms, which beat separate strided passes).
-fftw_plan plan_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
-                    int sign, unsigned flags) {
-  const auto st = strides_of(box, order);
-  fftw_complex* p = as_fftw(data);
-  fftw_complex* q = as_fftw(out);
-  if (first == last && order[2] == first) {
-    const int n = box.size(first);
-    const int lines = static_cast<int>(box.volume() / n);
-    return fftw_plan_many_dft(1, &n, lines, p, nullptr, 1, n, q, nullptr, 1, n, sign, flags);
-  }
-  fftw_iodim64 dims[3], many[3];
-  int nd = 0, nm = 0;
-  for (int pos = 0; pos < 3; ++pos) {  // slowest first, as FFTW prefers
-    const int a = order[pos];
-    const fftw_iodim64 d{box.size(a), st[a], st[a]};
-    if (a >= first && a <= last)
-      dims[nd++] = d;
-    else
-      many[nm++] = d;
-  }
-  return fftw_plan_guru64_dft(nd, dims, nm, many, p, q, sign, flags);
-}
-
-}  // namespace
+using fft_detail::as_fftw;
+using fft_detail::copy_elements;
+using fft_detail::normalised;
+using fft_detail::now;
+using fft_detail::scale_elements;
 
 Box3 FFT3d::x_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(0, nranks, mesh, rank); }
 Box3 FFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(1, nranks, mesh, rank); }
@@ -77,45 +30,12 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
     : comm_(comm), mesh_(mesh), mode_(mode), flags_(fftw_flags) {
   const MPI_Comm c = comm_.get();
   const int me = comm_.rank(), P = comm_.size();
-  std::string err;
-  for (int d = 0; d < 3; ++d)
-    if (mesh[d] < 1) err = "mesh dimensions must be positive";
-  if (err.empty() && static_cast<std::int64_t>(mesh[0]) * mesh[1] * mesh[2] > INT32_MAX)
-    err = "mesh too large for 32-bit local indices";
-  agree_or_throw(c, err);
-  if (!same_on_all_ranks(c, {double(mesh[0]), double(mesh[1]), double(mesh[2]), double(static_cast<int>(mode)),
-                             double(fftw_flags)}))
-    agree_or_throw(c, "the mesh, comm_mode and FFTW flags must be the same on every rank");
-
+  fft_detail::check_mesh_and_options(c, mesh, mode, fftw_flags);
   // Tilings, checked together so every rank raises the same error.
   box_[0] = normalised(inbox);
   box_[4] = normalised(outbox);
-  {
-    int mine[12];
-    for (int d = 0; d < 3; ++d) {
-      mine[d] = box_[0].lo[d];
-      mine[3 + d] = box_[0].hi[d];
-      mine[6 + d] = box_[4].lo[d];
-      mine[9 + d] = box_[4].hi[d];
-    }
-    std::vector<int> all(static_cast<size_t>(12) * P);
-    check_mpi(MPI_Allgather(mine, 12, MPI_INT, all.data(), 12, MPI_INT, c), "MPI_Allgather");
-    std::vector<Box3> ins(P), outs(P);
-    for (int r = 0; r < P; ++r)
-      for (int d = 0; d < 3; ++d) {
-        ins[r].lo[d] = all[12 * r + d];
-        ins[r].hi[d] = all[12 * r + 3 + d];
-        outs[r].lo[d] = all[12 * r + 6 + d];
-        outs[r].hi[d] = all[12 * r + 9 + d];
-      }
-    std::string why;
-    if (!tiles_exactly(ins, mesh, &why))
-      err = "inbox boxes do not tile the mesh: " + why;
-    else if (!tiles_exactly(outs, mesh, &why))
-      err = "outbox boxes do not tile the mesh: " + why;
-    // Same verdict on every rank (all ranks judged the same gathered boxes); agree anyway.
-    agree_or_throw(c, me == 0 ? err : std::string());
-  }
+  fft_detail::check_tilings(c, mesh, box_[0], mesh, box_[4]);
+  std::string err;
 
   box_[1] = normalised(x_pencil_box(mesh, P, me));
   box_[2] = normalised(y_pencil_box(mesh, P, me));
@@ -159,10 +79,10 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
     const bool oop_ok = last > st || order_[st][2] == st - 1;
     for (int d = 0; d < 2; ++d) {
       const int sign = d == 0 ? FFTW_FORWARD : FFTW_BACKWARD;
-      plans_[st][d] = plan_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[0], sign, flags_);
+      plans_[st][d] = fft_detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[0], sign, flags_);
       if (!plans_[st][d]) err = "FFTW could not plan the 1-D transforms";
       if (edge && oop_ok) {
-        oop_[st][d] = plan_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[1], sign, flags_);
+        oop_[st][d] = fft_detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[1], sign, flags_);
         if (!oop_[st][d]) err = "FFTW could not plan the 1-D transforms";
       }
     }
@@ -333,6 +253,49 @@ double FFTWSerial3d::pair_seconds() {
 
 std::vector<double> fftw_serial_pair_times(const Int3& mesh, int repeats, unsigned flags) {
   FFTWSerial3d ref(mesh, flags);
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) times.push_back(ref.pair_seconds());
+  return times;
+}
+
+FFTWSerialReal3d::FFTWSerialReal3d(const Int3& mesh, unsigned flags) {
+  n_ = static_cast<size_t>(mesh[0]) * mesh[1] * mesh[2];
+  nc_ = static_cast<size_t>(mesh[0]) * mesh[1] * (mesh[2] / 2 + 1);
+  a_ = fftw_alloc_real(n_);
+  b_ = fftw_alloc_complex(nc_);
+  if (a_ && b_) {
+    f_ = fftw_plan_dft_r2c_3d(mesh[0], mesh[1], mesh[2], a_, b_, flags);
+    g_ = fftw_plan_dft_c2r_3d(mesh[0], mesh[1], mesh[2], b_, a_, flags);
+  }
+  if (!a_ || !b_ || !f_ || !g_) {
+    if (f_) fftw_destroy_plan(f_);
+    if (g_) fftw_destroy_plan(g_);
+    fftw_free(a_);
+    fftw_free(b_);
+    throw std::runtime_error("FFTW could not plan the serial 3-D real transform");
+  }
+  for (size_t i = 0; i < n_; ++i) a_[i] = static_cast<double>(i % 17) - 8.0;
+}
+
+FFTWSerialReal3d::~FFTWSerialReal3d() {
+  fftw_destroy_plan(f_);
+  fftw_destroy_plan(g_);
+  fftw_free(a_);
+  fftw_free(b_);
+}
+
+double FFTWSerialReal3d::pair_seconds() {
+  const double t0 = now();
+  fftw_execute(f_);
+  fftw_execute(g_);
+  const double t = now() - t0;
+  const double s = 1.0 / static_cast<double>(n_);  // keep values bounded (not timed)
+  for (size_t i = 0; i < n_; ++i) a_[i] *= s;
+  return t;
+}
+
+std::vector<double> fftw_serial_r2c_pair_times(const Int3& mesh, int repeats, unsigned flags) {
+  FFTWSerialReal3d ref(mesh, flags);
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) times.push_back(ref.pair_seconds());
   return times;

@@ -44,18 +44,23 @@ std::vector<Index> indices_of(const Box3& region, const Box3& storage_box, const
 }  // namespace
 
 RemapPlan::RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const Order3& out_order,
-                     const Order3& in_order)
-    : inbox_(inbox), outbox_(outbox), in_order_(in_order), out_order_(out_order) {
+                     const Order3& in_order, const std::optional<Box3>& in_storage)
+    : inbox_(inbox), outbox_(outbox), in_storage_(in_storage.value_or(inbox)), in_order_(in_order),
+      out_order_(out_order) {
   int me = 0, P = 1;
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &P);
   std::string err;
   if (!valid_order(in_order) || !valid_order(out_order)) err = "remap: storage order must be a permutation of (0, 1, 2)";
-  if (inbox.volume() > INT32_MAX || outbox.volume() > INT32_MAX) err = "remap: box too large for 32-bit indices";
+  if (inbox.volume() > INT32_MAX || outbox.volume() > INT32_MAX || in_storage_.volume() > INT32_MAX)
+    err = "remap: box too large for 32-bit indices";
+  if (in_storage && !contains(*in_storage, inbox)) err = "remap: the input storage box does not contain the inbox";
+  if (in_storage && in_order != kCOrder) err = "remap: an input storage box needs C order";
   agree_or_throw(comm, err);
   // Normalise empty boxes so that every rank sees the same (lo = hi) shape.
   if (inbox_.empty()) inbox_.hi = inbox_.lo;
   if (outbox_.empty()) outbox_.hi = outbox_.lo;
+  if (!in_storage) in_storage_ = inbox_;
 
   constexpr int R = kRecordInts + 6;
   std::array<int, R> rec{};
@@ -92,7 +97,7 @@ RemapPlan::RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const
   if (all_identity_) return;
 
   ExchangeLists L;
-  L.src_size = inbox_.volume();
+  L.src_size = in_storage_.volume();
   L.dst_size = outbox_.volume();
   if (!identity_) {
     // Ring order from rank+1; the self piece (k = P) comes last.
@@ -106,14 +111,14 @@ RemapPlan::RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const
       const Box3 q = intersect(in_r, outbox_);
       if (r == me) {
         if (!s.empty()) {
-          L.self_src = indices_of(s, inbox_, in_order_, in_order_, out_order_);
+          L.self_src = indices_of(s, in_storage_, in_order_, in_order_, out_order_);
           L.self_dst = indices_of(s, outbox_, out_order_, in_order_, out_order_);
         }
         continue;
       }
       if (!s.empty()) {
         L.send_ranks.push_back(r);
-        L.send_indices.push_back(indices_of(s, inbox_, in_order_, in_order_, order_at(r, 15)));
+        L.send_indices.push_back(indices_of(s, in_storage_, in_order_, in_order_, order_at(r, 15)));
       }
       if (!q.empty()) {
         L.recv_ranks.push_back(r);

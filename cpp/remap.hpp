@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "exchange.hpp"
@@ -45,15 +46,21 @@ void for_each_in_message_order(const Box3& box, const Order3& src_order, const O
 //
 // The caller guarantees that the input boxes tile the same index set as the output
 // boxes (FFT3d checks tilings collectively before building remaps).
+//
+// `in_storage`: the input array holds this box (C order), of which the inbox is a
+// part, e.g. a brick with ghost layers; the pack lists then index that array and
+// the reverse direction writes only the inbox's elements of it. Requires
+// in_order = kCOrder. Absent: the input array is the inbox itself.
 class RemapPlan {
  public:
   RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const Order3& out_order,
-            const Order3& in_order = kCOrder);
+            const Order3& in_order = kCOrder, const std::optional<Box3>& in_storage = std::nullopt);
 
   const Box3& inbox() const { return inbox_; }
   const Box3& outbox() const { return outbox_; }
   const Order3& in_order() const { return in_order_; }
   const Order3& out_order() const { return out_order_; }
+  const Box3& in_storage() const { return in_storage_; }
 
   // This rank's data stays where it is (same box, same order, no partners). Its
   // exchange plan then has no self piece: do not execute it, or pass src == dst.
@@ -63,7 +70,7 @@ class RemapPlan {
   std::shared_ptr<const ExchangePlan> exchange() const { return exchange_; }
 
  private:
-  Box3 inbox_, outbox_;
+  Box3 inbox_, outbox_, in_storage_;
   Order3 in_order_, out_order_;
   bool identity_ = false, all_identity_ = false;
   std::shared_ptr<const ExchangePlan> exchange_;

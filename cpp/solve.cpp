@@ -54,6 +54,37 @@ IndexMap make_map(const Box3& kbox, const Int3& perm, const Int3& K) {
 }
 
 }  // namespace
+
+// G(m) and the virial coefficient 2 (1 + pi^2 |m~|^2/alpha^2) / |m~|^2 of one
+// signed frequency m != 0 (m~ = recip @ m returned in mt).
+struct Influence {
+  Mat3 R;
+  double pref, pa2;
+  int K[3];
+  View1<double> b0, b1, b2;
+  KOKKOS_INLINE_FUNCTION void eval(const int m[3], double& g, double& vc, double mt[3]) const {
+    double mt2 = 0;
+    for (int a = 0; a < 3; ++a) {
+      mt[a] = R[3 * a] * m[0] + R[3 * a + 1] * m[1] + R[3 * a + 2] * m[2];
+      mt2 += mt[a] * mt[a];
+    }
+    const int g0 = (m[0] + K[0]) % K[0], g1 = (m[1] + K[1]) % K[1], g2 = (m[2] + K[2]) % K[2];
+    const double B = b0(g0) * b1(g1) * b2(g2);
+    g = pref * kexp(-pa2 * mt2) / mt2 * B;
+    vc = 2.0 * (1.0 + pa2 * mt2) / mt2;
+  }
+  // The stored representative of -m: Nyquist components (2 m_d = K_d) stay +K_d/2.
+  KOKKOS_INLINE_FUNCTION static bool mirror(const int m[3], const int K[3], int ms[3]) {
+    bool nyquist = false;
+    for (int d = 0; d < 3; ++d) {
+      const bool n = 2 * m[d] == K[d] && m[d] != 0;
+      ms[d] = n ? m[d] : -m[d];
+      nyquist = nyquist || n;
+    }
+    return nyquist;
+  }
+};
+
 }  // namespace pmewald::kernels
 
 namespace Kokkos {
@@ -68,9 +99,10 @@ struct reduction_identity<pmewald::kernels::Acc7> {
 namespace pmewald::kernels {
 
 KSpaceSolver::KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int order,
-                           double coulomb_constant, const Box3& kbox, const Int3& storage_order)
+                           double coulomb_constant, const Box3& kbox, const Int3& storage_order,
+                           const SpectrumLayout& layout)
     : mesh_(mesh), alpha_(alpha), kc_(coulomb_constant), order_(order), kbox_(kbox),
-      perm_(storage_order) {
+      perm_(storage_order), layout_(layout) {
   if (!(alpha > 0) || !std::isfinite(alpha)) throw ValueError("alpha must be positive and finite");
   if (!std::isfinite(coulomb_constant)) throw ValueError("coulomb_constant must be finite");
   bool seen[3] = {false, false, false};
@@ -79,12 +111,15 @@ KSpaceSolver::KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int 
       throw ValueError("storage_order must be a permutation of (0, 1, 2)");
     seen[perm_[a]] = true;
   }
+  if (layout.half_axis < -1 || layout.half_axis > 2) throw ValueError("half_axis must be -1, 0, 1 or 2");
   for (int d = 0; d < 3; ++d) {
     if (mesh[d] < order)
       throw ValueError("mesh size " + std::to_string(mesh[d]) + " is smaller than the order " +
                        std::to_string(order));
-    if (!kbox.empty() && (kbox.lo[d] < 0 || kbox.hi[d] > mesh[d]))
-      throw ValueError("k-space box " + kbox.str() + " is not inside the mesh");
+    const int extent = d == layout.half_axis ? mesh[d] / 2 + 1 : mesh[d];
+    if (!kbox.empty() && (kbox.lo[d] < 0 || kbox.hi[d] > extent))
+      throw ValueError("k-space box " + kbox.str() + " is not inside the " +
+                       std::string(layout.half_axis >= 0 ? "half spectrum" : "mesh"));
     const std::vector<double> b = bspline_moduli(mesh[d], order);
     bmod_[d] = View1<double>("bspline_moduli", mesh[d]);
     auto h = Kokkos::create_mirror_view(bmod_[d]);
@@ -96,18 +131,27 @@ KSpaceSolver::KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int 
   set_box(box);
 }
 
+Influence KSpaceSolver::influence_fn() const {
+  Influence f;
+  f.R = recip_;
+  f.pref = kc_ / (2.0 * M_PI * volume_of(box_));
+  f.pa2 = M_PI * M_PI / (alpha_ * alpha_);
+  for (int d = 0; d < 3; ++d) f.K[d] = mesh_[d];
+  f.b0 = bmod_[0];
+  f.b1 = bmod_[1];
+  f.b2 = bmod_[2];
+  return f;
+}
+
 void KSpaceSolver::set_box(const Mat3& box) {
   const Mat3 R = reciprocal_of(box);  // throws on degenerate boxes
   box_ = box;
   recip_ = R;
-  const double V = volume_of(box);
-  const double pref = kc_ / (2.0 * M_PI * V);
-  const double pa2 = M_PI * M_PI / (alpha_ * alpha_);
   const IndexMap im = make_map(kbox_, perm_, mesh_);
-  auto b0 = bmod_[0], b1 = bmod_[1], b2 = bmod_[2];
+  const Influence f = influence_fn();
+  const bool half = layout_.half_axis >= 0;
   auto g = g_;
   auto vc = vc_;
-  const Int3 K = mesh_;
   Kokkos::parallel_for(
       "pmewald::influence", Range(0, g_.extent(0)), KOKKOS_LAMBDA(const std::int64_t t) {
         int m[3];
@@ -117,15 +161,20 @@ void KSpaceSolver::set_box(const Mat3& box) {
           vc(t) = 0.0;
           return;
         }
-        double mt2 = 0;
-        for (int a = 0; a < 3; ++a) {
-          const double c = R[3 * a] * m[0] + R[3 * a + 1] * m[1] + R[3 * a + 2] * m[2];
-          mt2 += c * c;
+        double gt, ct, mt[3];
+        f.eval(m, gt, ct, mt);
+        // Half spectrum: the c2c code summed G(m) over m and -m separately, and at
+        // Nyquist components -m is stored as another representative (+K/2), with
+        // another G in a non-orthogonal box. G~ = (G(m) + G(m*))/2 keeps that sum
+        // (and the real part the c2c backward transform kept) exactly.
+        int ms[3];
+        if (half && Influence::mirror(m, f.K, ms)) {
+          double gs, cs, mts[3];
+          f.eval(ms, gs, cs, mts);
+          gt = 0.5 * (gt + gs);
         }
-        const int g0 = (m[0] + K[0]) % K[0], g1 = (m[1] + K[1]) % K[1], g2 = (m[2] + K[2]) % K[2];
-        const double B = b0(g0) * b1(g1) * b2(g2);
-        g(t) = pref * kexp(-pa2 * mt2) / mt2 * B;
-        vc(t) = 2.0 * (1.0 + pa2 * mt2) / mt2;
+        g(t) = gt;
+        vc(t) = ct;
       });
   Kokkos::fence();
 }
@@ -138,7 +187,12 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
   // frequency advances by one (with wrap), so no per-point index division.
   const IndexMap im = make_map(kbox_, perm_, mesh_);
   const Mat3 R = recip_;
-  const double N2 = 2.0 * static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2];
+  // Output factor 2 N (2 with the 1/N of the backward transform folded in).
+  const double N2 =
+      layout_.unnormalised_backward ? 2.0 : 2.0 * static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2];
+  const bool half = layout_.half_axis >= 0;
+  const int h = half ? layout_.half_axis : 0;
+  const Influence f = influence_fn();
   const Int3 K = mesh_;
   auto g = g_;
   auto vc = vc_;
@@ -160,6 +214,7 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         m[d0] = wrap_signed(im.lo[d0] + i0, K[d0]);
         m[d1] = wrap_signed(im.lo[d1] + i1, K[d1]);
         // Cartesian frequency of the row (without the fastest axis), then per point.
+        auto nyq = [&](int d, int md) { return 2 * md == K[d] && md != 0; };
         double base[3], step[3];
         for (int r = 0; r < 3; ++r) {
           base[r] = R[3 * r + d0] * m[d0] + R[3 * r + d1] * m[d1];
@@ -168,14 +223,39 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         int gk = im.lo[d2] % K[d2];
         if (gk < 0) gk += K[d2];
         const std::int64_t t0 = row * s2;
+        // Half spectrum: weight 2 for the planes 0 < m_h < K_h/2 (m_h >= 0 there);
+        // points with a Nyquist component get their mirror pair's virial (below).
+        auto weight = [&](int mh) { return (half && mh != 0 && 2 * mh != K[h]) ? 2.0 : 1.0; };
+        const double w_row = d2 == h ? 1.0 : weight(m[h]);
+        const bool row_nyq = half && (nyq(d0, m[d0]) || nyq(d1, m[d1]));
         for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) {
           const std::int64_t t = t0 + i2;
           const int m2 = (2 * gk > K[d2]) ? gk - K[d2] : gk;
           const Complex q = in[t];
           const double gt = g(t);
-          const double em = gt * (q.real() * q.real() + q.imag() * q.imag());
+          const double w = d2 == h ? weight(m2) : w_row;
+          const double q2 = q.real() * q.real() + q.imag() * q.imag();
+          const double em = w * gt * q2;
           a.v[0] += em;
-          if (want_vir && gt != 0.0) {
+          if (want_vir && gt != 0.0 && (row_nyq || (half && nyq(d2, m2)))) {
+            // The pair {m, m*} (m* the stored representative of -m) as the c2c code
+            // summed it: each with its own G and m~.
+            int mm[3], ms[3];
+            mm[d0] = m[d0];
+            mm[d1] = m[d1];
+            mm[d2] = m2;
+            Influence::mirror(mm, f.K, ms);
+            double g1, c1, t1[3], g2, c2, t2[3];
+            f.eval(mm, g1, c1, t1);
+            f.eval(ms, g2, c2, t2);
+            const double e1 = 0.5 * w * q2 * g1, e2 = 0.5 * w * q2 * g2;
+            a.v[1] += e1 * (1.0 - c1 * t1[0] * t1[0]) + e2 * (1.0 - c2 * t2[0] * t2[0]);
+            a.v[2] += e1 * (1.0 - c1 * t1[1] * t1[1]) + e2 * (1.0 - c2 * t2[1] * t2[1]);
+            a.v[3] += e1 * (1.0 - c1 * t1[2] * t1[2]) + e2 * (1.0 - c2 * t2[2] * t2[2]);
+            a.v[4] -= e1 * c1 * t1[0] * t1[1] + e2 * c2 * t2[0] * t2[1];
+            a.v[5] -= e1 * c1 * t1[0] * t1[2] + e2 * c2 * t2[0] * t2[2];
+            a.v[6] -= e1 * c1 * t1[1] * t1[2] + e2 * c2 * t2[1] * t2[2];
+          } else if (want_vir && gt != 0.0) {
             double mt[3];
             for (int r = 0; r < 3; ++r) mt[r] = base[r] + step[r] * m2;
             const double c = vc(t);
@@ -189,7 +269,10 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
           if (Mode == 1) data[t] = q * (N2 * gt);
           if (Mode == 2) {
             // Nyquist components (m_d = K_d/2) are zeroed so the fields are real.
-            int mp[3] = {m[0], m[1], m[2]};
+            // (Summed in axis order, so any storage order gives the same bits.)
+            int mp[3];
+            mp[d0] = m[d0];
+            mp[d1] = m[d1];
             mp[d2] = m2;
             for (int d = 0; d < 3; ++d)
               if (2 * mp[d] == K[d]) mp[d] = 0;

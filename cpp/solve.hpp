@@ -16,6 +16,12 @@
 // Storage: the rank holds the sub-box kbox (global indices in [0, K), any
 // sub-box of the full mesh) stored with axis storage_order[0] slowest and
 // storage_order[2] fastest (default {0,1,2}: C order [x][y][z]).
+//
+// Half spectrum (SpectrumLayout::half_axis = h, the output of rfft3d.hpp's
+// RealFFT3d): the mesh is the r2c spectrum of a real Q halved along axis h,
+// m_h = 0..K_h/2 (kbox inside [0, K_h/2 + 1) along h). Q^(-m) = conj Q^(m), so
+// every plane 0 < m_h < K_h/2 stands for itself and its mirror: it counts twice
+// in E and W (weight 2), the planes m_h = 0 and (K_h even) m_h = K_h/2 once.
 #pragma once
 
 #include <vector>
@@ -26,18 +32,31 @@
 
 namespace pmewald::kernels {
 
+struct Influence;
+
+// What the spectrum handed to the solver is, and what the caller does with it.
+struct SpectrumLayout {
+  // The r2c half spectrum halved along this axis (see above); -1: the full c2c spectrum.
+  int half_axis = -1;
+  // The caller's backward transform is unnormalised (exp(+2 pi i ...) without the
+  // 1/N): the outputs are scaled by 2 G instead of 2 N G (the 1/N folded in here).
+  bool unnormalised_backward = false;
+};
+
 class KSpaceSolver {
  public:
   KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int order,
                double coulomb_constant, const Box3& kbox,
-               const Int3& storage_order = Int3{0, 1, 2});
+               const Int3& storage_order = Int3{0, 1, 2},
+               const SpectrumLayout& layout = SpectrumLayout{});
 
   // New box (NPT): recomputes the influence factors; the B-spline moduli
   // (which depend only on the mesh and order) are kept.
   void set_box(const Mat3& box);
 
   // AD: data <- 2 N G(m) data in place (N = K1 K2 K3), so that the caller's
-  // backward FFT (exp(+2 pi i ...)/N) yields phi = dE_rec/dQ on the mesh.
+  // backward FFT (exp(+2 pi i ...)/N) yields phi = dE_rec/dQ on the mesh
+  // (2 G data with layout().unnormalised_backward; likewise for ik below).
   // Returns this rank's share of E_rec (computed from the input data) and
   // adds this rank's share of the virial (if virial != nullptr).
   double apply_ad(Complex* data, double* virial) const;
@@ -53,13 +72,16 @@ class KSpaceSolver {
   double energy(const Complex* data, double* virial) const;
 
   const Box3& kbox() const { return kbox_; }
+  const SpectrumLayout& layout() const { return layout_; }
   const Int3& mesh() const { return mesh_; }
   double alpha() const { return alpha_; }
   int order() const { return order_; }
-  // Influence factors G(m) over kbox in storage order (for tests/inspection).
+  // Influence factors G(m) over kbox in storage order (for tests/inspection); on
+  // a half spectrum (G(m) + G(m*))/2, m* the stored representative of -m.
   View1<double> influence() const { return g_; }
 
  private:
+  Influence influence_fn() const;
   template <int Mode>
   double run(Complex* data, const Complex* in, Complex* ex, Complex* ey, Complex* ez,
              double* virial) const;
@@ -70,6 +92,7 @@ class KSpaceSolver {
   int order_ = 0;
   Box3 kbox_;
   Int3 perm_{0, 1, 2};
+  SpectrumLayout layout_;
   View1<double> bmod_[3];  // |b_d(m)|^2, m = 0..K_d-1
   View1<double> g_;        // G(m) over kbox, storage order
   View1<double> vc_;       // 2 (1 + pi^2 |m~|^2/alpha^2) / |m~|^2 over kbox (0 at m = 0)

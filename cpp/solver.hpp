@@ -1,8 +1,10 @@
 // The PME solver: owns the plans, buffers and timers of one (box, mesh, order,
 // alpha) set-up and runs one compute call as the design's data flow describes:
 // migrate atoms to owners -> B-spline stencils -> spread onto the ghosted brick
-// -> halo reduce -> forward FFT (brick -> z-pencils) -> k-space solve (energy,
-// virial) -> backward FFT(s) -> halo fill -> gather forces; real-space pairs
+// -> halo reduce -> forward real-to-complex FFT (brick -> half-spectrum
+// z-pencils, read straight from the ghosted grid) -> k-space solve (energy,
+// virial; the 1/N of the backward transform folded into its factors) ->
+// unnormalised backward c2r FFT(s) straight into the grid -> halo fill -> gather forces; real-space pairs
 // from a cell list with ghost atoms; exclusion, self and background terms;
 // forces returned to the callers' ranks in their order; energies and virial
 // reduced over ranks.
@@ -19,7 +21,7 @@
 
 #include "comm.hpp"
 #include "exchange.hpp"
-#include "fft3d.hpp"
+#include "rfft3d.hpp"
 #include "halo.hpp"
 #include "kokkos_types.hpp"
 #include "kspace_common.hpp"
@@ -76,8 +78,6 @@ class PMESolver {
 
  private:
   void reciprocal(SolverResult& res, View2<double> forces);
-  void to_complex(const double* grid, Complex* brick);
-  void from_complex(const Complex* brick, double* grid);
 
   Comm comm_;
   SolverOptions opt_;
@@ -85,15 +85,16 @@ class PMESolver {
   kernels::Mat3 recip_{};
   std::vector<Box3> bricks_;
   std::unique_ptr<Halo> halo_;
-  std::unique_ptr<FFT3d> fft_;
+  std::unique_ptr<RealFFT3d> fft_;
   std::unique_ptr<kernels::KSpaceSolver> kspace_;
   Migration migration_;
   ExclusionList exclusions_;
   RealSpace realspace_;
   kernels::Stencil stencil_;
-  View3<double> grid_;                  // extended brick: charges, then potential
-  std::array<View3<double>, 3> field_;  // ik: field components on the extended brick
-  View1<Complex> brick_c_, kspace_c_;
+  // Extended bricks (the FFT's input/output storage): charges, then potential.
+  View3<double> grid_;
+  std::array<View3<double>, 3> field_;  // ik: field components
+  View1<Complex> kspace_c_;              // half spectrum, z-pencils
   std::array<View1<Complex>, 3> kfield_;
   View2<double> f_real_, f_rec_;
   PhaseTimers timers_;

@@ -294,6 +294,69 @@ def test_kspace_sub_boxes_and_storage_order(diff):
     assert np.allclose(Wsum, W, rtol=1e-12)
 
 
+@pytest.mark.parametrize("diff", ["ad", "ik"])
+@pytest.mark.parametrize("half", [0, 2])
+@pytest.mark.parametrize("mesh", [(8, 6, 10), (7, 9, 5), (6, 5, 8), (4, 3, 4)])
+def test_kspace_half_spectrum_matches_full_spectrum(diff, half, mesh):
+    """SpectrumLayout.half_axis: the r2c half spectrum (axis x or z halved) gives the
+    full c2c spectrum's energy, virial and (after the c2r) fields, in a triclinic box,
+    where Nyquist frequencies (+K/2 for both m and -m) make G(m) != G(-m)."""
+    box = BOXES["triclinic"]
+    alpha, p = 0.9, 3
+    a = np.random.default_rng(sum(mesh)).normal(size=mesh)
+    full = ((0, 0, 0), mesh)
+    E, W, out = K.kspace_apply(box, mesh, alpha, p, 1.0, full, (0, 1, 2), np.fft.fftn(a).ravel(), diff)
+    fields = [np.fft.ifftn(o.reshape(mesh)).real for o in (out if diff == "ik" else (out,))]
+    axes = tuple(d for d in range(3) if d != half) + (half,)   # numpy halves the last axis given
+    spec = np.fft.rfftn(a, axes=axes)
+    H = spec.shape
+    inverse = lambda o: np.fft.irfftn(o.reshape(H), s=[mesh[d] for d in axes], axes=axes)  # noqa: E731
+    e, w, o = K.kspace_apply(box, mesh, alpha, p, 1.0, ((0, 0, 0), H), (0, 1, 2), spec.ravel(), diff,
+                             half_axis=half)
+    assert e == pytest.approx(E, rel=1e-13)
+    assert np.abs(w - W).max() <= 1e-12 * np.abs(W).max()
+    scale = max(np.abs(f).max() for f in fields)
+    for got, want in zip(o if diff == "ik" else (o,), fields):
+        assert np.abs(inverse(got) - want).max() <= 1e-12 * scale
+    # the 1/N folded in: outputs scaled by 1/N, energy and virial unchanged
+    e2, w2, o2 = K.kspace_apply(box, mesh, alpha, p, 1.0, ((0, 0, 0), H), (0, 1, 2), spec.ravel(), diff,
+                                half_axis=half, unnormalised_backward=True)
+    assert e2 == e and np.array_equal(w2, w)
+    N = np.prod(mesh)
+    for x, y in zip(o2 if diff == "ik" else (o2,), o if diff == "ik" else (o,)):
+        assert np.allclose(x * N, y, rtol=1e-14, atol=0)
+    # sub-boxes of the half spectrum in any storage order add up
+    hx = H[0]
+    Esum, Wsum = 0.0, np.zeros((3, 3))
+    parts = [((0, 0, 0), (hx, H[1], H[2] // 2)), ((0, 0, H[2] // 2), (hx // 2 + 1, H[1], H[2])),
+             ((hx // 2 + 1, 0, H[2] // 2), H)]
+    for lo, hi in parts:
+        for perm in [(0, 1, 2), (2, 0, 1), (1, 2, 0)]:
+            sub = spec[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+            es, ws, os_ = K.kspace_apply(box, mesh, alpha, p, 1.0, (lo, hi), perm,
+                                         np.ascontiguousarray(sub.transpose(perm)).ravel(), diff,
+                                         half_axis=half)
+            wants = o if diff == "ik" else (o,)
+            for got, want in zip(os_ if diff == "ik" else (os_,), wants):
+                want_sub = want.reshape(H)[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]].transpose(perm)
+                assert np.allclose(got.reshape(want_sub.shape), want_sub, rtol=1e-13, atol=0)
+            if perm == (0, 1, 2):
+                Esum += es
+                Wsum += ws
+    assert Esum == pytest.approx(E, rel=1e-13)
+    assert np.abs(Wsum - W).max() <= 1e-12 * np.abs(W).max()
+
+
+def test_kspace_half_spectrum_box_must_fit():
+    box = BOXES["cubic"]
+    with pytest.raises(ValueError, match="half spectrum"):
+        K.kspace_apply(box, (8, 8, 8), 0.4, 5, 1.0, ((0, 0, 0), (6, 8, 8)), (0, 1, 2),
+                       np.zeros(6 * 64, complex), "ad", half_axis=0)
+    e, w, out = K.kspace_apply(box, (8, 8, 8), 0.4, 5, 1.0, ((0, 0, 0), (5, 8, 8)), (0, 1, 2),
+                               np.zeros(5 * 64, complex), "ad", half_axis=0)
+    assert e == 0.0
+
+
 # ----------------------------------------------------------------------------
 # error estimates and parameter selection
 # ----------------------------------------------------------------------------

@@ -4,13 +4,17 @@
 #include <pybind11/stl.h>
 
 #include <complex>
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <sstream>
 
 #include "../comm.hpp"
 #include "../errors.hpp"
 #include "../exchange.hpp"
 #include "../fft3d.hpp"
+#include "../rfft3d.hpp"
 #include "bindings.hpp"
 #include "pycomm.hpp"
 
@@ -35,16 +39,19 @@ std::string shape_str(const Int3& s) {
 }
 
 // Local check of an array argument: "" when fine, else what is wrong.
-std::string check_array(const py::handle& obj, const char* name, const Int3& shape, bool writeable) {
+template <class T = std::complex<double>>
+std::string check_array(const py::handle& obj, const char* name, const Int3& shape, bool writeable,
+                        const char* what = "this rank's box") {
   if (!py::isinstance<py::array>(obj)) return std::string(name) + " must be a numpy array";
   auto a = py::reinterpret_borrow<py::array>(obj);
-  if (!a.dtype().is(py::dtype::of<std::complex<double>>()))
-    return std::string(name) + " must have dtype complex128, not " + std::string(py::str(a.dtype()));
+  if (!a.dtype().is(py::dtype::of<T>()))
+    return std::string(name) + " must have dtype " + (std::is_same_v<T, double> ? "float64" : "complex128") +
+           ", not " + std::string(py::str(a.dtype()));
   bool ok = a.ndim() == 3;
   for (int d = 0; ok && d < 3; ++d) ok = a.shape(d) == shape[d];
   if (!ok) {
     std::ostringstream o;
-    o << name << " must have shape " << shape_str(shape) << " (this rank's box), not (";
+    o << name << " must have shape " << shape_str(shape) << " (" << what << "), not (";
     for (py::ssize_t d = 0; d < a.ndim(); ++d) o << (d ? ", " : "") << a.shape(d);
     o << (a.ndim() == 1 ? ",)" : ")");
     return o.str();
@@ -89,6 +96,45 @@ py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool
       fft.forward(in, o);
     else
       fft.backward(in, o);
+  }
+  return dst;
+}
+
+// RealFFT3d.forward / backward on numpy arrays after a collective argument check.
+// Real arrays have the shape of in_storage() (the inbox unless given).
+py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& out) {
+  std::string err = check_array<double>(a, "a", fft.in_storage().shape(), false, "this rank's input storage box");
+  if (err.empty() && !out.is_none()) err = check_array(out, "out", fft.outbox().shape(), true);
+  agree_or_throw(fft.comm(), err);
+  py::array src = py::reinterpret_borrow<py::array>(a);
+  const Int3 s = fft.outbox().shape();
+  py::array dst = out.is_none() ? py::array(py::dtype::of<std::complex<double>>(), std::vector<py::ssize_t>{s[0], s[1], s[2]})
+                                : py::reinterpret_borrow<py::array>(out);
+  const double* in = reinterpret_cast<const double*>(src.data());
+  Complex* o = reinterpret_cast<Complex*>(dst.mutable_data());
+  {
+    py::gil_scoped_release release;
+    fft.forward(in, o);
+  }
+  return dst;
+}
+
+py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& out, bool normalise) {
+  std::string err = check_array(b, "b", fft.outbox().shape(), false);
+  if (err.empty() && !out.is_none())
+    err = check_array<double>(out, "out", fft.in_storage().shape(), true, "this rank's input storage box");
+  agree_or_throw(fft.comm(), err);
+  py::array src = py::reinterpret_borrow<py::array>(b);
+  const Int3 s = fft.in_storage().shape();
+  py::array dst = out.is_none() ? py::array(py::dtype::of<double>(), std::vector<py::ssize_t>{s[0], s[1], s[2]})
+                                : py::reinterpret_borrow<py::array>(out);
+  if (out.is_none() && fft.in_storage() != fft.inbox())
+    std::fill_n(static_cast<double*>(dst.mutable_data()), dst.size(), 0.0);  // outside the inbox: zeros
+  const Complex* in = reinterpret_cast<const Complex*>(src.data());
+  double* o = reinterpret_cast<double*>(dst.mutable_data());
+  {
+    py::gil_scoped_release release;
+    fft.backward(in, o, normalise);
   }
   return dst;
 }
@@ -181,6 +227,74 @@ void bind_fft(py::module_& m) {
            })
       .def("reset_stats", &FFT3d::reset_stats);
 
+  py::class_<RealFFT3d>(m, "RealFFT3d",
+                        "Distributed 3-D real-to-complex FFT (C++ core of pmewald.DistributedRealFFT).")
+      .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,
+                       const std::string& mode, const std::string& planner, py::object in_storage,
+                       int halved_axis, bool self_via_mpi) {
+             MPI_Comm c = comm_from_python(comm, "comm");
+             const Box3 in = box_from_python(inbox, "inbox");
+             const Box3 out = box_from_python(outbox, "outbox");
+             std::optional<Box3> storage;
+             if (!in_storage.is_none()) storage = box_from_python(in_storage, "in_storage");
+             std::string err;
+             CommMode cm = CommMode::Nonblocking;
+             unsigned flags = FFTW_MEASURE;
+             try {
+               cm = comm_mode_from_string(mode);
+               flags = fftw_flags_from_string(planner);
+             } catch (const ValueError& e) {
+               err = e.what();
+             }
+             agree_or_throw(c, err);
+             return std::make_unique<RealFFT3d>(c, mesh, in, out, cm, flags, storage, halved_axis, self_via_mpi);
+           }),
+           py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
+           py::arg("planner"), py::arg("in_storage") = py::none(), py::arg("halved_axis") = 0,
+           py::arg("collective_self_via_mpi") = kCollectiveSelfViaMpi)
+      .def_property_readonly("inbox", [](const RealFFT3d& f) { return box_to_python(f.inbox()); })
+      .def_property_readonly("in_storage", [](const RealFFT3d& f) { return box_to_python(f.in_storage()); })
+      .def_property_readonly("outbox", [](const RealFFT3d& f) { return box_to_python(f.outbox()); })
+      .def_property_readonly("real_x_pencil", [](const RealFFT3d& f) { return box_to_python(f.real_x_pencil()); })
+      .def_property_readonly("x_pencil", [](const RealFFT3d& f) { return box_to_python(f.x_pencil()); })
+      .def_property_readonly("y_pencil", [](const RealFFT3d& f) { return box_to_python(f.y_pencil()); })
+      .def_property_readonly("z_pencil", [](const RealFFT3d& f) { return box_to_python(f.z_pencil()); })
+      .def_property_readonly("mesh", [](const RealFFT3d& f) { return f.mesh(); })
+      .def_property_readonly("spectrum_mesh", [](const RealFFT3d& f) { return f.spectrum_mesh(); })
+      .def_property_readonly("halved_axis", &RealFFT3d::halved_axis)
+      .def_property_readonly("comm_mode", [](const RealFFT3d& f) { return std::string(comm_mode_name(f.mode())); })
+      .def("stage_order", [](const RealFFT3d& f, int s) { return f.stage_order(s); }, py::arg("stage"))
+      .def("remap_active", &RealFFT3d::remap_active, py::arg("t"))
+      .def_property_readonly("fft_groups", &RealFFT3d::fft_groups)
+      .def("forward", [](RealFFT3d& f, py::object a, py::object out) { return real_forward(f, a, out); },
+           py::arg("a"), py::arg("out") = py::none())
+      .def("backward",
+           [](RealFFT3d& f, py::object b, py::object out, bool normalise) {
+             return real_backward(f, b, out, normalise);
+           },
+           py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true)
+      .def("stats",
+           [](const RealFFT3d& f) {
+             py::dict d;
+             for (Direction dir : {Direction::Forward, Direction::Reverse})
+               for (int t = 0; t < RealFFT3d::kRemaps; ++t) {
+                 py::dict s = stats_dict(f.remap_stats(t, dir));
+                 s["active"] = f.remap_active(t);
+                 d[py::str(RealFFT3d::remap_name(t, dir))] = s;
+               }
+             py::dict fft;
+             fft["forward_seconds"] = f.fft_seconds(Direction::Forward);
+             fft["backward_seconds"] = f.fft_seconds(Direction::Reverse);
+             fft["forward_executions"] = f.executions(Direction::Forward);
+             fft["backward_executions"] = f.executions(Direction::Reverse);
+             fft["unaligned_copies"] = f.unaligned_copies();
+             d["fft"] = fft;
+             d["allocations"] = buffer_allocations();
+             d["comm_mode"] = std::string(comm_mode_name(f.mode()));
+             return d;
+           })
+      .def("reset_stats", &RealFFT3d::reset_stats);
+
   m.def("buffer_allocations", &buffer_allocations,
         "Process-wide count of buffers allocated by the exchange, remap and FFT layers.");
   m.def(
@@ -190,6 +304,24 @@ void bind_fft(py::module_& m) {
       },
       py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
       "Seconds of each forward+backward pair of FFTW's serial 3-D transform (fftw_plan_dft_3d).");
+
+  m.def(
+      "fftw_serial_r2c_pair_times",
+      [](const Int3& mesh, int repeats, const std::string& planner) {
+        return fftw_serial_r2c_pair_times(mesh, repeats, fftw_flags_from_string(planner));
+      },
+      py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
+      "Seconds of each r2c+c2r pair of FFTW's serial 3-D real transform (fftw_plan_dft_r2c_3d / c2r_3d).");
+
+  py::class_<FFTWSerialReal3d>(m, "FFTWSerialReal3d", "FFTW's serial 3-D real transform, for benchmark references.")
+      .def(py::init([](const Int3& mesh, const std::string& planner) {
+             return std::make_unique<FFTWSerialReal3d>(mesh, fftw_flags_from_string(planner));
+           }),
+           py::arg("mesh"), py::arg("planner") = "measure")
+      .def("pair_seconds", [](FFTWSerialReal3d& f) {
+        py::gil_scoped_release release;
+        return f.pair_seconds();
+      });
 
   py::class_<FFTWSerial3d>(m, "FFTWSerial3d", "FFTW's serial 3-D transform, for benchmark references.")
       .def(py::init([](const Int3& mesh, const std::string& planner) {

@@ -193,9 +193,12 @@ void bind_kernels(py::module_& m) {
       "kspace_apply",
       [](darr box, const Int3& mesh, double alpha, int order, double coulomb_constant,
          py::handle kbox, const Int3& storage_order, carr data,
-         const std::string& differentiation) {
+         const std::string& differentiation, int half_axis, bool unnormalised_backward) {
         const Box3 kb = box_from_python(kbox, "kbox");
-        KSpaceSolver S(box_arg(box), mesh, alpha, order, coulomb_constant, kb, storage_order);
+        SpectrumLayout layout;
+        layout.half_axis = half_axis;
+        layout.unnormalised_backward = unnormalised_backward;
+        KSpaceSolver S(box_arg(box), mesh, alpha, order, coulomb_constant, kb, storage_order, layout);
         if (data.size() != kb.volume()) throw ValueError("data size does not match kbox");
         const Differentiation diff = parse_differentiation(differentiation);
         double vir[6] = {0, 0, 0, 0, 0, 0};
@@ -214,9 +217,11 @@ void bind_kernels(py::module_& m) {
       },
       py::arg("box"), py::arg("mesh"), py::arg("alpha"), py::arg("order"),
       py::arg("coulomb_constant"), py::arg("kbox"), py::arg("storage_order"), py::arg("data"),
-      py::arg("differentiation") = "ad",
+      py::arg("differentiation") = "ad", py::arg("half_axis") = -1, py::arg("unnormalised_backward") = false,
       "Run KSpaceSolver on a flat spectrum of kbox (storage order given): returns "
-      "(energy, virial, out) with out the scaled spectrum (ad) or (ex, ey, ez) (ik).");
+      "(energy, virial, out) with out the scaled spectrum (ad) or (ex, ey, ez) (ik). half_axis h "
+      ">= 0: kbox is part of the r2c half spectrum halved along h (m_h = 0..K_h/2); unnormalised_backward: "
+      "scale by 2 G instead of 2 N G.");
 
   k.def("real_space_error", &real_space_error, py::arg("alpha"), py::arg("cutoff"), py::arg("sum_q2"),
         py::arg("n_atoms"), py::arg("volume"), py::arg("coulomb_constant") = 1.0,

@@ -11,12 +11,13 @@ from . import _core
 from ._config import check_mpi_match, config, show_config
 from ._version import __version__
 from . import units
-from .fft import DistributedFFT
+from .fft import DistributedFFT, DistributedRealFFT
 from .pme import PME, PMEResult
 
 __all__ = [
     "__version__",
     "DistributedFFT",
+    "DistributedRealFFT",
     "PME",
     "PMEResult",
     "check_mpi_match",

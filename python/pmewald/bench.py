@@ -4,8 +4,13 @@ and OpenMM at matched measured force error, see :mod:`pmewald.bench_peers`).
 
 For each mesh it measures, in one run so the ratios share the machine's state:
 
-* ``fftw``: FFTW's own serial 3-D transform (``fftw_plan_dft_3d``, out of place,
-  same planner flags) of the whole mesh on rank 0: the reference limit;
+* ``fftw``: FFTW's own serial 3-D transform of the whole mesh on rank 0, out of
+  place, same planner flags: the reference limit. With ``--transform real`` (the
+  default; what the PME solver runs) pmewald's :class:`~pmewald.fft.DistributedRealFFT`
+  against FFTW's r2c + c2r pair (``fftw_plan_dft_r2c_3d`` / ``c2r_3d``), halving
+  z on one rank and x across ranks as the solver does; with
+  ``--transform complex`` :class:`~pmewald.fft.DistributedFFT` against
+  ``fftw_plan_dft_3d``;
 * ``1 rank``: pmewald's forward+backward pair on rank 0 alone (``COMM_SELF``);
 * each communication mode on all ranks of ``COMM_WORLD``,
 
@@ -38,14 +43,17 @@ def _mesh(text):
 
 
 class _Pair:
-    """One forward+backward pair of a DistributedFFT on preallocated arrays."""
+    """One forward+backward pair of a DistributedFFT (or DistributedRealFFT) on preallocated arrays."""
 
-    def __init__(self, fft, comm):
+    def __init__(self, fft, comm, real=False):
         self.fft, self.comm = fft, comm
         rng = np.random.default_rng(comm.Get_rank())
-        self.a = rng.standard_normal(fft.inshape) + 1j * rng.standard_normal(fft.inshape)
+        if real:
+            self.a = rng.standard_normal(fft.inshape)
+        else:
+            self.a = rng.standard_normal(fft.inshape) + 1j * rng.standard_normal(fft.inshape)
         self.b = np.empty(fft.outshape, complex)
-        self.a2 = np.empty(fft.inshape, complex)
+        self.a2 = np.empty(fft.inshape, self.a.dtype)
 
     def __call__(self):
         from mpi4py import MPI
@@ -93,27 +101,39 @@ def _remap_summary(fft, comm, repeats):
 def bench_fft(args) -> int:
     from mpi4py import MPI
 
-    from . import _core
-    from .fft import DistributedFFT
+    from . import _core, geometry
+    from .fft import DistributedFFT, DistributedRealFFT
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
     modes = list(args.modes)
+    real = args.transform == "real"
+
+    def Transform(mesh, comm, **kw):
+        if not real:
+            return DistributedFFT(mesh, comm=comm, **kw)
+        # as the PME solver: z halved on one rank (one 3-D plan), x across ranks
+        return DistributedRealFFT(mesh, comm=comm, halved_axis=2 if comm.Get_size() == 1 else 0, **kw)
+
+    Serial = _core.FFTWSerialReal3d if real else _core.FFTWSerial3d
     results = []
     if rank == 0:
-        print(f"pmewald FFT benchmark: {P} rank(s), planner={args.planner}, outbox={args.outbox}, "
-              f"{args.repeats} interleaved repeats, median [min] per forward+backward pair", flush=True)
+        name = "DistributedRealFFT" if real else "DistributedFFT"
+        print(f"pmewald FFT benchmark ({args.transform}: {name} vs FFTW's serial "
+              f"{'r2c+c2r' if real else 'complex'} pair): {P} rank(s), planner={args.planner}, "
+              f"outbox={args.outbox}, {args.repeats} interleaved repeats, median [min] per forward+backward pair",
+              flush=True)
     for mesh in args.meshes:
         row = {"mesh": list(mesh), "ranks": P, "label": args.label, "planner": args.planner,
-               "outbox": args.outbox}
+               "outbox": args.outbox, "transform": args.transform}
         # Everything interleaved round-robin in one loop, so every ratio compares
         # pairs timed in the same stretch of machine time: FFTW's serial 3-D pair
         # and pmewald alone (COMM_SELF) on rank 0 while the others wait, then each
         # mode on all ranks.
         if rank == 0:
-            ref = _core.FFTWSerial3d(mesh, args.planner)
-            one = _Pair(DistributedFFT(mesh, comm=MPI.COMM_SELF, comm_mode="nonblocking", planner=args.planner),
-                        MPI.COMM_SELF)
+            ref = Serial(mesh, args.planner)
+            one = _Pair(Transform(mesh, comm=MPI.COMM_SELF, comm_mode="nonblocking", planner=args.planner),
+                        MPI.COMM_SELF, real)
         else:
             ref = one = None
 
@@ -123,15 +143,22 @@ def bench_fft(args) -> int:
                 return comm.bcast(t, root=0)
             return timed
 
-        outbox = DistributedFFT.z_pencil_box(mesh, comm) if args.outbox == "zpencil" else None
+        if real:
+            # the output lives on the half spectrum: its z-pencils, or its bricks
+            half = 2 if P == 1 else 0
+            spec = DistributedRealFFT.spectrum_shape_of(mesh, half)
+            outbox = (DistributedRealFFT.z_pencil_box(mesh, comm, half) if args.outbox == "zpencil"
+                      else geometry.brick_box(P, spec, rank))
+        else:
+            outbox = DistributedFFT.z_pencil_box(mesh, comm) if args.outbox == "zpencil" else None
         ffts = {}
         for mode in modes:
             name, kw = mode, {}
             if mode == "collective+self":
                 name, kw = "collective", {"_collective_self_via_mpi": True}
-            ffts[mode] = DistributedFFT(mesh, comm=comm, comm_mode=name, outbox=outbox, planner=args.planner, **kw)
+            ffts[mode] = Transform(mesh, comm=comm, comm_mode=name, outbox=outbox, planner=args.planner, **kw)
         timers = {"fftw": on_root(lambda: ref.pair_seconds()), "one": on_root(lambda: one())}
-        timers.update({m: _Pair(f, comm) for m, f in ffts.items()})
+        timers.update({m: _Pair(f, comm, real) for m, f in ffts.items()})
         for f in ffts.values():
             f.reset_stats()
         t = _interleaved(timers, args.repeats)
@@ -163,7 +190,8 @@ def _print_row(row, modes, P):
     mesh = "x".join(str(n) for n in row["mesh"])
     fftw, one = row["fftw_serial"], row["pmewald_1rank"]
     best = min(modes, key=lambda m: row["modes"][m]["median"])
-    print(f"\nmesh {mesh}: FFTW serial pair {fftw * 1e3:.2f} [{row['fftw_serial_min'] * 1e3:.2f}] ms; "
+    kind = "r2c+c2r pair" if row.get("transform") == "real" else "pair"
+    print(f"\nmesh {mesh}: FFTW serial {kind} {fftw * 1e3:.2f} [{row['fftw_serial_min'] * 1e3:.2f}] ms; "
           f"pmewald 1 rank {one * 1e3:.2f} [{row['pmewald_1rank_min'] * 1e3:.2f}] ms; "
           f"1 rank / FFTW = {row['ratio_1rank_vs_fftw']:.2f} (median of paired ratios)", flush=True)
     print(f"  {'mode':<16}{'ranks':>6}{'pair ms':>10}{'[min]':>9}{'/FFTW':>7}{'speedup':>9}   "
@@ -189,8 +217,12 @@ def main(argv=None) -> int:
                    choices=["pt2pt", "nonblocking", "collective", "collective+self"])
     f.add_argument("--repeats", type=int, default=15)
     f.add_argument("--planner", default="measure", choices=["estimate", "measure", "patient"])
+    f.add_argument("--transform", default="real", choices=["real", "complex"],
+                   help="real: DistributedRealFFT (r2c, what the PME solver runs) vs FFTW's serial r2c+c2r "
+                        "pair (default); complex: DistributedFFT vs FFTW's serial complex pair")
     f.add_argument("--outbox", default="inbox", choices=["inbox", "zpencil"],
-                   help="outbox of the distributed runs: the inbox (default) or z-pencils")
+                   help="outbox of the distributed runs: the inbox (real: the brick of the half spectrum; "
+                        "default) or z-pencils")
     f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
     f.add_argument("--json", help="write all results to this file (rank 0)")
     from . import bench_peers

@@ -1,7 +1,9 @@
-"""Distributed 3-D complex FFT over MPI.
+"""Distributed 3-D FFTs over MPI: complex-to-complex and real-to-complex.
 
 :class:`DistributedFFT` transforms a complex mesh that is spread over the ranks
-of a communicator, each rank holding one box of it. Internally the data are
+of a communicator, each rank holding one box of it; :class:`DistributedRealFFT`
+transforms a real mesh into its half spectrum (the r2c along x) and back, with
+the same machinery and half the remapped bytes. Internally the data are
 remapped to x-, y- and z-pencils (each remap is a partner-to-partner exchange,
 permuting on unpack so every batch of 1-D FFTW transforms is contiguous) and
 back to the output boxes. The communication of each remap is one of three
@@ -30,7 +32,7 @@ import numpy as np
 from . import _core
 from . import geometry
 
-__all__ = ["DistributedFFT", "COMM_MODES"]
+__all__ = ["DistributedFFT", "DistributedRealFFT", "COMM_MODES"]
 
 #: The accepted values of ``comm_mode``.
 COMM_MODES = ("pt2pt", "nonblocking", "collective")
@@ -48,6 +50,21 @@ def _box(b, name):
     if len(lo) != 3 or len(hi) != 3:
         raise TypeError(f"{name} must be a pair of integer triples ((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))")
     return (lo, hi)
+
+
+def _mesh_of(shape):
+    try:
+        mesh = tuple(int(n) for n in shape)
+    except TypeError:
+        raise TypeError("shape must be three positive integers") from None
+    if len(mesh) != 3:
+        raise ValueError(f"shape must have three entries, not {len(mesh)}")
+    return mesh
+
+
+def _shape_of(box):
+    lo, hi = box
+    return tuple(h - l for l, h in zip(lo, hi))
 
 
 class DistributedFFT:
@@ -94,12 +111,7 @@ class DistributedFFT:
                  _collective_self_via_mpi=None):
         from mpi4py import MPI
 
-        try:
-            mesh = tuple(int(n) for n in shape)
-        except TypeError:
-            raise TypeError("shape must be three positive integers") from None
-        if len(mesh) != 3:
-            raise ValueError(f"shape must have three entries, not {len(mesh)}")
+        mesh = _mesh_of(shape)
         # Non-strings go to the core as their repr, which rejects them on every rank.
         comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
         planner = planner if isinstance(planner, str) else repr(planner)
@@ -209,4 +221,181 @@ class DistributedFFT:
 
     def __repr__(self):
         return (f"DistributedFFT(shape={self.shape}, comm_mode={self.comm_mode!r}, "
+                f"inbox={self.inbox}, outbox={self.outbox})")
+
+
+class DistributedRealFFT:
+    """A distributed 3-D real-to-complex FFT of a real ``shape`` mesh.
+
+    :meth:`forward` takes this rank's part of a real ``(n_x, n_y, n_z)`` mesh to
+    its part of the half spectrum, the ``(n_x // 2 + 1, n_y, n_z)`` complex mesh
+    ``numpy.fft.rfftn(a, axes=(1, 2, 0))`` (the r2c halves axis **x**: entry
+    ``[k_x, k_y, k_z]``, ``0 <= k_x <= n_x // 2``, is the full spectrum's; the
+    others follow from ``F(-k) = conj F(k)``). :meth:`backward` is the inverse,
+    ``numpy.fft.irfftn(b, s=(n_y, n_z, n_x), axes=(1, 2, 0))``.
+
+    Internally: a real remap to x-pencils, batched r2c along x, then the half
+    spectrum moves through y- and z-pencils as in :class:`DistributedFFT` (so
+    every remap after the first moves half the bytes), with the same three
+    communication modes.
+
+    Parameters
+    ----------
+    shape : 3 ints
+        The real mesh ``(n_x, n_y, n_z)``.
+    comm, comm_mode, planner
+        As for :class:`DistributedFFT`.
+    inbox : box, optional
+        This rank's part of the real mesh. Default: this rank's brick of the
+        minimum-surface 3-D processor grid.
+    outbox : box, optional
+        This rank's part of the half spectrum (a box of ``spectrum_shape``).
+        Default: this rank's z-pencil of it
+        (``DistributedRealFFT.z_pencil_box(shape, comm)``), which needs no last
+        remap.
+    storage : box, optional
+        The box of this rank's real arrays, containing ``inbox`` (e.g. the inbox
+        with ghost layers): :meth:`forward` reads, and :meth:`backward` writes,
+        only the inbox's elements of such an array. Default: ``inbox``.
+    halved_axis : {0, 1, 2}
+        The axis the r2c halves: 0 (x, the default) works on any number of
+        ranks; 1 or 2 only on a single rank (one 3-D FFTW plan), where 2, the
+        contiguous axis of the C-order input, is faster (what the PME solver
+        uses there). The spectrum is then ``rfftn(a)``-like along that axis;
+        ``ValueError`` on several ranks.
+
+    Every rank must construct the object together (it is collective). The
+    inboxes must tile the real mesh and the outboxes the half spectrum exactly
+    (empty boxes allowed); otherwise ``ValueError`` on every rank.
+
+    Examples
+    --------
+    >>> fft = DistributedRealFFT((32, 32, 32))        # doctest: +SKIP
+    >>> (lo, hi) = fft.inbox
+    >>> a = np.zeros(np.subtract(hi, lo))            # float64
+    >>> b = fft.forward(a)                           # this rank's part of rfftn(a, axes=(1, 2, 0))
+    >>> a2 = fft.backward(b)                         # == a
+    """
+
+    def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
+                 storage=None, halved_axis=0, _collective_self_via_mpi=None):
+        from mpi4py import MPI
+
+        mesh = _mesh_of(shape)
+        if halved_axis not in (0, 1, 2):
+            raise ValueError(f"halved_axis must be 0, 1 or 2, not {halved_axis!r}")
+        comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
+        planner = planner if isinstance(planner, str) else repr(planner)
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Intracomm):
+            _core.RealFFT3d(comm, mesh, ((0, 0, 0), mesh), ((0, 0, 0), mesh), comm_mode, planner)
+        inbox = _box(inbox, "inbox")
+        outbox = _box(outbox, "outbox")
+        storage = _box(storage, "storage")
+        if min(mesh) < 1 and (inbox is None or outbox is None):
+            raise ValueError("mesh dimensions must be positive")
+        if inbox is None:
+            inbox = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
+        if outbox is None:
+            outbox = self.z_pencil_box(mesh, comm, halved_axis)
+        extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
+        self._fft = _core.RealFFT3d(comm, mesh, inbox, outbox, comm_mode, planner, storage, halved_axis, **extra)
+        self.halved_axis = halved_axis
+        self.shape = mesh
+        self.spectrum_shape = tuple(self._fft.spectrum_mesh)
+        self.comm_mode = comm_mode
+
+    # -- geometry ---------------------------------------------------------
+    @property
+    def inbox(self):
+        """This rank's box of the real mesh, half-open, global indices."""
+        return self._fft.inbox
+
+    @property
+    def storage(self):
+        """The box of this rank's real arrays (``inbox`` unless given)."""
+        return self._fft.in_storage
+
+    @property
+    def outbox(self):
+        """This rank's box of the half spectrum (``spectrum_shape``), half-open."""
+        return self._fft.outbox
+
+    @property
+    def inshape(self):
+        """Shape of this rank's real arrays (``hi - lo`` of :attr:`storage`)."""
+        return _shape_of(self.storage)
+
+    @property
+    def outshape(self):
+        """Shape of this rank's spectrum array (``hi - lo`` of :attr:`outbox`)."""
+        return _shape_of(self.outbox)
+
+    @property
+    def pencils(self):
+        """This rank's real x-pencil and the half spectrum's x-, y- and z-pencil boxes."""
+        f = self._fft
+        return (f.real_x_pencil, f.x_pencil, f.y_pencil, f.z_pencil)
+
+    @staticmethod
+    def spectrum_shape_of(shape, halved_axis=0):
+        """``(n_x // 2 + 1, n_y, n_z)``: the half spectrum of a real ``shape`` mesh (axis x halved)."""
+        n = list(_mesh_of(shape))
+        n[halved_axis] = n[halved_axis] // 2 + 1
+        return tuple(n)
+
+    @staticmethod
+    def z_pencil_box(shape, comm=None, halved_axis=0):
+        """This rank's z-pencil box of the half spectrum of ``shape`` (the default ``outbox``)."""
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD if comm is None else comm
+        spec = DistributedRealFFT.spectrum_shape_of(shape, halved_axis)
+        return geometry.pencil_box(2, comm.Get_size(), spec, comm.Get_rank())
+
+    # -- transforms -------------------------------------------------------
+    def forward(self, a, out=None):
+        """Real-to-complex forward transform (sign -1, unscaled, like ``numpy.fft.rfftn``).
+
+        ``a``: float64, shape :attr:`inshape` (this rank's storage box), indexed
+        ``[x, y, z]``; only its :attr:`inbox` elements are read. Returns this
+        rank's part of the half spectrum (complex128, shape :attr:`outshape`),
+        written into ``out`` when given. ``a`` is not modified. Collective; a
+        wrong dtype or shape on any rank raises ``ValueError`` on every rank.
+        """
+        if isinstance(a, np.ndarray) and a.dtype == np.float64 and not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+        return self._fft.forward(a, out)
+
+    def backward(self, b, out=None, normalise=True):
+        """Complex-to-real inverse, scaled by 1/N (like ``numpy.fft.irfftn``) unless ``normalise=False``.
+
+        ``b`` has shape :attr:`outshape` and must be the half spectrum of a real
+        mesh (else the result is that of its Hermitian part, as with FFTW's
+        c2r). Returns float64 of shape :attr:`inshape`: into ``out`` when given,
+        where only the :attr:`inbox` elements are written; a new array is zero
+        outside the inbox. ``b`` is not modified. Collective.
+        """
+        if isinstance(b, np.ndarray) and b.dtype == np.complex128 and not b.flags.c_contiguous:
+            b = np.ascontiguousarray(b)
+        return self._fft.backward(b, out, bool(normalise))
+
+    # -- measurements -----------------------------------------------------
+    def stats(self):
+        """Counters and timers of this rank, as :meth:`DistributedFFT.stats`.
+
+        Remap ``"in->x"`` / ``"x->in"`` moves float64 values, the others
+        complex128. ``"fft"`` also holds ``unaligned_copies``: transforms that
+        went through an internal copy because a caller's array was not aligned
+        like FFTW's planning buffers (numpy's arrays are).
+        """
+        return self._fft.stats()
+
+    def reset_stats(self):
+        """Zero the counters and timers of :meth:`stats` (allocations excepted)."""
+        self._fft.reset_stats()
+
+    def __repr__(self):
+        return (f"DistributedRealFFT(shape={self.shape}, comm_mode={self.comm_mode!r}, "
                 f"inbox={self.inbox}, outbox={self.outbox})")

@@ -1,0 +1,116 @@
+#include "fft_common.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "decomposition.hpp"
+#include "errors.hpp"
+
+namespace pmewald::fft_detail {
+
+double now() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+void check_mesh_and_options(MPI_Comm c, const Int3& mesh, CommMode mode, unsigned flags) {
+  std::string err;
+  for (int d = 0; d < 3; ++d)
+    if (mesh[d] < 1) err = "mesh dimensions must be positive";
+  if (err.empty() && static_cast<std::int64_t>(mesh[0]) * mesh[1] * mesh[2] > INT32_MAX)
+    err = "mesh too large for 32-bit local indices";
+  agree_or_throw(c, err);
+  if (!same_on_all_ranks(c, {double(mesh[0]), double(mesh[1]), double(mesh[2]), double(static_cast<int>(mode)),
+                             double(flags)}))
+    agree_or_throw(c, "the mesh, comm_mode and FFTW flags must be the same on every rank");
+}
+
+void check_tilings(MPI_Comm c, const Int3& in_mesh, const Box3& inbox, const Int3& out_mesh, const Box3& outbox) {
+  int me = 0, P = 1;
+  MPI_Comm_rank(c, &me);
+  MPI_Comm_size(c, &P);
+  int mine[12];
+  for (int d = 0; d < 3; ++d) {
+    mine[d] = inbox.lo[d];
+    mine[3 + d] = inbox.hi[d];
+    mine[6 + d] = outbox.lo[d];
+    mine[9 + d] = outbox.hi[d];
+  }
+  std::vector<int> all(static_cast<size_t>(12) * P);
+  check_mpi(MPI_Allgather(mine, 12, MPI_INT, all.data(), 12, MPI_INT, c), "MPI_Allgather");
+  std::vector<Box3> ins(P), outs(P);
+  for (int r = 0; r < P; ++r)
+    for (int d = 0; d < 3; ++d) {
+      ins[r].lo[d] = all[12 * r + d];
+      ins[r].hi[d] = all[12 * r + 3 + d];
+      outs[r].lo[d] = all[12 * r + 6 + d];
+      outs[r].hi[d] = all[12 * r + 9 + d];
+    }
+  std::string why, err;
+  if (!tiles_exactly(ins, in_mesh, &why))
+    err = "inbox boxes do not tile the mesh: " + why;
+  else if (!tiles_exactly(outs, out_mesh, &why))
+    err = "outbox boxes do not tile the " + std::string(in_mesh == out_mesh ? "mesh" : "spectrum mesh") + ": " + why;
+  // Same verdict on every rank (all ranks judged the same gathered boxes); agree anyway.
+  agree_or_throw(c, me == 0 ? err : std::string());
+}
+
+fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
+                        int sign, unsigned flags) {
+  const auto st = strides_of(box, order);
+  fftw_complex* p = as_fftw(data);
+  fftw_complex* q = as_fftw(out);
+  if (first == last && order[2] == first) {
+    const int n = box.size(first);
+    const int lines = static_cast<int>(box.volume() / n);
+    return fftw_plan_many_dft(1, &n, lines, p, nullptr, 1, n, q, nullptr, 1, n, sign, flags);
+  }
+  fftw_iodim64 dims[3], many[3];
+  int nd = 0, nm = 0;
+  for (int pos = 0; pos < 3; ++pos) {  // slowest first, as FFTW prefers
+    const int a = order[pos];
+    const fftw_iodim64 d{box.size(a), st[a], st[a]};
+    if (a >= first && a <= last)
+      dims[nd++] = d;
+    else
+      many[nm++] = d;
+  }
+  return fftw_plan_guru64_dft(nd, dims, nm, many, p, q, sign, flags);
+}
+
+fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, const std::array<std::int64_t, 3>& cs,
+                         int last, int halved, double* real, Complex* cplx, bool forward, unsigned flags) {
+  const int h = n[0] / 2 + 1;
+  if (last == 0 && halved == 0 && rs[0] == 1 && cs[0] == 1) {
+    // Contiguous lines along x: the batched interface, with one batch stride when
+    // the other two axes are dense (y and z lines back to back).
+    const std::int64_t ny = n[1], nz = n[2];
+    const bool z_inner = rs[2] == n[0] && cs[2] == h && rs[1] == n[0] * nz && cs[1] == h * nz;
+    const bool y_inner = rs[1] == n[0] && cs[1] == h && rs[2] == n[0] * ny && cs[2] == h * ny;
+    if (z_inner || y_inner) {
+      const int lines = static_cast<int>(ny * nz);
+      return forward ? fftw_plan_many_dft_r2c(1, &n[0], lines, real, nullptr, 1, n[0], as_fftw(cplx), nullptr, 1, h,
+                                              flags)
+                     : fftw_plan_many_dft_c2r(1, &n[0], lines, as_fftw(cplx), nullptr, 1, h, real, nullptr, 1, n[0],
+                                              flags);
+    }
+  }
+  // Guru: the halved axis must come last among the transform dimensions.
+  fftw_iodim64 dims[3], many[3];
+  int nd = 0, nm = 0;
+  auto dim = [&](int a) { return forward ? fftw_iodim64{n[a], rs[a], cs[a]} : fftw_iodim64{n[a], cs[a], rs[a]}; };
+  for (int a = 0; a < 3; ++a) {
+    if (a == halved) continue;
+    if (a <= last)
+      dims[nd++] = dim(a);
+    else
+      many[nm++] = dim(a);
+  }
+  dims[nd++] = dim(halved);
+  return forward ? fftw_plan_guru64_dft_r2c(nd, dims, nm, many, real, as_fftw(cplx), flags)
+                 : fftw_plan_guru64_dft_c2r(nd, dims, nm, many, as_fftw(cplx), real, flags);
+}
+
+}  // namespace pmewald::fft_detail

@@ -1,0 +1,68 @@
+// Internal helpers shared by the distributed FFT classes (fft3d.hpp: complex,
+// rfft3d.hpp: real-to-complex): argument checks, FFTW planning of a run of axes
+// of a box stored in some order, element copies and the wall clock.
+#pragma once
+
+#include <fftw3.h>
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+
+#include "exchange.hpp"
+#include "extent.hpp"
+#include "kokkos_types.hpp"
+#include "remap.hpp"
+
+namespace pmewald::fft_detail {
+
+double now();
+
+inline fftw_complex* as_fftw(Complex* p) { return reinterpret_cast<fftw_complex*>(p); }
+inline fftw_complex* as_fftw(const Complex* p) { return reinterpret_cast<fftw_complex*>(const_cast<Complex*>(p)); }
+
+// Empty boxes get hi = lo, so every rank describes them the same way.
+inline Box3 normalised(Box3 b) {
+  if (b.empty()) b.hi = b.lo;
+  return b;
+}
+
+// Collective: the mesh is positive and small enough for 32-bit local indices,
+// and mesh, mode and flags agree between ranks (ValueError on every rank otherwise).
+void check_mesh_and_options(MPI_Comm comm, const Int3& mesh, CommMode mode, unsigned flags);
+
+// Collective: over all ranks the inboxes tile `in_mesh` and the outboxes tile
+// `out_mesh` exactly (ValueError on every rank otherwise).
+void check_tilings(MPI_Comm comm, const Int3& in_mesh, const Box3& inbox, const Int3& out_mesh,
+                   const Box3& outbox);
+
+// Complex plan of the transforms along axes first..last (a run of stages that share
+// one box and storage order) of `box` stored in `order`, from `data` to `out` (the
+// same pointer: in place). A single contiguous axis uses fftw_plan_many_dft;
+// anything else one guru64 plan (several axes at once: FFTW's own multi-
+// dimensional algorithms, which beat separate strided passes).
+fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
+                        int sign, unsigned flags);
+
+// Real-to-complex (forward) or complex-to-real (backward) plan along axes
+// 0..last, halving axis `halved` (<= last: real_shape[halved] real points,
+// real_shape[halved]/2 + 1 complex ones); the other axes are batched. Element
+// strides per axis: `rs` of the real array, `cs` of the complex array. Always out
+// of place. c2r plans overwrite their complex input (FFTW's default for c2r).
+fftw_plan plan_real_axes(const Int3& real_shape, const std::array<std::int64_t, 3>& rs,
+                         const std::array<std::int64_t, 3>& cs, int last, int halved, double* real, Complex* cplx,
+                         bool forward, unsigned flags);
+
+template <class T>
+void copy_elements(const T* src, T* dst, std::int64_t n) {
+  if (n <= 0 || src == dst) return;
+  Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[i] = src[i]; });
+}
+
+template <class T>
+void scale_elements(T* data, std::int64_t n, double s) {
+  if (n <= 0) return;
+  Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { data[i] *= s; });
+}
+
+}  // namespace pmewald::fft_detail

@@ -463,6 +463,7 @@ def test_independence(comm):
         assert pme.parameters["alpha"] == solo.parameters["alpha"]
         assert tuple(pme.parameters["mesh"]) == tuple(solo.parameters["mesh"])
         assert pme.parameters["order"] == solo.parameters["order"]
+        assert pme.parameters["differentiation"] == solo.parameters["differentiation"]
         assert_same(base, fbase, res, f, what=f"water mode={mode}")
     pme = PME(s.box, cutoff, tolerance=1e-5, comm=comm)
     for how, ex_how in (("all_on_0", "last"), ("round_robin", "rank0"), ("blocks", "spread"),
@@ -543,11 +544,12 @@ def test_reciprocal_only(key):
     alpha = PME(s.box, cutoff, tolerance=tol, real_space=False).parameters["alpha"]
     assert alpha == full.parameters["alpha"]   # known at construction, for the caller's pairs
     rf = full.compute(s.positions, s.charges, exclusions=ex)
-    # with the same alpha and mesh the reciprocal side is identical (the full run may raise
-    # alpha and picks its mesh from the measured total force; real_space=False keeps alpha
-    # and refers to the charge-based force scale)
+    # with the same alpha, mesh and order the reciprocal side is identical (the full run
+    # chooses alpha and the mesh from the measured total force; real_space=False keeps the
+    # construction alpha and refers to the charge-based force scale)
     alpha = full.parameters["alpha"]
-    recip = PME(s.box, cutoff, tolerance=tol, real_space=False, alpha=alpha, mesh=full.parameters["mesh"])
+    recip = PME(s.box, cutoff, tolerance=tol, real_space=False, alpha=alpha, mesh=full.parameters["mesh"],
+                order=full.parameters["order"], differentiation=full.parameters["differentiation"])
     rr = recip.compute(s.positions, s.charges, exclusions=ex)
     assert rr.terms["real"] == 0.0
     # the same reciprocal, self, background and exclusion terms as the full run
@@ -799,21 +801,21 @@ def test_set_box_matches_fresh_solver(comm):
 def test_parameters_terms_and_timings():
     s = _SYSTEMS["ortho-charged"]()
     cutoff = half_height_cutoff(s.box)
-    pme = PME(s.box, cutoff)                 # defaults: tolerance 1e-5, ad, nonblocking
-    # alpha and order are known at construction (an engine doing its own pairs needs
-    # alpha); an automatic mesh is chosen on the first compute, when charges are known
+    pme = PME(s.box, cutoff)                 # defaults: tolerance 1e-5, auto, nonblocking
+    # automatic parameters are chosen on the first compute, when the charges are known;
+    # alpha is provisional until then (final at construction only with real_space=False)
     before = pme.parameters
-    assert before["alpha"] > 0 and before["order"] == 5 and before["mesh"] is None
+    assert before["alpha"] > 0 and before["order"] is None and before["mesh"] is None
+    assert before["differentiation"] == "auto" and before["modelled_cost"] is None
     res = pme.compute(s.positions, s.charges)
     p = pme.parameters
-    assert p["alpha"] == before["alpha"]
     assert {"alpha", "mesh", "order", "cutoff", "differentiation", "comm_mode", "estimated_error",
-            "estimated_error_absolute", "tolerance"} <= set(p)
-    assert p["differentiation"] == "ad" and p["comm_mode"] == "nonblocking"
+            "estimated_error_absolute", "tolerance", "modelled_cost"} <= set(p)
+    assert p["differentiation"] in ("ad", "ik") and p["comm_mode"] == "nonblocking"
     assert p["tolerance"] == 1e-5 and p["cutoff"] == cutoff
     assert isinstance(p["mesh"], tuple) and len(p["mesh"]) == 3
     assert all(int(m) == m and m >= p["order"] for m in p["mesh"])
-    assert 3 <= p["order"] <= 10
+    assert 4 <= p["order"] <= 8 and p["modelled_cost"] > 0
     assert p["alpha"] > 0 and 0 < p["estimated_error"] <= 1e-5
     assert p["estimated_error_absolute"] > 0
     assert isinstance(res.energy, float)
@@ -831,6 +833,7 @@ def test_parameters_terms_and_timings():
     ex = PME(s.box, cutoff, tolerance=1e-3, alpha=0.9, mesh=(20, 24, 25), order=7)
     assert ex.parameters["alpha"] == 0.9 and ex.parameters["order"] == 7
     assert tuple(ex.parameters["mesh"]) == (20, 24, 25)
+    assert ex.parameters["differentiation"] == "ad"   # with an explicit mesh nothing is chosen
     ex2 = PME(s.box, cutoff, tolerance=1e-6, alpha=0.9, mesh=(20, 24, 25), order=7)
     a, b = ex.compute(s.positions, s.charges), ex2.compute(s.positions, s.charges)
     assert abs(a.energy - b.energy) <= 1e-14 * energy_scale(a)

@@ -83,6 +83,38 @@ py::dict params_dict(const Parameters& P) {
   return d;
 }
 
+const char* diff_name(Differentiation d) { return d == Differentiation::IK ? "ik" : "ad"; }
+
+#define PMEWALD_COST_FIELDS(X) \
+  X(fft) X(mesh_ad) X(mesh_ik) X(atom_ad) X(atom_ik) X(point_ad) X(point_ik) X(transforms_ad) X(transforms_ik)
+
+py::dict cost_dict(const CostModel& c) {
+  py::dict d;
+#define X(f) d[#f] = c.f;
+  PMEWALD_COST_FIELDS(X)
+#undef X
+  return d;
+}
+
+// default_cost_model() with the entries of `cost` (a dict, or None) replacing its own.
+CostModel cost_arg(const py::object& cost) {
+  CostModel c = default_cost_model();
+  if (cost.is_none()) return c;
+  for (auto item : cost.cast<py::dict>()) {
+    const std::string k = item.first.cast<std::string>();
+    bool known = false;
+#define X(f)                                                 \
+  if (k == #f) {                                             \
+    c.f = item.second.cast<decltype(c.f)>();                 \
+    known = true;                                            \
+  }
+    PMEWALD_COST_FIELDS(X)
+#undef X
+    if (!known) throw ValueError("unknown cost model entry \"" + k + "\"");
+  }
+  return c;
+}
+
 }  // namespace
 
 void bind_kernels(py::module_& m) {
@@ -280,6 +312,98 @@ void bind_kernels(py::module_& m) {
       "Choose (alpha, mesh, order) for an ABSOLUTE RMS force error target; order=None "
       "chooses the order by a cost model. Returns dict alpha, mesh, order, est_real, "
       "est_recip, est_total.");
+
+  k.def(
+      "reciprocal_error_parts",
+      [](darr box, double alpha, const Int3& mesh, int order, const std::string& differentiation,
+         double sum_q2, int n_atoms, py::object sum_q4) {
+        const Mat3 B = box_arg(box);
+        const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        ReciprocalErrorParts e;
+        {
+          py::gil_scoped_release nogil;
+          e = reciprocal_error_parts(B, alpha, mesh, order, parse_differentiation(differentiation), sum_q2,
+                                     n_atoms, q4);
+        }
+        py::dict d;
+        d["pair"] = e.pair;
+        d["self"] = e.self;
+        return d;
+      },
+      py::arg("box"), py::arg("alpha"), py::arg("mesh"), py::arg("order"), py::arg("differentiation"),
+      py::arg("sum_q2"), py::arg("n_atoms"), py::arg("sum_q4") = py::none(),
+      "The pair and self parts of the reciprocal variance: recip = k sqrt((pair + self) / n_atoms).");
+
+  k.def("cost_model", []() { return cost_dict(default_cost_model()); },
+        "The calibrated constants of the reciprocal cost model (seconds; see parameters.hpp and "
+        "`python -m pmewald.bench cost`).");
+
+  k.def(
+      "reciprocal_cost",
+      [](const Int3& mesh, int order, const std::string& differentiation, int n_atoms, py::object cost) {
+        return reciprocal_cost(cost_arg(cost), mesh, order, parse_differentiation(differentiation), n_atoms);
+      },
+      py::arg("mesh"), py::arg("order"), py::arg("differentiation"), py::arg("n_atoms"),
+      py::arg("cost") = py::none(),
+      "Modelled seconds of one reciprocal-space step on one rank (cost: dict overriding cost_model()).");
+
+  k.def(
+      "choose_cheapest",
+      [](darr box, double cutoff, double target, double sum_q2, int n_atoms, const std::string& differentiation,
+         double coulomb_constant, py::object alpha, py::object order, std::pair<int, int> orders,
+         py::object cost, py::object sum_q4, py::object mesh_target) {
+        const Mat3 B = box_arg(box);
+        const double a = alpha.is_none() ? 0.0 : alpha.cast<double>();
+        const double mt = mesh_target.is_none() ? 0.0 : mesh_target.cast<double>();
+        if (!alpha.is_none() && !(a > 0)) throw ValueError("alpha must be positive");
+        std::vector<Differentiation> diffs;
+        if (differentiation == "auto") diffs = {Differentiation::AD, Differentiation::IK};
+        else diffs = {parse_differentiation(differentiation)};
+        int lo = orders.first, hi = orders.second;
+        if (!order.is_none()) lo = hi = order.cast<int>();
+        const CostModel cm = cost_arg(cost);
+        const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        Choice C;
+        {
+          py::gil_scoped_release nogil;
+          C = choose_cheapest(B, cutoff, target, sum_q2, n_atoms, coulomb_constant, a, diffs, lo, hi, cm, q4, mt);
+        }
+        py::dict d;
+        d["alpha"] = C.alpha;
+        d["mesh"] = py::make_tuple(C.mesh[0], C.mesh[1], C.mesh[2]);
+        d["order"] = C.order;
+        d["differentiation"] = diff_name(C.diff);
+        d["est_real"] = C.est_real;
+        d["est_recip"] = C.est_recip;
+        d["est_total"] = C.est_total;
+        d["cost"] = C.cost;
+        py::list cl;
+        for (const Candidate& c : C.candidates) {
+          py::dict e;
+          e["differentiation"] = diff_name(c.diff);
+          e["order"] = c.order;
+          e["alpha"] = c.alpha;
+          e["mesh"] = py::make_tuple(c.mesh[0], c.mesh[1], c.mesh[2]);
+          e["cost"] = c.cost;
+          e["est_recip"] = c.est_recip;
+          e["exact"] = c.exact;
+          cl.append(e);
+        }
+        d["candidates"] = cl;
+        return d;
+      },
+      py::arg("box"), py::arg("cutoff"), py::arg("target"), py::arg("sum_q2"), py::arg("n_atoms"),
+      py::arg("differentiation") = "auto", py::arg("coulomb_constant") = 1.0, py::arg("alpha") = py::none(),
+      py::arg("order") = py::none(), py::arg("orders") = std::make_pair(4, 8), py::arg("cost") = py::none(),
+      py::arg("sum_q4") = py::none(), py::arg("mesh_target") = py::none(),
+      "The cheapest (differentiation, order, alpha, mesh) by the cost model whose estimated "
+      "ABSOLUTE RMS force error meets target. differentiation 'auto' tries ad and ik; order None "
+      "tries orders[0]..orders[1]; alpha None scans alpha (real-space share 99%..10% of the "
+      "budget). Returns dict alpha, mesh, order, differentiation, est_real, est_recip, est_total, "
+      "cost (modelled seconds) and candidates (the best of each (differentiation, order), "
+      "cheapest first; 'exact' marks those checked with the exact estimate). mesh_target: "
+      "also require the ad reciprocal estimate of the mesh to be at most this (an energy "
+      "requirement, whatever the differentiation).");
 }
 
 }  // namespace pmewald::py_bindings

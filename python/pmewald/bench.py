@@ -1,6 +1,8 @@
-"""Benchmarks: ``python -m pmewald.bench fft [options]`` (run it under mpirun) and
+"""Benchmarks: ``python -m pmewald.bench fft [options]`` (run it under mpirun),
 ``python -m pmewald.bench peers [options]`` (run it without mpirun: pmewald against LAMMPS
-and OpenMM at matched measured force error, see :mod:`pmewald.bench_peers`).
+and OpenMM at matched measured force error, see :mod:`pmewald.bench_peers`) and
+``python -m pmewald.bench cost [options]`` (calibrates the cost model of the automatic
+parameter choice, see :mod:`pmewald.bench_cost`).
 
 For each mesh it measures, in one run so the ratios share the machine's state:
 
@@ -225,14 +227,17 @@ def main(argv=None) -> int:
                         "default) or z-pencils")
     f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
     f.add_argument("--json", help="write all results to this file (rank 0)")
-    from . import bench_peers
+    from . import bench_cost, bench_peers
 
     bench_peers.add_parser(sub)
+    bench_cost.add_parser(sub)
     args = parser.parse_args(argv)
     if args.what == "fft":
         return bench_fft(args)
     if args.what == "peers":
         return bench_peers.bench_peers(args)
+    if args.what == "cost":
+        return bench_cost.bench_cost(args)
     return 2
 
 

@@ -255,7 +255,9 @@ def worker_pme(job):
     ex = np.ascontiguousarray(ex[rank::P]) if len(ex) else None
     out = []
     for cfg in job["configs"]:
-        kw = dict(differentiation=cfg.get("diff", "ad"), comm_mode=job["comm_mode"], coulomb_constant=K_REAL)
+        # "differentiation" (the resolved choice of an earlier automatic run) over "diff" (the request)
+        kw = dict(differentiation=cfg.get("differentiation") or cfg.get("diff", "auto"), comm_mode=job["comm_mode"],
+                  coulomb_constant=K_REAL)
         for key in ("alpha", "mesh", "order", "tolerance"):
             if cfg.get(key) is not None:
                 kw[key] = tuple(cfg[key]) if key == "mesh" else cfg[key]
@@ -294,7 +296,7 @@ def worker_pme(job):
             raw.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
         p = pme.parameters
         row = dict(cfg, comm_mode=job["comm_mode"], ranks=P, mesh=list(p["mesh"]), alpha=p["alpha"],
-                   order=p["order"], estimated_error=p["estimated_error"], wall_s=statistics.median(walls), wall_mean_s=statistics.fmean(walls), steps=steps,
+                   order=p["order"], differentiation=p["differentiation"], estimated_error=p["estimated_error"], wall_s=statistics.median(walls), wall_mean_s=statistics.fmean(walls), steps=steps,
                    wall_min_s=min(walls), raw_cpp_call_s=statistics.median(raw), setup_s=t_setup,
                    phases=phases, phases_mean=phases_mean, cpp_phases_s=cpp_sum, comm_detail=extra,
                    recip_s=sum(phases[k] for k in RECIP_PHASES), real_s=sum(phases[k] for k in REAL_PHASES))
@@ -376,7 +378,7 @@ def worker_validate(job):
 
     d = np.load(job["system"])
     ex = d["exclusions"] if len(d["exclusions"]) else None
-    pme = PME(d["box"], job["cutoff"], tolerance=job["tolerance"], order=8)
+    pme = PME(d["box"], job["cutoff"], tolerance=job["tolerance"], order=8, differentiation="ad")
     r = pme.compute(d["positions"], d["charges"], d["ids"], ex)
     e = ewald(d["box"], d["positions"], d["charges"], exclusions=ex)
     err = float(np.sqrt(((r.forces - e.forces) ** 2).sum() / (e.forces ** 2).sum()))
@@ -571,7 +573,7 @@ def bench_peers(args) -> int:
                             for t in args.tolerances:
                                 c = dict(tolerance=t, diff=d, variant=f"pmewald-{d}")
                                 # The automatic choice is rank-count independent: tune once (first run),
-                                # then pass the chosen alpha, mesh and order explicitly.
+                                # then pass the chosen alpha, mesh, order and differentiation explicitly.
                                 c.update(pme_params.get((s["name"], d, t), {}))
                                 cfgs.append(c)
                         if not args.skip_lammps:
@@ -591,7 +593,8 @@ def bench_peers(args) -> int:
                                 r["error"] = rel_error(np.load(r["forces_file"]), ref)
                             if r["variant"] != "pmewald-ik@lammps":
                                 pme_params.setdefault((s["name"], r["diff"], r["tolerance"]),
-                                                      dict(alpha=r["alpha"], mesh=r["mesh"], order=r["order"]))
+                                                      dict(alpha=r["alpha"], mesh=r["mesh"], order=r["order"],
+                                                           differentiation=r["differentiation"]))
                             setting = r.get("tolerance") if r["variant"] != "pmewald-ik@lammps" else r["lammps_acc"]
                             variant = r["variant"] + ("" if P == 1 else f"-{opt['mode']}")
                             rec((s["name"], P, variant, setting), r, rnd)
@@ -632,6 +635,7 @@ def _summarise(raw):
                        cpp_s=_med(rs, "cpp_phases_s"), raw_cpp_call_s=_med(rs, "raw_cpp_call_s"),
                        wall_mean_s=_med(rs, "wall_mean_s"), steps=first.get("steps"),
                        mesh=first["mesh"], alpha=first["alpha"], order=first["order"],
+                       differentiation=first.get("differentiation") or first.get("diff"),
                        estimated=first["estimated_error"], mem_mb=first["maxrss_mb"],
                        mem_kind="peak RSS per rank (max over ranks)", fft_pair_s=_med(rs, "fft_pair_s"),
                        phases={k: statistics.median(r["phases"][k] for r in rs) for k in PME_PHASES},
@@ -639,7 +643,7 @@ def _summarise(raw):
                                     for k in first["comm_detail"]})
             if row.get("fft_pair_s"):
                 # ad: 1 forward + 1 backward (one pair); ik: 1 forward + 3 backward (two pairs)
-                n_pairs = 1.0 if first.get("diff", "ad") == "ad" else 2.0
+                n_pairs = 1.0 if row["differentiation"] == "ad" else 2.0
                 row["fft_limit_s"] = n_pairs * row["fft_pair_s"]
                 row["recip_over_fft_limit"] = row["recip_s"] / row["fft_limit_s"]
         rows.append(row)
@@ -705,6 +709,8 @@ def _markdown(res):
           "FFT-only ms | recip/FFT | mem MB |", "|" + "---|" * 12]
     for r in res["rows"]:
         mesh = "x".join(map(str, r["mesh"])) if r.get("mesh") else ""
+        if r["code"].startswith("pmewald") and r.get("differentiation"):
+            mesh += f" {r['differentiation']} p{r['order']}"   # what pmewald chose or was given
         st = f"{r['setting']:g}"
         L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {st} | {mesh} | "
                  f"{r['error']:.2e} | {_fmt_ms(r['total_s'])} | {_fmt_ms(r['real_s'])} | {_fmt_ms(r['recip_s'])} | "
@@ -712,7 +718,8 @@ def _markdown(res):
                  f"{'' if r.get('recip_over_fft_limit') is None else format(r['recip_over_fft_limit'], '.1f')} | "
                  f"{'' if r.get('mem_mb') is None else format(r['mem_mb'], '.0f')} |")
     L += ["", "setting: the nominal tolerance (pmewald, OpenMM `ewaldErrorTolerance`) or PPPM accuracy (LAMMPS); "
-          "for `pmewald-ik@lammps` the LAMMPS accuracy whose G, grid and order were used. total = LAMMPS Pair + "
+          "for `pmewald-ik@lammps` the LAMMPS accuracy whose G, grid and order were used. pmewald's mesh cell "
+          "also names the differentiation and order used (`pmewald-auto`: the automatic choice). total = LAMMPS Pair + "
           "Kspace; OpenMM getState(forces); pmewald wall time of `compute()` (slowest rank). FFT-only: FFTW's "
           "serial real-to-complex 3-D r2c+c2r pair on pmewald's mesh (x2 for ik: 1 forward + 3 backward), 1 rank "
           "only. mem: LAMMPS's "
@@ -806,7 +813,9 @@ def add_parser(sub):
                    help="OpenMM ewaldErrorTolerance values")
     p.add_argument("--lammps-diffs", nargs="+", default=["ik"], choices=["ik", "ad"],
                    help="LAMMPS 'kspace_modify diff' (ad's set-up takes minutes at accuracies below 1e-5)")
-    p.add_argument("--pme-diffs", nargs="+", default=["ad"], choices=["ik", "ad"])
+    p.add_argument("--pme-diffs", nargs="+", default=["auto"], choices=["auto", "ik", "ad"],
+                   help="pmewald differentiation requests; 'auto' (variant pmewald-auto) lets the cost model "
+                        "choose differentiation, order, alpha and mesh (the tables show the choice)")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--modes", nargs="+", default=["pt2pt", "nonblocking", "collective"],
                    choices=["pt2pt", "nonblocking", "collective"], help="pmewald comm modes on more than 1 rank")

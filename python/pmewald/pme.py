@@ -25,8 +25,14 @@ from . import _core
 from .reference import cell_heights
 
 _MODES = ("pt2pt", "nonblocking", "collective")
-_DIFFS = ("ad", "ik")
+_DIFFS = ("auto", "ad", "ik")
+# Orders the automatic choice (order=None) considers.
+_ORDERS = (4, 8)
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
+# Cost-model constants for the automatic choice: None uses the calibrated ones built into
+# the C++ kernels (cpp/parameters.cpp, `python -m pmewald.bench cost`); a dict overrides
+# entries of kernels.cost_model() (tests use it to make one differentiation cheaper).
+_COST = None
 # Fraction of the tolerance the automatic mesh aims at (the estimate is good to ~20%).
 _MARGIN = 0.8
 # Smallest force scale, as a fraction of the typical force k q_rms^2 / d^2: below it the
@@ -115,8 +121,11 @@ class PME:
     alpha, mesh, order : optional
         Ewald splitting parameter (1/length), mesh points per axis (3 ints), and
         B-spline order (3..10). Explicit values override the automatic choice.
-    differentiation : "ad" or "ik"
-        Analytical differentiation (one backward FFT) or ik (three).
+        ``order=None`` (default) chooses it, with the mesh, from 4 to 8.
+    differentiation : "auto", "ad" or "ik"
+        Analytical differentiation (one backward FFT; the forces are the exact gradient of
+        the energy) or ik (three backward FFTs; more accurate forces for a given mesh).
+        ``"auto"`` (default) takes whichever the cost model finds cheaper for the tolerance.
     comm : mpi4py intracommunicator, optional
         Defaults to ``MPI.COMM_WORLD``.
     comm_mode : "pt2pt", "nonblocking" or "collective"
@@ -129,29 +138,39 @@ class PME:
 
     Notes
     -----
-    Automatic parameters: ``alpha`` is fixed at construction from the cutoff and
-    the tolerance, ``exp(-alpha^2 rc^2) = tolerance / 4`` (an engine doing its own
-    pairs needs it before the first call); ``order`` defaults to 5. The mesh is
-    chosen on the first :meth:`compute`, when the charges are known: the smallest
-    FFT-friendly mesh (factors 2, 3, 5; by cell heights, so triclinic cells are
-    handled) whose estimated RMS force error is within ``0.8 x tolerance x F``,
-    where F is the RMS force measured by a cheap probe on a coarse mesh (rounded to
-    two digits, so the choice does not depend on the rank count). With
-    ``real_space=False`` the charge-based force ``k q_rms^2 / d^2`` (d the mean atom
-    spacing) is used instead of a measurement. If the real-space estimate alone
-    would exceed half of ``tolerance x F``, alpha (when not given, and with
-    ``real_space=True``) is raised just enough on that first call. The mesh is
-    refined further when an extrapolation of the probe's energy says the energy
-    error would exceed ``0.3 x tolerance x |E|``. For systems whose forces nearly
-    cancel (perfect crystals) F is at least 1% of that typical force. After
-    :meth:`set_box` the mesh is re-chosen only if the tolerance is no longer met.
+    Automatic parameters (docs/accuracy.md has the details). Whatever is not given is
+    chosen on the first :meth:`compute`, when the charges are known, as the cheapest
+    combination of differentiation (``"auto"``), order (``None``: 4 to 8), alpha and mesh
+    (smallest FFT-friendly mesh, factors 2, 3, 5, by cell heights) whose estimated RMS
+    force error is within ``0.8 x tolerance x F``, by a model of the reciprocal-space cost
+    (FFTs, solve, spreading and gathering; constants calibrated by
+    ``python -m pmewald.bench cost``). F is the RMS force measured by a cheap probe on a
+    coarse mesh (rounded to two digits, so the choice does not depend on the rank count);
+    with ``real_space=False``, the charge-based force ``k q_rms^2 / d^2`` (d the mean atom
+    spacing). For systems whose forces nearly cancel (perfect crystals) F is at least 1% of
+    that typical force.
+
+    alpha: with ``real_space=True`` the real-space cost does not depend on alpha at a fixed
+    cutoff, so alpha is chosen on the first call too, as small as the accuracy allows: the
+    real-space (Kolafa-Perram) estimate takes whichever share of the error budget makes the
+    mesh cheapest. Before that call ``parameters["alpha"]`` shows a provisional value,
+    ``exp(-alpha^2 rc^2) = tolerance / 4``. With ``real_space=False`` that value is final
+    from construction (an engine doing its own pairs needs alpha before the first call),
+    and only the mesh, order and differentiation are chosen at the first call.
+
+    The mesh is chosen again (at most three times) if the estimate then lies outside
+    ``[0.25, 1] x tolerance x`` the RMS force just measured, and refined when an
+    extrapolation of the energy from a coarser mesh says the energy error would exceed
+    ``0.3 x tolerance x |E|``. After :meth:`set_box` the parameters are re-chosen only if
+    the tolerance is no longer met. With an explicit ``mesh`` nothing is tuned: alpha is
+    the construction value, order 5 and ``"ad"`` unless given.
 
     Every bad argument raises ``ValueError`` on every rank (``TypeError`` for a
     non-communicator), and the object stays usable.
     """
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
-                 differentiation="ad", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
+                 differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True):
         from mpi4py import MPI
 
@@ -179,7 +198,7 @@ class PME:
                 if any(v < lowest or v > 4096 for v in m):
                     raise ValueError(f"mesh must have between order ({lowest}) and 4096 points per axis, got {m}")
             if differentiation not in _DIFFS:
-                raise ValueError(f"differentiation must be 'ad' or 'ik', got {differentiation!r}")
+                raise ValueError(f"differentiation must be 'auto', 'ad' or 'ik', got {differentiation!r}")
             if comm_mode not in _MODES:
                 raise ValueError(f"comm_mode must be one of {', '.join(_MODES)}, got {comm_mode!r}")
             k = float(coulomb_constant)
@@ -196,40 +215,59 @@ class PME:
                              "real_space")
         self._box, self._cutoff, self._tolerance = b, rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
-        self._differentiation, self._comm_mode = differentiation, comm_mode
+        self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, bool(real_space)
         self._solver = None
         self._params = None
         self._recheck = False
         self._cache_estimate = None
-        # alpha and order are fixed here (an engine doing its own pairs needs alpha now):
-        # exp(-alpha^2 rc^2) = tolerance / 4 keeps the real-space error a fraction of the
-        # budget; the mesh is chosen on the first compute, when the charges are known.
+        self._choice = None
+        # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
+        # fraction of the budget): final with real_space=False (an engine doing its own pairs
+        # needs it now), and the probe's alpha otherwise. The rest is chosen on the first
+        # compute, when the charges are known; an explicit mesh fixes everything now.
         self._alpha = a if a is not None else math.sqrt(math.log(4.0 / tol)) / rc
-        self._order = p if p is not None else 5
+        self._order = p
+        self._differentiation = None if differentiation == "auto" else differentiation
         if m is not None:
-            self._build(self._alpha, m, self._order)
+            self._order = p if p is not None else 5
+            self._differentiation = self._differentiation or "ad"
+            self._build(self._alpha, m, self._order, self._differentiation)
 
     # ------------------------------------------------------------------ set-up
 
-    def _build(self, alpha, mesh, order):
+    def _build(self, alpha, mesh, order, differentiation):
         mesh = tuple(int(v) for v in mesh)
-        if self._solver is not None and (alpha, mesh, order) == (self._params["alpha"], self._params["mesh"],
-                                                                 self._params["order"]):
+        new = {"alpha": float(alpha), "mesh": mesh, "order": int(order), "differentiation": differentiation}
+        self._alpha, self._order, self._differentiation = new["alpha"], new["order"], differentiation
+        if self._solver is not None and new == self._params:
             return
         self._solver = _core.PMESolver(self._comm, self._box, mesh, int(order), float(alpha), self._cutoff,
-                                       self._differentiation, self._comm_mode, self._k, self._real_space)
-        self._params = {"alpha": float(alpha), "mesh": mesh, "order": int(order)}
+                                       differentiation, self._comm_mode, self._k, self._real_space)
+        self._params = new
         self._cache_estimate = None
 
-    def _choose_mesh(self, target, sum_q2, n_atoms):
-        """Smallest FFT-friendly mesh (at the fixed alpha and order) meeting an absolute target."""
+    def _choose(self, target, sum_q2, n_atoms, scan_alpha, differentiation=None, order=None, mesh_target=None):
+        """The cheapest (differentiation, order, alpha, mesh) by the cost model whose
+        estimated absolute RMS force error meets `target` (kernels.choose_cheapest); alpha
+        is scanned when `scan_alpha`, else the current one is kept. `mesh_target` bounds
+        the ad reciprocal estimate of the mesh (an energy requirement). Targets go in
+        units of the Coulomb constant, rounded, so the choice is the same in any units."""
         from ._core import kernels
 
-        r = kernels.choose_parameters(self._box, self._cutoff, target, sum_q2, n_atoms,
-                                      differentiation=self._differentiation, coulomb_constant=self._k,
-                                      alpha=self._alpha, mesh=self._fixed["mesh"], order=self._order)
-        return tuple(int(v) for v in r["mesh"])
+        order = order if order is not None else self._fixed["order"]
+        r = kernels.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
+                                    n_atoms, differentiation=differentiation or self._diff_request,
+                                    coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
+                                    orders=_ORDERS, cost=_COST,
+                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
+        for key in ("est_real", "est_recip", "est_total"):
+            r[key] *= self._k
+        return r
+
+    def _use(self, choice):
+        self._choice = choice
+        self._build(choice["alpha"], choice["mesh"], choice["order"], choice["differentiation"])
 
     def _estimate(self, sum_q2, n_atoms):
         """(absolute estimate, parts) for the current parameters; cached, since the
@@ -237,10 +275,10 @@ class PME:
         from ._core import kernels
 
         p = self._params
-        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"])
+        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
         if self._cache_estimate is None or self._cache_estimate[0] != key:
             e = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
-                                        self._differentiation, sum_q2, n_atoms, coulomb_constant=self._k)
+                                        p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
             self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
@@ -250,12 +288,17 @@ class PME:
     def parameters(self) -> dict:
         """Parameters and error estimates.
 
-        ``alpha`` and ``order`` are known from construction; an automatic ``mesh``
-        is chosen on the first :meth:`compute` (``None`` before), and the error
-        estimates refer to the last computed result.
+        Automatic choices are made on the first :meth:`compute`; before it ``mesh`` and an
+        automatic ``order`` are ``None``, ``differentiation`` is ``"auto"`` unless given,
+        and ``alpha`` is provisional with ``real_space=True`` (final with
+        ``real_space=False``). ``modelled_cost`` is the cost model's seconds per
+        reciprocal step on one rank for the choice (``None`` when nothing was chosen), and
+        the error estimates refer to the last computed result.
         """
-        p = {"alpha": self._alpha, "mesh": self._params["mesh"] if self._params else None, "order": self._order}
-        p.update(cutoff=self._cutoff, tolerance=self._tolerance, differentiation=self._differentiation,
+        p = {"alpha": self._alpha, "mesh": self._params["mesh"] if self._params else None, "order": self._order,
+             "differentiation": self._differentiation or "auto",
+             "modelled_cost": self._choice["cost"] if self._choice else None}
+        p.update(cutoff=self._cutoff, tolerance=self._tolerance,
                  comm_mode=self._comm_mode, coulomb_constant=self._k, real_space=self._real_space,
                  box=self._box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
@@ -264,8 +307,8 @@ class PME:
     def set_box(self, box):
         """Change the box (NPT). Plans and buffers are reused (same mesh, alpha, order).
 
-        With an automatic mesh, the next compute checks the error estimate for the
-        new box and chooses a new mesh only if the tolerance is no longer met.
+        With automatic parameters, the next compute checks the error estimate for the
+        new box and chooses them again only if the tolerance is no longer met.
         """
         b = _agreed(self._comm, lambda: _checked_box(box, self._cutoff, "the new"))
         root = self._comm.bcast(b.tobytes(), root=0)
@@ -321,19 +364,21 @@ class PME:
         return float(f"{x:.1e}") * self._k if x > 0 else typical
 
     def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
-        """Choose the mesh on the first call (or after set_box).
+        """Choose the parameters on the first call (or after set_box).
 
         The target is an absolute RMS force error of ``_MARGIN x tolerance x F``, F the
-        force scale: first the charge-based typical force, then (real_space=True) the
-        RMS force this very call measured. The mesh is re-chosen with the measured scale
-        unless the estimate already lies between a quarter of and the full tolerance, so
-        the mesh is neither too coarse nor needlessly fine.
+        force scale: first the charge-based typical force, then (real_space=True) the RMS
+        force measured by a probe on a coarse mesh, then that of the chosen parameters. They
+        are chosen again with the measured scale unless the estimate already lies between a
+        quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
+        fine. Finally (real_space=True) the energy error is checked (_check_energy).
         """
         self._recheck = False
         if self._fixed["mesh"] is not None:
-            self._build(self._alpha, self._fixed["mesh"], self._order)
+            self._build(self._alpha, self._fixed["mesh"], self._order, self._differentiation)
             return self._solver.compute(pos, q, idv, ex)
         typical = self._typical_force(n_atoms, sum_q2)
+        scan = self._real_space and self._fixed["alpha"] is None
         probe = None
 
         def acceptable(raw):
@@ -341,7 +386,7 @@ class PME:
             est = self._estimate(sum_q2, n_atoms)[0]
             return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
 
-        if self._solver is not None:  # after set_box: keep the mesh if it still fits
+        if self._solver is not None:  # after set_box: keep the parameters if they still fit
             raw = self._solver.compute(pos, q, idv, ex)
             if not self._real_space:
                 return raw
@@ -352,60 +397,102 @@ class PME:
             scale = self._force_scale(typical, typical)
             if self._real_space:
                 # A cheap probe on a coarse mesh measures the force scale (it only has to be
-                # right to the two digits _force_scale keeps).
+                # right to the two digits _force_scale keeps): the cheapest parameters at the
+                # provisional alpha. Its mesh is usually coarser than the final one, so the
+                # energy check can reuse it (and its FFT plans).
                 coarse = min(0.3, 30.0 * self._tolerance) * scale
-                self._build(self._alpha, self._choose_mesh(coarse, sum_q2, n_atoms), self._order)
+                self._use(self._choose(coarse, sum_q2, n_atoms, False))
                 raw = self._solver.compute(pos, q, idv, ex)
-                probe = (raw["energy"], self._estimate(sum_q2, n_atoms)[1]["recip"])
+                probe = self._energy_point(raw)
                 scale = acceptable(raw)[1]
-                if self._fixed["alpha"] is None and self._raise_alpha(scale, sum_q2, n_atoms):
-                    probe = None  # a different alpha: the probe's energy is not comparable
         for _ in range(3):
-            self._build(self._alpha, self._choose_mesh(_MARGIN * self._tolerance * scale, sum_q2, n_atoms),
-                        self._order)
+            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan))
             raw = self._solver.compute(pos, q, idv, ex)
             if not self._real_space:
-                break  # the total forces are the caller's: keep the charge-based scale
+                return raw  # the total forces are the caller's: keep the charge-based scale
             ok, measured = acceptable(raw)
             if ok or measured == scale:
                 break
             scale = measured
-        if probe is not None:
-            # The energy error: a coarser mesh's energy differs from this one by about its
-            # own error; both errors scale like the reciprocal force-error estimates, so
-            # this mesh's energy error is about |E_coarse - E| * est / (est_coarse - est).
-            # The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|.
-            for _ in range(3):
-                rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
-                if not probe[1] > 1.5 * rec:
-                    break
-                d_e = abs(probe[0] - raw["energy"]) * rec / (probe[1] - rec)
-                allowed = 0.3 * self._tolerance * abs(raw["energy"])
-                self._energy_error = d_e
-                if d_e <= allowed:
-                    break
-                factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
-                probe = (raw["energy"], rec)
-                self._build(self._alpha, self._choose_mesh(_MARGIN * self._tolerance * scale * factor,
-                                                           sum_q2, n_atoms), self._order)
-                raw = self._solver.compute(pos, q, idv, ex)
-                scale *= factor
-        return raw
+        return self._check_energy(raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
 
-    def _raise_alpha(self, scale, sum_q2, n_atoms):
-        """Raise alpha when the real-space estimate alone would take more than half of the
-        error budget (systems whose RMS force is small compared with their charges, such
-        as crystals near equilibrium). Returns True when alpha changed."""
+    def _energy_point(self, raw):
+        """What the energy check needs of a result: its parameters and reciprocal energy."""
+        return dict(self._params, reciprocal=float(raw["terms"]["reciprocal"]))
+
+    def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
+        """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
+
+        The energy of a coarser mesh (same alpha and order) differs from this one by about
+        its own error; both errors scale like the reciprocal force-error estimates, so this
+        mesh's energy error is about |E_coarse - E| x est / (est_coarse - est). The coarse
+        point is the probe when it has the same alpha and order, else a reciprocal-only
+        calculation (the energy does not depend on the differentiation) on a mesh 0.75x as
+        fine. The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|.
+        When it is exceeded, the parameters are chosen again with the mesh itself bounded:
+        its ad estimate at most the current one times the missing factor, whatever the
+        differentiation (the energy does not depend on it, so ik then needs as fine a mesh
+        as ad and usually loses to it). This matters for small systems, whose energy error
+        is relatively larger, and for systems whose energy is a small difference of large
+        terms.
+        """
         from ._core import kernels
 
-        vol = abs(np.linalg.det(self._box))
-        real = kernels.real_space_error(self._alpha, self._cutoff, sum_q2, n_atoms, vol, self._k)
-        budget = 0.5 * self._tolerance * scale
-        if real <= budget:
-            return False
-        alpha = math.sqrt(self._alpha**2 + math.log(real / budget) / self._cutoff**2)
-        self._alpha = float(f"{alpha:.4e}")  # four digits: rank-count independent
-        return True
+        self._energy_error = None
+        probe_mesh = coarse["mesh"] if coarse is not None else None
+        for _ in range(3):
+            p = self._params
+            rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
+            if coarse is None or (coarse["alpha"], coarse["order"]) != (p["alpha"], p["order"]):
+                coarse = self._coarse_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
+                if coarse is None:
+                    break
+
+            def recip_estimate(mesh, diff):
+                return kernels.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
+                                               n_atoms, coulomb_constant=self._k)["recip"]
+
+            est_c = recip_estimate(coarse["mesh"], p["differentiation"])
+            if not est_c > 1.5 * rec:
+                break
+            d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / (est_c - rec)
+            allowed = 0.3 * self._tolerance * abs(raw["energy"])
+            self._energy_error = d_e
+            if d_e <= allowed:
+                break
+            factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
+            est_ad = rec if p["differentiation"] == "ad" else recip_estimate(p["mesh"], "ad")
+            coarse = self._energy_point(raw)
+            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
+                                   mesh_target=est_ad * factor))
+            raw = self._solver.compute(pos, q, idv, ex)
+        return raw
+
+    def _coarse_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
+        """The reciprocal energy at the current alpha and order on a coarser mesh
+        (reciprocal part only, ad): the probe's mesh when it is coarse enough for the
+        extrapolation (its FFT plans exist already), else one about 0.75x (0.6x) as fine;
+        None when no coarser mesh is allowed."""
+        from ._core import kernels
+
+        p = self._params
+        tries = [] if probe_mesh is None else [tuple(probe_mesh)]
+        tries += [tuple(max(p["order"], kernels.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
+                  for f in (0.75, 0.6)]
+        for mesh in tries:
+            if mesh == p["mesh"] or min(mesh) < p["order"] or any(a > b for a, b in zip(mesh, p["mesh"])):
+                continue
+            est = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
+                                          p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)["recip"]
+            if est > 1.5 * rec:
+                break
+        else:
+            return None
+        solver = _core.PMESolver(self._comm, self._box, mesh, p["order"], p["alpha"], self._cutoff, "ad",
+                                 self._comm_mode, self._k, False)
+        raw = solver.compute(pos, q, idv, np.zeros((0, 2), dtype=np.int64))
+        return {"alpha": p["alpha"], "order": p["order"], "mesh": mesh,
+                "reciprocal": float(raw["terms"]["reciprocal"])}
 
     def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
         est_abs, parts = self._estimate(sum_q2, n_atoms)
@@ -433,6 +520,12 @@ class PME:
     def brick(self):
         """This rank's brick of the mesh, ((lo), (hi))."""
         return self._solver.brick if self._solver is not None else None
+
+
+def _for_choice(x):
+    """x to 12 significant digits: sums reduced in a different order on another rank count
+    then give the same parameters (the choice never hinges on their last bits)."""
+    return float(f"{x:.11e}")
 
 
 def _as_int(v, name):

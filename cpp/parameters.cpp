@@ -787,7 +787,9 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
   int best_i = -1, checked = 0;
   for (size_t k = 0; k < idx.size() && checked < 4; ++k) {
     Candidate& c = cands[idx[k]];
-    if (best_i >= 0 && cands[best_i].cost <= c.cost) break;
+    // predictions within 10% of the best checked cost are checked too: the table's
+    // prediction can be a mesh step off (per-axis rounding of small meshes)
+    if (best_i >= 0 && c.cost >= 1.1 * cands[best_i].cost) break;
     ++checked;
     const AlphaOption o = option_of(c.alpha);
     double e = 0;

@@ -442,6 +442,87 @@ def test_choose_parameters_meets_target(estimate_systems, diff):
     assert 4 <= P3["order"] <= 8 and P3["est_total"] <= 1e-4 * (1 + 1e-12)
 
 
+def test_reciprocal_error_parts_and_continuum_scaling():
+    """recip = k sqrt((pair + self) / n), and the scaling choose_cheapest relies on: at a
+    fixed alpha h, pair ~ alpha and self ~ alpha^4 (checked for alpha L = 8 -> 16)."""
+    box = np.array([[20.0, 0.0, 0.0], [5.0, 18.0, 0.0], [-3.0, 2.0, 22.0]])
+    sq2, n = 300.0, 400
+    for diff in ("ad", "ik"):
+        e = K.reciprocal_error_parts(box, 0.4, (20, 18, 22), 6, diff, sq2, n)
+        est = K.estimate_errors(box, 0.4, 9.0, (20, 18, 22), 6, diff, sq2, n, coulomb_constant=3.0)["recip"]
+        assert est == pytest.approx(3.0 * math.sqrt((e["pair"] + e["self"]) / n), rel=1e-12)
+        lo = K.reciprocal_error_parts(box, 0.4, (24, 24, 27), 6, diff, sq2, n)
+        hi = K.reciprocal_error_parts(box, 0.8, (48, 48, 54), 6, diff, sq2, n)
+        assert hi["pair"] == pytest.approx(2.0 * lo["pair"], rel=0.05)
+        if diff == "ad":   # ik's self force is negligible
+            assert hi["self"] == pytest.approx(16.0 * lo["self"], rel=0.05)
+
+
+def test_cost_model():
+    c = K.cost_model()
+    assert set(c) == {"fft", "mesh_ad", "mesh_ik", "atom_ad", "atom_ik", "point_ad", "point_ik",
+                      "transforms_ad", "transforms_ik"}
+    assert all(v >= 0 for v in c.values()) and c["fft"] > 0
+    mesh, p, n = (40, 45, 48), 6, 1000
+    N = 40 * 45 * 48
+    for diff in ("ad", "ik"):
+        want = (c["fft"] * c[f"transforms_{diff}"] * N * math.log2(N) + c[f"mesh_{diff}"] * N
+                + (c[f"atom_{diff}"] + c[f"point_{diff}"] * p ** 3) * n)
+        assert K.reciprocal_cost(mesh, p, diff, n) == pytest.approx(want, rel=1e-12)
+    assert K.reciprocal_cost(mesh, p, "ad", n, cost={"fft": 1.0, "mesh_ad": 0.0, "atom_ad": 0.0,
+                                                     "point_ad": 0.0}) == pytest.approx(2 * N * math.log2(N))
+    with pytest.raises(ValueError):
+        K.reciprocal_cost(mesh, p, "ad", n, cost={"fast": 1.0})
+
+
+# ik costs what ad does per transform and per point, and needs fewer transforms: always cheaper
+IK_CHEAP = {"transforms_ad": 2, "transforms_ik": 1, "mesh_ik": 0.0, "atom_ik": 0.0, "point_ik": 0.0}
+AD_CHEAP = {"transforms_ad": 1, "transforms_ik": 8, "mesh_ad": 0.0, "atom_ad": 0.0, "point_ad": 0.0}
+
+
+@pytest.mark.parametrize("name", list(BOXES))
+def test_choose_cheapest(estimate_systems, name):
+    box, pos, q, _, _ = estimate_systems[name]
+    sq2, n, rc = float(q @ q), len(q), 4.0
+    for target in (1e-3, 1e-5):
+        auto = K.choose_cheapest(box, rc, target, sq2, n)
+        # meets the target: exact estimates at the chosen parameters
+        e = K.estimate_errors(box, auto["alpha"], rc, auto["mesh"], auto["order"], auto["differentiation"], sq2, n)
+        assert e["real"] == pytest.approx(auto["est_real"], rel=1e-12)
+        assert e["recip"] == pytest.approx(auto["est_recip"], rel=1e-12)
+        assert e["total"] <= target * (1 + 1e-12)
+        assert 4 <= auto["order"] <= 8 and auto["alpha"] * rc >= 2.0 - 1e-12
+        assert all(K.fft_friendly(k) == k and k >= auto["order"] for k in auto["mesh"])
+        assert auto["cost"] == pytest.approx(K.reciprocal_cost(auto["mesh"], auto["order"],
+                                                               auto["differentiation"], n), rel=1e-12)
+        cands = auto["candidates"]
+        assert cands[0]["exact"] and cands[0]["cost"] == auto["cost"]
+        assert [c["cost"] for c in cands] == sorted(c["cost"] for c in cands)
+        # no explicit choice is cheaper (by the model) than the automatic one
+        for diff in ("ad", "ik"):
+            for order in (None, 5):
+                r = K.choose_cheapest(box, rc, target, sq2, n, differentiation=diff, order=order)
+                assert r["differentiation"] == diff and (order is None or r["order"] == order)
+                assert K.estimate_errors(box, r["alpha"], rc, r["mesh"], r["order"], diff, sq2, n)["total"] \
+                    <= target * (1 + 1e-12)
+                assert auto["cost"] <= r["cost"] * 1.02, (diff, order, auto, r)
+        # the cost model decides the differentiation
+        assert K.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP)["differentiation"] == "ik"
+        assert K.choose_cheapest(box, rc, target, sq2, n, cost=AD_CHEAP)["differentiation"] == "ad"
+        # a given alpha is kept; the scan finds a smaller alpha than the old fixed rule would
+        fixed = K.choose_cheapest(box, rc, target, sq2, n, alpha=0.9)
+        assert fixed["alpha"] == 0.9 and fixed["est_total"] <= target * (1 + 1e-12)
+        # a mesh bound (on the ad estimate) is honoured by ik too
+        bound = 0.3 * target
+        b = K.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP, mesh_target=bound)
+        ad_est = K.estimate_errors(box, b["alpha"], rc, b["mesh"], b["order"], "ad", sq2, n)["recip"]
+        assert ad_est <= bound * (1 + 1e-12)
+    with pytest.raises(ValueError):
+        K.choose_cheapest(box, rc, 1e-14, sq2, n, orders=(4, 5))  # unreachable
+    with pytest.raises(ValueError):
+        K.choose_cheapest(box, rc, 1e-4, sq2, n, orders=(2, 5))
+
+
 def test_bad_input_raises_value_error():
     box = BOXES["cubic"]
     pos, q = random_system(5, box, seed=0)

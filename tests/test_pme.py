@@ -18,6 +18,9 @@ own energy.  The "Done when" list of issue 4 maps onto the tests as follows
 - units; set_box; parameters/timings ............. test_coulomb_constant_scales_linearly,
                                                    test_set_box_matches_fresh_solver,
                                                    test_parameters_terms_and_timings
+- automatic differentiation/order/alpha/mesh ...... test_automatic_choice (issue 6), and
+                                                   test_accuracy_mpi, test_independence
+                                                   (same choice on every rank count)
 
 Conventions used by the assertions (see docs/theory.md):
 relative RMS force error ``sqrt(sum |F - F_ref|^2 / sum |F_ref|^2)``; virial
@@ -322,7 +325,7 @@ def test_accuracy_mpi(comm):
     s, ref = _reference_cached("triclinic-charged")
     parts = split_atoms(s.n_atoms, comm.Get_size(), "random", seed=3)
     bad = []
-    for diff in ("ad", "ik"):
+    for diff in ("auto", "ad", "ik"):
         pme = PME(s.box, half_height_cutoff(s.box), tolerance=1e-5, differentiation=diff,
                   comm=comm)
         res, forces = compute_split(pme, comm, s, parts)
@@ -330,6 +333,11 @@ def test_accuracy_mpi(comm):
         # the estimate is global, like the energy
         ests = comm.allgather(float(res.estimated_error))
         assert all(e == ests[0] for e in ests)
+        # the automatic choice is the same as on one rank with every atom
+        solo = PME(s.box, half_height_cutoff(s.box), tolerance=1e-5, differentiation=diff, comm=MPI.COMM_SELF)
+        solo.compute(s.positions, s.charges)
+        for key in ("alpha", "mesh", "order", "differentiation"):
+            assert pme.parameters[key] == solo.parameters[key], (diff, key)
     assert not bad, "\n".join(bad)
 
 
@@ -543,6 +551,7 @@ def test_reciprocal_only(key):
     full = PME(s.box, cutoff, tolerance=tol)
     alpha = PME(s.box, cutoff, tolerance=tol, real_space=False).parameters["alpha"]
     assert alpha == full.parameters["alpha"]   # known at construction, for the caller's pairs
+    alpha_construction = alpha
     rf = full.compute(s.positions, s.charges, exclusions=ex)
     # with the same alpha, mesh and order the reciprocal side is identical (the full run
     # chooses alpha and the mesh from the measured total force; real_space=False keeps the
@@ -552,6 +561,10 @@ def test_reciprocal_only(key):
                 order=full.parameters["order"], differentiation=full.parameters["differentiation"])
     rr = recip.compute(s.positions, s.charges, exclusions=ex)
     assert rr.terms["real"] == 0.0
+    # real_space=False: the construction alpha is final (the caller's pairs use it)
+    own = PME(s.box, cutoff, tolerance=tol, real_space=False)
+    own.compute(s.positions, s.charges, exclusions=ex)
+    assert own.parameters["alpha"] == alpha_construction
     # the same reciprocal, self, background and exclusion terms as the full run
     for name in ("reciprocal", "self", "background", "exclusion"):
         assert abs(rr.terms[name] - rf.terms[name]) <= 1e-12 * energy_scale(rf), name
@@ -794,6 +807,53 @@ def test_set_box_matches_fresh_solver(comm):
     pme.set_box(s.box)
     res, f = compute_split(pme, comm, s, parts)
     assert_same(first, ffirst, res, f, what="set_box back to the first box")
+
+
+# --------------------------------------------------------------------------- 10. automatic choice
+
+# Cost models (entries of kernels.cost_model()) under which one differentiation is always
+# the cheaper: ik costing what ad does per transform and point but needing fewer
+# transforms, and the reverse.
+IK_CHEAP = {"transforms_ad": 2, "transforms_ik": 1, "mesh_ik": 0.0, "atom_ik": 0.0, "point_ik": 0.0}
+AD_CHEAP = {"transforms_ad": 1, "transforms_ik": 8, "mesh_ad": 0.0, "atom_ad": 0.0, "point_ad": 0.0}
+
+
+def test_automatic_choice(monkeypatch):
+    """differentiation="auto" and order=None: the cost model decides (ik where it is the
+    cheaper), explicit values are honoured, the parameters property reports the choice,
+    and the accuracy criteria of the sweep hold either way."""
+    import pmewald.pme as pme_module
+    from pmewald._core import kernels
+
+    s, ref = _reference_cached("triclinic-charged")
+    cutoff = half_height_cutoff(s.box)
+    tol = 1e-5
+    bad = []
+    for cost, want in ((IK_CHEAP, "ik"), (AD_CHEAP, "ad"), (None, None)):
+        monkeypatch.setattr(pme_module, "_COST", cost)
+        pme = PME(s.box, cutoff, tolerance=tol)
+        before = pme.parameters
+        assert (before["differentiation"], before["order"], before["mesh"]) == ("auto", None, None)
+        res = pme.compute(s.positions, s.charges)
+        p = pme.parameters
+        assert p["differentiation"] == (want or p["differentiation"]) and p["differentiation"] in ("ad", "ik")
+        assert 4 <= p["order"] <= 8
+        assert p["modelled_cost"] == pytest.approx(
+            kernels.reciprocal_cost(p["mesh"], p["order"], p["differentiation"], s.n_atoms, cost=cost), rel=1e-12)
+        bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"auto, cost {cost}: {p}")
+    # explicit values are honoured whatever the model prefers
+    monkeypatch.setattr(pme_module, "_COST", IK_CHEAP)
+    for kw in (dict(differentiation="ad"), dict(order=6), dict(differentiation="ad", order=5),
+               dict(differentiation="ik", order=4, alpha=0.9)):
+        pme = PME(s.box, cutoff, tolerance=tol, **kw)
+        res = pme.compute(s.positions, s.charges)
+        p = pme.parameters
+        for key, value in kw.items():
+            assert p[key] == value, (kw, p)
+        if "differentiation" not in kw:
+            assert p["differentiation"] == "ik"
+        bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"{kw}: {p}")
+    assert not bad, "\n".join(bad)
 
 
 # --------------------------------------------------------------------------- API surface

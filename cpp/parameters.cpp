@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -538,10 +540,11 @@ constexpr double kMinAlphaRc = 2.0;      // alpha scan floor (Kolafa-Perram regi
 constexpr double kTableAlphaEdge = 8.0;  // alpha_t max|a_d| for the scaled tables
 constexpr int kMaxMeshAxis = 512;
 
-double round_sig(double x, int digits) {  // rank-count independent alphas
+double round_sig(double x, int digits) {  // rank-count independent alphas, printed as chosen
   if (!(x > 0)) return x;
-  const double f = std::pow(10.0, std::floor(std::log10(x)) - (digits - 1));
-  return std::round(x / f) * f;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*e", digits - 1, x);
+  return std::strtod(buf, nullptr);
 }
 
 struct TablePoint {

@@ -81,7 +81,8 @@ def main(argv=None, comm=None):
     # --- the same problem with every atom on rank 0 ----------------------------------------
     everything = np.arange(n) if rank == 0 else np.arange(0)
     one = pmewald.PME(water.box, cutoff, alpha=p["alpha"], mesh=p["mesh"], order=p["order"],
-                      comm=comm, coulomb_constant=units.KCAL_MOL_ANGSTROM)
+                      differentiation=p["differentiation"], comm=comm,
+                      coulomb_constant=units.KCAL_MOL_ANGSTROM)
     ref = one.compute(water.positions[everything], water.charges[everything],
                       ids=my_ids_of[everything], exclusions=my_ids_of[ex] if rank == 0 else None)
 

@@ -310,7 +310,7 @@ def test_accuracy_sweep(key):
     shifts = np.random.default_rng(2).integers(-2, 3, (s.n_atoms, 3)) @ s.box
     bad = []
     for tol in TOLERANCES:
-        for diff in ("ad", "ik"):
+        for diff in ("auto", "ad", "ik"):
             pme = PME(s.box, cutoff, tolerance=tol, differentiation=diff)
             assert pme.parameters["differentiation"] == diff
             res = pme.compute(s.positions + shifts, s.charges)

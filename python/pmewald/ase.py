@@ -65,8 +65,10 @@ class PMECalculator(Calculator):
         Charges in e. Default: ``atoms.get_initial_charges()``.
     **pme_options
         Passed on to :class:`pmewald.PME`: ``alpha`` (1/Angstrom), ``mesh``,
-        ``order``, ``differentiation``. ``coulomb_constant`` may be given to use
-        other units (default eV*Angstrom).
+        ``order``, ``differentiation`` (default ``"auto"``: the cheaper of ``"ad"`` and
+        ``"ik"``; pass ``"ad"`` for forces that are the exact gradient of the energy, e.g.
+        long NVE runs). ``coulomb_constant`` may be given to use other units (default
+        eV*Angstrom).
 
     Results: ``energy`` and ``free_energy`` (eV, equal), ``forces`` (eV/Angstrom),
     ``stress`` (eV/Angstrom^3, Voigt order).

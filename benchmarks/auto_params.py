@@ -18,6 +18,11 @@ Two steps, because the two versions are two installs:
 
        .venv/bin/python benchmarks/auto_params.py measure old.json new.json
 
+``candidates`` times every candidate the cost model compared (reciprocal part alone), to
+check that the model ranks them as the machine does::
+
+       .venv/bin/python benchmarks/auto_params.py candidates --tolerances 1e-4 1e-5
+
 Systems: ``nacl`` = ``systems.displace(systems.rock_salt(16), 0.1, seed=1)`` (32768 ions),
 ``water`` = ``systems.water_box(target_atoms=30000)`` with its exclusions; cutoff 10 A,
 kcal/mol/A. One rank.
@@ -138,6 +143,50 @@ def measure(args):
     return 0
 
 
+def candidates(args):
+    """The cost model against measurement: for each system and tolerance, every candidate the
+    automatic choice considered (the best of each differentiation and order, within 3x of the
+    chosen one's modelled cost), its reciprocal part timed alone (real_space=False, one rank,
+    fastest of --rounds calls). The chosen candidate should be the fastest measured."""
+    from mpi4py import MPI
+
+    import pmewald
+    from pmewald._core import kernels
+
+    for name in args.systems:
+        s, ex = make(name)
+        q = s.charges
+        rms = float(np.sqrt(np.mean(np.sum(reference(name, s, ex, args.cache) ** 2, axis=1))))
+        for tol in args.tolerances:
+            r = kernels.choose_cheapest(s.box, CUTOFF, 0.8 * tol * rms, float(q @ q), len(q), coulomb_constant=K_REAL)
+            print(f"\n{name} tolerance {tol:g} (target 0.8 x tol x RMS force {rms:.3g}): chosen "
+                  f"{r['differentiation']} p{r['order']} mesh {'x'.join(map(str, r['mesh']))}")
+            print("| choice | alpha | mesh | modelled ms | measured ms | estimate exact |")
+            print("|---|---|---|---|---|---|")
+            timed = []
+            for c in r["candidates"]:
+                if c["cost"] > 3 * r["cost"]:
+                    continue
+                pme = pmewald.PME(s.box, CUTOFF, alpha=c["alpha"], mesh=tuple(c["mesh"]), order=c["order"],
+                                  differentiation=c["differentiation"], coulomb_constant=K_REAL, real_space=False,
+                                  comm=MPI.COMM_SELF)
+                pme.compute(s.positions, s.charges, exclusions=ex)
+                ts = []
+                for _ in range(args.rounds):
+                    pme.reset_timings()
+                    pme.compute(s.positions, s.charges, exclusions=ex)
+                    t = pme.timings()
+                    ts.append(sum(t.get(k, 0.0) for k in ("spread", "ghost", "fft", "solve", "gather")))
+                timed.append((min(ts), c))
+                print(f"| {c['differentiation']} p{c['order']} | {c['alpha']:.4f} | {'x'.join(map(str, c['mesh']))} | "
+                      f"{c['cost'] * 1e3:.1f} | {min(ts) * 1e3:.1f} | {'yes' if c['exact'] else 'no (table)'} |",
+                      flush=True)
+                del pme
+            f = min(timed, key=lambda x: x[0])[1]
+            print(f"fastest measured: {f['differentiation']} p{f['order']} mesh {'x'.join(map(str, f['mesh']))}")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
@@ -148,11 +197,14 @@ def main(argv=None):
     m.add_argument("--rounds", type=int, default=5)
     m.add_argument("--cache", default="bench-out/auto_params")
     m.add_argument("--out")
-    for p in (c, m):
+    v = sub.add_parser("candidates", help="time the candidates the cost model compared")
+    v.add_argument("--rounds", type=int, default=3)
+    v.add_argument("--cache", default="bench-out/auto_params")
+    for p in (c, m, v):
         p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water"])
         p.add_argument("--tolerances", type=float, nargs="+", default=list(TOLERANCES))
     args = ap.parse_args(argv)
-    return choose(args) if args.what == "choose" else measure(args)
+    return {"choose": choose, "measure": measure, "candidates": candidates}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -841,6 +841,12 @@ def test_automatic_choice(monkeypatch):
         assert p["modelled_cost"] == pytest.approx(
             kernels.reciprocal_cost(p["mesh"], p["order"], p["differentiation"], s.n_atoms, cost=cost), rel=1e-12)
         bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"auto, cost {cost}: {p}")
+        # a small box change keeps the choice while the tolerance is still met
+        pme.set_box(s.box * 1.005)
+        res = pme.compute(s.positions * 1.005, s.charges)
+        for key in ("alpha", "mesh", "order", "differentiation", "modelled_cost"):
+            assert pme.parameters[key] == p[key], key
+        assert res.estimated_error <= tol
     # explicit values are honoured whatever the model prefers
     monkeypatch.setattr(pme_module, "_COST", IK_CHEAP)
     for kw in (dict(differentiation="ad"), dict(order=6), dict(differentiation="ad", order=5),

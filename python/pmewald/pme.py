@@ -386,12 +386,12 @@ class PME:
             est = self._estimate(sum_q2, n_atoms)[0]
             return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
 
-        if self._solver is not None:  # after set_box: keep the parameters if they still fit
+        if self._solver is not None:  # after set_box: keep the parameters while they meet the tolerance
             raw = self._solver.compute(pos, q, idv, ex)
             if not self._real_space:
                 return raw
-            ok, scale = acceptable(raw)
-            if ok:
+            scale = acceptable(raw)[1]
+            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * scale:
                 return raw
         else:
             scale = self._force_scale(typical, typical)

@@ -143,8 +143,9 @@ struct Choice {
 //    (alpha rc >= 2), reciprocal budget sqrt(target^2 - real(alpha)^2): the smallest alpha
 //    that the accuracy allows, which at a fixed cutoff costs nothing in real space.
 // For every (diff, order) the reciprocal estimate is tabulated once, over mesh densities,
-// at a small alpha_t (alpha_t max|a_d| <= 8, a few milliseconds per point) and carried to
-// each alpha by the continuum scaling of ReciprocalErrorParts (exact for alpha |a| >> 1).
+// at a small alpha_t (alpha_t (|a_1||a_2||a_3|)^(1/3) <= 8: a few milliseconds per point)
+// and carried to each alpha by the continuum scaling of ReciprocalErrorParts (exact for
+// alpha |a| >> 1).
 // Each (diff, order) keeps its cheapest (alpha, mesh) (ties: the alpha with the smallest
 // estimated total error); candidates whose spread + gather cost alone exceeds the best so
 // far are skipped. The cheapest candidates are then checked with the exact estimate at

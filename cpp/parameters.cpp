@@ -506,18 +506,18 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
 
 // Calibrated with `python -m pmewald.bench cost` (its defaults: 20000 random charges in
 // cell order, 60 A box, meshes 64^3..160^3, orders 4..8, 1 rank, Serial Kokkos, FFTW
-// complex 3-D transforms, FFTW_MEASURE) on the 2-core development VM, 2026-11-30, load
-// average 3-5 (model / measured 0.76..1.31 over the 40 settings). Re-run it after changing
-// the FFT, solve, spread or gather kernels and paste its output here.
+// complex 3-D transforms, FFTW_MEASURE) on the 2-core development VM, 2026-11-30 17:29 UTC,
+// load average 0.1-1 (model / measured 0.85..1.20 over the 40 settings). Re-run it after
+// changing the FFT, solve, spread or gather kernels and paste its output here.
 CostModel default_cost_model() {
   CostModel c;
-  c.fft = 8.85e-10;
-  c.mesh_ad = 7.95e-09;
-  c.mesh_ik = 1.44e-08;
-  c.atom_ad = 0;
-  c.atom_ik = 2.49e-08;
-  c.point_ad = 2.97e-09;
-  c.point_ik = 5.65e-09;
+  c.fft = 6.27e-10;
+  c.mesh_ad = 9.6e-09;
+  c.mesh_ik = 1.71e-08;
+  c.atom_ad = 6.6e-08;
+  c.atom_ik = 1.77e-07;
+  c.point_ad = 2.3e-09;
+  c.point_ik = 4e-09;
   c.transforms_ad = 2;
   c.transforms_ik = 4;
   return c;

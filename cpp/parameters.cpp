@@ -506,18 +506,19 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
 
 // Calibrated with `python -m pmewald.bench cost` (its defaults: 20000 random charges in
 // cell order, 60 A box, meshes 64^3..160^3, orders 4..8, 1 rank, Serial Kokkos, FFTW
-// complex 3-D transforms, FFTW_MEASURE) on the 2-core development VM, 2026-11-30 17:29 UTC,
-// load average 0.1-1 (model / measured 0.85..1.20 over the 40 settings). Re-run it after
-// changing the FFT, solve, spread or gather kernels and paste its output here.
+// real-to-complex transforms, FFTW_MEASURE) on the 2-core development VM at main 28653f1
+// (r2c FFTs, order-templated spread/gather), 2026-11-30 17:38 UTC, load average 1-2
+// (model / measured 0.70..1.20 over the 40 settings). Re-run it after changing the FFT,
+// solve, spread or gather kernels and paste its output here.
 CostModel default_cost_model() {
   CostModel c;
-  c.fft = 6.27e-10;
-  c.mesh_ad = 9.6e-09;
-  c.mesh_ik = 1.71e-08;
-  c.atom_ad = 6.6e-08;
-  c.atom_ik = 1.77e-07;
-  c.point_ad = 2.3e-09;
-  c.point_ik = 4e-09;
+  c.fft = 2.1e-10;
+  c.mesh_ad = 4.75e-09;
+  c.mesh_ik = 7.49e-09;
+  c.atom_ad = 6.87e-08;
+  c.atom_ik = 1.4e-07;
+  c.point_ad = 1.43e-09;
+  c.point_ik = 1.84e-09;
   c.transforms_ad = 2;
   c.transforms_ik = 4;
   return c;

@@ -68,8 +68,7 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
 // The model, for a mesh of N = K1 K2 K3 points, order p, n atoms:
 //   t = fft * transforms(diff) * N log2 N     3-D FFTs (ad: 1 forward + 1 backward,
 //                                             ik: 1 forward + 3 backward)
-//     + mesh(diff) * N                        solve, complex<->real copies, grid zeroing,
-//                                             ghost layers
+//     + mesh(diff) * N                        solve, grid zeroing, ghost layers, copies
 //     + (atom(diff) + point(diff) p^3) * n    spreading and gathering: per stencil point,
 //                                             plus a per-atom part (stencil set-up, cache
 //                                             misses on meshes larger than the cache)

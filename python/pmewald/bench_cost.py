@@ -80,7 +80,7 @@ def calibrate(rows, transforms=(2, 4)):
     tr = np.array([T[r["diff"]] for r in rows], dtype=float)
     ph = {k: np.array([r["phases"][k] for r in rows]) for k in PHASES}
     is_ik = np.array([r["diff"] == "ik" for r in rows])
-    # fft phase: the transforms plus a complex<->real copy per transform
+    # fft phase: the transforms plus per-point work per transform (copies, if any)
     fft, copy = _fit([tr * NlogN, tr * N], ph["fft"])
     # spread phase: per atom, per stencil point, and the grid zeroing per mesh point
     s_atom, s_point, zero = _fit([n, np3, N], ph["spread"])

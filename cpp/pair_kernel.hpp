@@ -29,6 +29,24 @@ namespace pmewald {
 
 struct PairBatchAcc {
   static constexpr int kSize = 10;  // E, W xx xy xz yy yz zz, F_i x y z
+
+  // One pair in the scalar paths (erfc_pair_batch_scalar, excluded pairs): its
+  // force on i f = fr d, the weighted virial w f_a d_b into acc[1..6] and f into
+  // acc[7..9]. The energy (acc[0]) is the caller's: excluded pairs keep theirs apart.
+  static void add_pair(double w, double fr, double dx, double dy, double dz, double* acc, double f[3]) {
+    f[0] = fr * dx;
+    f[1] = fr * dy;
+    f[2] = fr * dz;
+    acc[1] += w * f[0] * dx;
+    acc[2] += w * f[0] * dy;
+    acc[3] += w * f[0] * dz;
+    acc[4] += w * f[1] * dy;
+    acc[5] += w * f[1] * dz;
+    acc[6] += w * f[2] * dz;
+    acc[7] += f[0];
+    acc[8] += f[1];
+    acc[9] += f[2];
+  }
 };
 
 // Largest batch erfc_pair_batch takes (n <= kMaxBatch).

@@ -50,8 +50,9 @@ using ScatterForces = Kokkos::Experimental::ScatterView<double**, Kokkos::Layout
                                                         Kokkos::Experimental::ScatterSum>;
 
 // Half neighbour search and the batched pair kernel. Work item a is a sorted
-// atom (owned or ghost); it pairs with the atoms after it in its own cell and
-// the next two cells of its row, and with every atom of the rows above it in
+// atom (owned or ghost); it pairs with the atoms after it in its own row of
+// cells (up to `reach` cells on, or to the cutoff in orthorhombic boxes), and
+// with every atom of the rows above it in
 // the (2 * reach + 1)^3 stencil (dz > 0, or dz = 0 and dy > 0): each unordered
 // pair of this rank's atoms (owned + ghost) is seen exactly once. Pairs of two
 // ghosts are skipped (their owners count them); a pair with one ghost counts
@@ -187,17 +188,9 @@ struct HalfPairKernel {
         excluded_pair(kqi * q(j), dx * dx + dy * dy + dz * dz, epair, fr);
         const double w = 0.5 * (own_a + own(j));
         e_excl += w * epair;
-        const double f[3] = {fr * dx, fr * dy, fr * dz};
-        sums[1] += w * f[0] * dx;
-        sums[2] += w * f[0] * dy;
-        sums[3] += w * f[0] * dz;
-        sums[4] += w * f[1] * dy;
-        sums[5] += w * f[1] * dz;
-        sums[6] += w * f[2] * dz;
-        for (int d = 0; d < 3; ++d) {
-          sums[7 + d] += f[d];
-          access(j, d) -= f[d];
-        }
+        double f[3];
+        PairBatchAcc::add_pair(w, fr, dx, dy, dz, sums, f);
+        for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
       }
       evaluate(list, n);
       evaluate(maybe, kept);

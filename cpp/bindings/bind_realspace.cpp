@@ -281,27 +281,21 @@ migration.)doc");
         if (ri.size() != 3 || rj.ndim() != 2 || rj.shape(0) != n || rj.shape(1) != 3 || ownj.size() != n)
           throw py::value_error("pair_batch: ri (3,), rj (n, 3), qj (n,), ownj (n,)");
         if (n > kMaxBatch) throw py::value_error("pair_batch: at most " + std::to_string(kMaxBatch) + " partners");
-        if (vector && !(alpha * std::sqrt([&] {
-                          double m = 0;
-                          for (py::ssize_t b = 0; b < n; ++b) {
-                            double r2 = 0;
-                            for (int d = 0; d < 3; ++d) {
-                              const double v = ri.data()[d] - rj.data()[3 * b + d];
-                              r2 += v * v;
-                            }
-                            m = std::max(m, r2);
-                          }
-                          return m;
-                        }()) < kMaxAlphaR))
-          throw py::value_error("pair_batch: the vector kernel needs alpha * r < 8 for every pair");
         std::vector<double> x(n), y(n), z(n);
         std::vector<int> js(n);
+        double r2_max = 0;
         for (py::ssize_t b = 0; b < n; ++b) {
-          x[b] = rj.data()[3 * b];
-          y[b] = rj.data()[3 * b + 1];
-          z[b] = rj.data()[3 * b + 2];
+          const double* r = rj.data() + 3 * b;
+          x[b] = r[0];
+          y[b] = r[1];
+          z[b] = r[2];
           js[b] = static_cast<int>(b);
+          double r2 = 0;
+          for (int d = 0; d < 3; ++d) r2 += (ri.data()[d] - r[d]) * (ri.data()[d] - r[d]);
+          r2_max = std::max(r2_max, r2);
         }
+        if (vector && !(alpha * std::sqrt(r2_max) < kMaxAlphaR))
+          throw py::value_error("pair_batch: the vector kernel needs alpha * r < 8 for every pair");
         std::vector<double> fx(kMaxBatch), fy(kMaxBatch), fz(kMaxBatch);
         py::array_t<double> acc(PairBatchAcc::kSize);
         std::fill(acc.mutable_data(), acc.mutable_data() + PairBatchAcc::kSize, 0.0);

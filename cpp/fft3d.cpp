@@ -12,6 +12,8 @@ namespace pmewald {
 
 using fft_detail::as_fftw;
 using fft_detail::copy_elements;
+using fft_detail::execute_in_place;
+using fft_detail::execute_out_of_place;
 using fft_detail::normalised;
 using fft_detail::now;
 using fft_detail::scale_elements;
@@ -116,30 +118,13 @@ bool FFT3d::fftw_aligned(const void* p) const {
 }
 
 void FFT3d::fft_in_place(int stage, Complex* data, Direction d) {
-  const fftw_plan p = plans_[stage][static_cast<int>(d)];
-  if (!p) return;
-  const double t0 = now();
-  fftw_execute_dft(p, as_fftw(data), as_fftw(data));
-  fft_seconds_[static_cast<int>(d)] += now() - t0;
+  execute_in_place(plans_[stage][static_cast<int>(d)], data, fft_seconds_[static_cast<int>(d)]);
 }
 
 void FFT3d::fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d) {
-  const fftw_plan p = oop_[stage][static_cast<int>(d)];
-  const std::int64_t n = box_[stage].volume();
-  if (n == 0) return;
-  if (p && src != dst && fftw_aligned(src) && fftw_aligned(dst)) {
-    const double t0 = now();
-    // FFTW's out-of-place complex transforms preserve their input by default.
-    fftw_execute_dft(p, as_fftw(const_cast<Complex*>(src)), as_fftw(dst));
-    fft_seconds_[static_cast<int>(d)] += now() - t0;
-    return;
-  }
-  // Through one of our buffers: dst if it is ours, else src if it is ours.
-  auto ours = [&](const Complex* q) { return q == buf_[0] || q == buf_[1]; };
-  Complex* work = ours(dst) ? dst : (ours(src) ? const_cast<Complex*>(src) : buf_[0]);
-  copy_elements(src, work, n);
-  fft_in_place(stage, work, d);
-  copy_elements(work, dst, n);
+  const int k = static_cast<int>(d);
+  execute_out_of_place(plans_[stage][k], oop_[stage][k], fftw_aligned(src) && fftw_aligned(dst), src, dst,
+                       box_[stage].volume(), buf_, fft_seconds_[k]);
 }
 
 // Data flow: `cur` points at the current stage's data, which is the caller's array

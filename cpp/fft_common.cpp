@@ -113,4 +113,28 @@ fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, c
                  : fftw_plan_guru64_dft_c2r(nd, dims, nm, many, as_fftw(cplx), real, flags);
 }
 
+void execute_in_place(fftw_plan in_place, Complex* data, double& seconds) {
+  if (!in_place) return;
+  const double t0 = now();
+  fftw_execute_dft(in_place, as_fftw(data), as_fftw(data));
+  seconds += now() - t0;
+}
+
+void execute_out_of_place(fftw_plan in_place, fftw_plan out_of_place, bool aligned, const Complex* src,
+                          Complex* dst, std::int64_t n, Complex* const buffers[2], double& seconds) {
+  if (n == 0) return;
+  if (out_of_place && src != dst && aligned) {
+    const double t0 = now();
+    // FFTW's out-of-place complex transforms preserve their input by default.
+    fftw_execute_dft(out_of_place, as_fftw(src), as_fftw(dst));
+    seconds += now() - t0;
+    return;
+  }
+  auto ours = [&](const Complex* q) { return q == buffers[0] || q == buffers[1]; };
+  Complex* work = ours(dst) ? dst : (ours(src) ? const_cast<Complex*>(src) : buffers[0]);
+  copy_elements(src, work, n);
+  execute_in_place(in_place, work, seconds);
+  copy_elements(work, dst, n);
+}
+
 }  // namespace pmewald::fft_detail

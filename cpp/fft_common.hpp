@@ -53,6 +53,17 @@ fftw_plan plan_real_axes(const Int3& real_shape, const std::array<std::int64_t, 
                          const std::array<std::int64_t, 3>& cs, int last, int halved, double* real, Complex* cplx,
                          bool forward, unsigned flags);
 
+// A group of complex FFT stages in place on `data` with its plan (nothing
+// without one: the stage is empty on this rank); wall time added to `seconds`.
+void execute_in_place(fftw_plan in_place, Complex* data, double& seconds);
+
+// The same group from src to dst (n elements): FFTW's out-of-place plan directly
+// when there is one, src != dst and `aligned` (both arrays aligned as planned);
+// otherwise copy into a work buffer (dst or src when it is one of `buffers`,
+// else buffers[0]), transform in place there and copy out. src is preserved.
+void execute_out_of_place(fftw_plan in_place, fftw_plan out_of_place, bool aligned, const Complex* src,
+                          Complex* dst, std::int64_t n, Complex* const buffers[2], double& seconds);
+
 template <class T>
 void copy_elements(const T* src, T* dst, std::int64_t n) {
   if (n <= 0 || src == dst) return;

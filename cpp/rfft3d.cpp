@@ -10,6 +10,8 @@ namespace pmewald {
 
 using fft_detail::as_fftw;
 using fft_detail::copy_elements;
+using fft_detail::execute_in_place;
+using fft_detail::execute_out_of_place;
 using fft_detail::normalised;
 using fft_detail::now;
 
@@ -245,28 +247,13 @@ void RealFFT3d::c2r(Complex* src, double* dst, bool to_storage) {
 }
 
 void RealFFT3d::fft_in_place(int stage, Complex* data, Direction d) {
-  const fftw_plan p = plans_[stage][static_cast<int>(d)];
-  if (!p) return;
-  const double t0 = now();
-  fftw_execute_dft(p, as_fftw(data), as_fftw(data));
-  fft_seconds_[static_cast<int>(d)] += now() - t0;
+  execute_in_place(plans_[stage][static_cast<int>(d)], data, fft_seconds_[static_cast<int>(d)]);
 }
 
 void RealFFT3d::fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d) {
-  const fftw_plan p = oop_[stage][static_cast<int>(d)];
-  const std::int64_t n = box_[stage].volume();
-  if (n == 0) return;
-  if (p && src != dst && aligned_like(src, cbuf_[0]) && aligned_like(dst, cbuf_[1])) {
-    const double t0 = now();
-    fftw_execute_dft(p, as_fftw(src), as_fftw(dst));  // complex out of place: input preserved
-    fft_seconds_[static_cast<int>(d)] += now() - t0;
-    return;
-  }
-  auto ours = [&](const Complex* q) { return q == cbuf_[0] || q == cbuf_[1]; };
-  Complex* work = ours(dst) ? dst : (ours(src) ? const_cast<Complex*>(src) : cbuf_[0]);
-  copy_elements(src, work, n);
-  fft_in_place(stage, work, d);
-  copy_elements(work, dst, n);
+  const int k = static_cast<int>(d);
+  execute_out_of_place(plans_[stage][k], oop_[stage][k], aligned_like(src, cbuf_[0]) && aligned_like(dst, cbuf_[1]),
+                       src, dst, box_[stage].volume(), cbuf_, fft_seconds_[k]);
 }
 
 // Data flow as in FFT3d: `cur` is the current stage's data, in one of our buffers

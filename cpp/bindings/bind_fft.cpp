@@ -77,6 +77,44 @@ py::dict stats_dict(const ExchangeStats& s) {
 }
 
 // Runs fft.forward / backward on numpy arrays after a collective argument check.
+// The FFT's comm mode and planner from their names, agreed over `comm` first:
+// a bad name on one rank only must not leave the others waiting in the
+// constructor's collectives (ValueError on every rank).
+void options_from_python(MPI_Comm comm, const std::string& mode, const std::string& planner, CommMode& cm,
+                         unsigned& flags) {
+  std::string err;
+  cm = CommMode::Nonblocking;
+  flags = FFTW_MEASURE;
+  try {
+    cm = comm_mode_from_string(mode);
+    flags = fftw_flags_from_string(planner);
+  } catch (const ValueError& e) {
+    err = e.what();
+  }
+  agree_or_throw(comm, err);
+}
+
+// stats() of FFT3d and RealFFT3d: per-remap exchange counters, FFT time and counts.
+template <class F>
+py::dict fft_stats(const F& f) {
+  py::dict d;
+  for (Direction dir : {Direction::Forward, Direction::Reverse})
+    for (int t = 0; t < F::kRemaps; ++t) {
+      py::dict s = stats_dict(f.remap_stats(t, dir));
+      s["active"] = f.remap_active(t);
+      d[py::str(F::remap_name(t, dir))] = s;
+    }
+  py::dict fft;
+  fft["forward_seconds"] = f.fft_seconds(Direction::Forward);
+  fft["backward_seconds"] = f.fft_seconds(Direction::Reverse);
+  fft["forward_executions"] = f.executions(Direction::Forward);
+  fft["backward_executions"] = f.executions(Direction::Reverse);
+  d["fft"] = fft;
+  d["allocations"] = buffer_allocations();
+  d["comm_mode"] = std::string(comm_mode_name(f.mode()));
+  return d;
+}
+
 py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool fwd) {
   const Box3& src_box = fwd ? fft.inbox() : fft.outbox();
   const Box3& dst_box = fwd ? fft.outbox() : fft.inbox();
@@ -173,18 +211,9 @@ void bind_fft(py::module_& m) {
              MPI_Comm c = comm_from_python(comm, "comm");
              const Box3 in = box_from_python(inbox, "inbox");
              const Box3 out = box_from_python(outbox, "outbox");
-             // A bad mode or planner on one rank only must not leave the others
-             // waiting in the constructor's collectives: agree first.
-             std::string err;
-             CommMode cm = CommMode::Nonblocking;
-             unsigned flags = FFTW_MEASURE;
-             try {
-               cm = comm_mode_from_string(mode);
-               flags = fftw_flags_from_string(planner);
-             } catch (const ValueError& e) {
-               err = e.what();
-             }
-             agree_or_throw(c, err);
+             CommMode cm;
+             unsigned flags;
+             options_from_python(c, mode, planner, cm, flags);
              // The GIL stays held: FFTW's planner is not thread-safe.
              return std::make_unique<FFT3d>(c, mesh, in, out, cm, flags, self_via_mpi);
            }),
@@ -206,25 +235,7 @@ void bind_fft(py::module_& m) {
       .def("backward",
            [](FFT3d& f, py::object b, py::object out) { return transform(f, b, out, false); }, py::arg("b"),
            py::arg("out") = py::none())
-      .def("stats",
-           [](const FFT3d& f) {
-             py::dict d;
-             for (Direction dir : {Direction::Forward, Direction::Reverse})
-               for (int t = 0; t < FFT3d::kRemaps; ++t) {
-                 py::dict s = stats_dict(f.remap_stats(t, dir));
-                 s["active"] = f.remap_active(t);
-                 d[py::str(FFT3d::remap_name(t, dir))] = s;
-               }
-             py::dict fft;
-             fft["forward_seconds"] = f.fft_seconds(Direction::Forward);
-             fft["backward_seconds"] = f.fft_seconds(Direction::Reverse);
-             fft["forward_executions"] = f.executions(Direction::Forward);
-             fft["backward_executions"] = f.executions(Direction::Reverse);
-             d["fft"] = fft;
-             d["allocations"] = buffer_allocations();
-             d["comm_mode"] = std::string(comm_mode_name(f.mode()));
-             return d;
-           })
+      .def("stats", [](const FFT3d& f) { return fft_stats(f); })
       .def("reset_stats", &FFT3d::reset_stats);
 
   py::class_<RealFFT3d>(m, "RealFFT3d",
@@ -237,16 +248,9 @@ void bind_fft(py::module_& m) {
              const Box3 out = box_from_python(outbox, "outbox");
              std::optional<Box3> storage;
              if (!in_storage.is_none()) storage = box_from_python(in_storage, "in_storage");
-             std::string err;
-             CommMode cm = CommMode::Nonblocking;
-             unsigned flags = FFTW_MEASURE;
-             try {
-               cm = comm_mode_from_string(mode);
-               flags = fftw_flags_from_string(planner);
-             } catch (const ValueError& e) {
-               err = e.what();
-             }
-             agree_or_throw(c, err);
+             CommMode cm;
+             unsigned flags;
+             options_from_python(c, mode, planner, cm, flags);
              return std::make_unique<RealFFT3d>(c, mesh, in, out, cm, flags, storage, halved_axis, self_via_mpi);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
@@ -275,22 +279,8 @@ void bind_fft(py::module_& m) {
            py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true)
       .def("stats",
            [](const RealFFT3d& f) {
-             py::dict d;
-             for (Direction dir : {Direction::Forward, Direction::Reverse})
-               for (int t = 0; t < RealFFT3d::kRemaps; ++t) {
-                 py::dict s = stats_dict(f.remap_stats(t, dir));
-                 s["active"] = f.remap_active(t);
-                 d[py::str(RealFFT3d::remap_name(t, dir))] = s;
-               }
-             py::dict fft;
-             fft["forward_seconds"] = f.fft_seconds(Direction::Forward);
-             fft["backward_seconds"] = f.fft_seconds(Direction::Reverse);
-             fft["forward_executions"] = f.executions(Direction::Forward);
-             fft["backward_executions"] = f.executions(Direction::Reverse);
-             fft["unaligned_copies"] = f.unaligned_copies();
-             d["fft"] = fft;
-             d["allocations"] = buffer_allocations();
-             d["comm_mode"] = std::string(comm_mode_name(f.mode()));
+             py::dict d = fft_stats(f);
+             d["fft"]["unaligned_copies"] = f.unaligned_copies();
              return d;
            })
       .def("reset_stats", &RealFFT3d::reset_stats);

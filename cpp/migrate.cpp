@@ -17,6 +17,7 @@ namespace {
 constexpr int kTagForward = 3100;  // and 3101
 constexpr int kTagGhost = 3110;    // and 3111
 constexpr int kTagReverse = 3120;
+constexpr int kTagGhostReverse = 3125;
 
 struct MigrationRecord {
   double s[3];
@@ -33,6 +34,7 @@ struct GhostRecord {
   double r[3];
   double q;
   std::int64_t id;
+  std::int64_t key;  // the original's owned key (Migration::owned_key)
 };
 
 template <class V>
@@ -296,6 +298,7 @@ void Migration::forward(const double* positions, const double* charges, const st
           static_cast<std::int64_t>(slot);
   }
   have_atoms_ = true;
+  have_ghosts_ = false;
   ++generation_;
   n_ghost_ = 0;
 }
@@ -357,8 +360,11 @@ void Migration::exchange_ghosts(double cutoff) {
   };
   std::vector<GhostRecord> self_images;
   std::unordered_map<int, int> slot_of;
-  std::vector<int> dests;
+  std::vector<int>& dests = ghost_dests_;
+  dests.clear();
+  ghost_self_idx_.clear();
   for (auto& b : sendbufs_) b.clear();
+  for (auto& v : ghost_send_idx_) v.clear();
   std::size_t nbuf = 0;
 
   AxisHit hits[3][8];
@@ -383,6 +389,7 @@ void Migration::exchange_ghosts(double cutoff) {
     GhostRecord rec{};
     rec.q = own_q_(i);
     rec.id = own_id_(i);
+    rec.key = owned_key(i);
     for (int hz = 0; hz < nhits[2]; ++hz)
       for (int hy = 0; hy < nhits[1]; ++hy)
         for (int hx = 0; hx < nhits[0]; ++hx) {
@@ -401,7 +408,10 @@ void Migration::exchange_ghosts(double cutoff) {
               for (int gx = X.g_lo; gx <= X.g_hi; ++gx) {
                 const int dest = gx + grid_[0] * (gy + grid_[1] * gz);
                 if (dest == rank_) {
-                  if (!identity) self_images.push_back(rec);
+                  if (!identity) {
+                    self_images.push_back(rec);
+                    ghost_self_idx_.push_back(static_cast<std::int64_t>(i));
+                  }
                   continue;
                 }
                 auto it = slot_of.find(dest);
@@ -411,23 +421,31 @@ void Migration::exchange_ghosts(double cutoff) {
                   slot_of.emplace(dest, k);
                   dests.push_back(dest);
                   if (sendbufs_.size() < nbuf) sendbufs_.emplace_back();
+                  if (ghost_send_idx_.size() < nbuf) ghost_send_idx_.emplace_back();
                 } else {
                   k = it->second;
                 }
                 append_bytes(sendbufs_[static_cast<std::size_t>(k)], rec);
+                ghost_send_idx_[static_cast<std::size_t>(k)].push_back(static_cast<std::int64_t>(i));
               }
         }
   }
   // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
   nbx_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
 
+  ghost_srcs_ = srcs_;
+  ghost_recv_count_.clear();
   std::size_t n = self_images.size();
-  for (const auto& b : recvbufs_) n += record_count<GhostRecord>(b);
+  for (const auto& b : recvbufs_) {
+    ghost_recv_count_.push_back(record_count<GhostRecord>(b));
+    n += ghost_recv_count_.back();
+  }
   n_ghost_ = n;
   ensure_rows3(gh_r_, n, "ghost_positions");
   ensure_rows3(gh_s_, n, "ghost_fractional");
   ensure_rows(gh_q_, n, "ghost_charges");
   ensure_rows(gh_id_, n, "ghost_ids");
+  ensure_rows(gh_key_, n, "ghost_keys");
   std::size_t at = 0;
   auto put = [&](const GhostRecord& g) {
     for (int a = 0; a < 3; ++a) {
@@ -436,13 +454,54 @@ void Migration::exchange_ghosts(double cutoff) {
     }
     gh_q_(at) = g.q;
     gh_id_(at) = g.id;
+    gh_key_(at) = g.key;
     ++at;
   };
   for (const auto& g : self_images) put(g);
+  have_ghosts_ = true;
   for (const auto& b : recvbufs_) {
     const std::size_t m = record_count<GhostRecord>(b);
     for (std::size_t j = 0; j < m; ++j) put(read_record<GhostRecord>(b, j));
   }
+}
+
+void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) {
+  if (!have_ghosts_) throw std::logic_error("Migration::reverse_ghosts before exchange_ghosts");
+  // The ghosts' senders receive exactly the records they sent (their counts
+  // are known on both sides), so this is plain point-to-point.
+  std::size_t nrecv = 0;
+  for (std::size_t k = 0; k < ghost_dests_.size(); ++k) nrecv += ghost_send_idx_[k].size();
+  rbuf_.resize(3 * nrecv);
+  reqs_.clear();
+  std::size_t off = 0;
+  for (std::size_t k = 0; k < ghost_dests_.size(); ++k) {
+    reqs_.emplace_back();
+    check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(3 * ghost_send_idx_[k].size()), MPI_DOUBLE,
+                        ghost_dests_[k], kTagGhostReverse, comm_, &reqs_.back()),
+              "MPI_Irecv");
+    off += 3 * ghost_send_idx_[k].size();
+  }
+  // Ghost order: this rank's own images first, then each source's records.
+  const std::size_t n_self = ghost_self_idx_.size();
+  off = 3 * n_self;
+  for (std::size_t k = 0; k < ghost_srcs_.size(); ++k) {
+    reqs_.emplace_back();
+    check_mpi(MPI_Isend(ghost_values + off, static_cast<int>(3 * ghost_recv_count_[k]), MPI_DOUBLE,
+                        ghost_srcs_[k], kTagGhostReverse, comm_, &reqs_.back()),
+              "MPI_Isend");
+    off += 3 * ghost_recv_count_[k];
+  }
+  for (std::size_t g = 0; g < n_self; ++g)
+    for (int c = 0; c < 3; ++c)
+      owned_inout[3 * static_cast<std::size_t>(ghost_self_idx_[g]) + c] += ghost_values[3 * g + c];
+  if (!reqs_.empty())
+    check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  off = 0;
+  for (std::size_t k = 0; k < ghost_dests_.size(); ++k)
+    for (const std::int64_t i : ghost_send_idx_[k]) {
+      for (int c = 0; c < 3; ++c) owned_inout[3 * static_cast<std::size_t>(i) + c] += rbuf_[off + c];
+      off += 3;
+    }
 }
 
 }  // namespace pmewald

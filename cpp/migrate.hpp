@@ -75,6 +75,14 @@ class Migration {
   // forward() first; cutoff <= min height / 2.
   void exchange_ghosts(double cutoff);
 
+  // Collective (point-to-point with the partners of the last
+  // exchange_ghosts). ghost_values: n_ghost x 3, one row per ghost; each row
+  // is ADDED to the row of the ghost's original in owned_inout (n_owned x 3),
+  // on its owner. The real-space part returns forces on ghosts this way, so an
+  // owned-ghost pair is evaluated on one rank only. Every rank must call it,
+  // also one without owned atoms (its ghosts' rows, zeros, are still expected).
+  void reverse_ghosts(const double* ghost_values, double* owned_inout);
+
   // Incremented by every forward(): data derived from the owned order (for
   // example routed exclusions) is stale when the generation differs.
   std::uint64_t generation() const { return generation_; }
@@ -92,12 +100,20 @@ class Migration {
   const std::vector<std::int32_t>& owned_origin_rank() const { return own_origin_rank_; }
   const std::vector<std::int64_t>& owned_origin_index() const { return own_origin_index_; }
 
+  // A key unique over all owned atoms of all ranks (rank + size * slot), the
+  // same for an atom and its ghosts: the real-space part's rule for which
+  // rank evaluates a pair of an owned atom and a ghost.
+  std::int64_t owned_key(std::size_t slot) const {
+    return rank_ + static_cast<std::int64_t>(size_) * static_cast<std::int64_t>(slot);
+  }
+
   // After exchange_ghosts(): image-shifted copies near this rank's domain.
   std::size_t n_ghost() const { return n_ghost_; }
   View2<double> ghost_positions() const { return gh_r_; }
   View2<double> ghost_fractional() const { return gh_s_; }  // may lie outside [0, 1)
   View1<double> ghost_charges() const { return gh_q_; }
   View1<std::int64_t> ghost_ids() const { return gh_id_; }
+  View1<std::int64_t> ghost_keys() const { return gh_key_; }  // owned_key of the original
 
   // Geometry.
   MPI_Comm comm() const { return comm_; }
@@ -154,11 +170,18 @@ class Migration {
   std::vector<std::int64_t> own_origin_index_;
   std::vector<std::int64_t> own_pay_off_, own_pay_;
 
-  // Ghosts.
+  // Ghosts, and the plan of the last exchange_ghosts for reverse_ghosts:
+  // owned index of each image kept here and of each record sent to each
+  // destination; sources and record counts of what arrived.
+  bool have_ghosts_ = false;
   std::size_t n_ghost_ = 0;
   View2<double> gh_r_, gh_s_;
   View1<double> gh_q_;
-  View1<std::int64_t> gh_id_;
+  View1<std::int64_t> gh_id_, gh_key_;
+  std::vector<std::int64_t> ghost_self_idx_;
+  std::vector<int> ghost_dests_, ghost_srcs_;
+  std::vector<std::vector<std::int64_t>> ghost_send_idx_;
+  std::vector<std::size_t> ghost_recv_count_;
 
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;

@@ -1,6 +1,8 @@
 #include "pair_kernel.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -130,9 +132,8 @@ PMEWALD_INLINE V verfcx(V x) {
 
 template <int L>
 PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi, double zi, double kqi,
-                          double own_i, const double* __restrict x, const double* __restrict y,
-                          const double* __restrict z, const double* __restrict q,
-                          const double* __restrict own, double alpha, double* __restrict fx,
+                          const double* __restrict x, const double* __restrict y,
+                          const double* __restrict z, const double* __restrict q, double alpha, double* __restrict fx,
                           double* __restrict fy, double* __restrict fz, double* __restrict acc) {
   using V = typename Vec<L>::D;
   using VL = typename Vec<L>::I;
@@ -141,7 +142,7 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
   // Gather the partners into contiguous, lane-padded scratch first (padding:
   // a zero charge one unit away, which contributes nothing), so the vector
   // loop below only does whole-register loads and stores.
-  alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch], bo[kMaxBatch];
+  alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch];
   const int padded = (n + L - 1) / L * L;
   for (int b = 0; b < n; ++b) {
     const int j = js[b];
@@ -149,22 +150,19 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
     by[b] = y[j];
     bz[b] = z[j];
     bq[b] = q[j];
-    bo[b] = own[j];
   }
   for (int b = n; b < padded; ++b) {
     bx[b] = xi + 1.0;
     by[b] = yi;
     bz[b] = zi;
     bq[b] = 0.0;
-    bo[b] = 0.0;
   }
   for (int b0 = 0; b0 < padded; b0 += L) {
-    V xj, yj, zj, qj, oj;
+    V xj, yj, zj, qj;
     __builtin_memcpy(&xj, bx + b0, sizeof(V));
     __builtin_memcpy(&yj, by + b0, sizeof(V));
     __builtin_memcpy(&zj, bz + b0, sizeof(V));
     __builtin_memcpy(&qj, bq + b0, sizeof(V));
-    __builtin_memcpy(&oj, bo + b0, sizeof(V));
     const V dx = xi - xj, dy = yi - yj, dz = zi - zj;
     const V r2 = dx * dx + dy * dy + dz * dz;
     const V r = vsqrt<V, L>(r2);
@@ -175,22 +173,20 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
     const V kqq = kqi * qj;
     const V epair = kqq * erfc * inv_r;
     const V fr = (epair + kqq * a_tsp * ex) * inv_r * inv_r;
-    const V w = 0.5 * (own_i + oj);
     const V fxb = fr * dx, fyb = fr * dy, fzb = fr * dz;
     __builtin_memcpy(fx + b0, &fxb, sizeof(V));
     __builtin_memcpy(fy + b0, &fyb, sizeof(V));
     __builtin_memcpy(fz + b0, &fzb, sizeof(V));
-    e += w * epair;
+    e += epair;
     fxi += fxb;
     fyi += fyb;
     fzi += fzb;
-    const V wx = w * fxb, wy = w * fyb, wz = w * fzb;
-    w00 += wx * dx;
-    w01 += wx * dy;
-    w02 += wx * dz;
-    w11 += wy * dy;
-    w12 += wy * dz;
-    w22 += wz * dz;
+    w00 += fxb * dx;
+    w01 += fxb * dy;
+    w02 += fxb * dz;
+    w11 += fyb * dy;
+    w12 += fyb * dz;
+    w22 += fzb * dz;
   }
   const V* sums[PairBatchAcc::kSize] = {&e, &w00, &w01, &w02, &w11, &w12, &w22, &fxi, &fyi, &fzi};
   for (int s = 0; s < PairBatchAcc::kSize; ++s) {
@@ -200,34 +196,37 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
   }
 }
 
-using BatchFn = void (*)(int, const int*, double, double, double, double, double, const double*,
-                         const double*, const double*, const double*, const double*, double, double*,
-                         double*, double*, double*);
+using BatchFn = void (*)(int, const int*, double, double, double, double, const double*, const double*,
+                         const double*, const double*, double, double*, double*, double*, double*);
 
-#define PMEWALD_BATCH_ARGS                                                                        \
-  int n, const int *js, double xi, double yi, double zi, double kqi, double own_i, const double *x, \
-      const double *y, const double *z, const double *q, const double *own, double alpha, double *fx, \
-      double *fy, double *fz, double *acc
-#define PMEWALD_BATCH_PASS n, js, xi, yi, zi, kqi, own_i, x, y, z, q, own, alpha, fx, fy, fz, acc
+#define PMEWALD_BATCH_ARGS                                                                         \
+  int n, const int *js, double xi, double yi, double zi, double kqi, const double *x, const double *y, \
+      const double *z, const double *q, double alpha, double *fx, double *fy, double *fz, double *acc
+#define PMEWALD_BATCH_PASS n, js, xi, yi, zi, kqi, x, y, z, q, alpha, fx, fy, fz, acc
 
 using SelectFn = int (*)(const NeighbourQuery&, int, int, int*, int, int*, int&);
 
 // select_within: distances of 8 (AVX-512) or 4 (AVX2) consecutive atoms at
 // once, the hits appended with a register compress (AVX-512) or a 16-entry
-// shuffle table (AVX2), so a candidate costs well under a cycle; the
-// exclusion screen is two integer compares on the same lanes. The tails and
-// the baseline use the scalar loop (branch-free append).
+// shuffle table (AVX2); the exclusion screen and the owned-ghost rule are
+// integer compares on the same lanes. A row's tail is one more masked step
+// (masked loads never touch the lanes past the end): rows are short (about 27
+// candidates in water with a 10 A cutoff), and a scalar tail loop made the
+// selection about 1.3x slower. The baseline uses the scalar loop (branch-free
+// append).
 PMEWALD_INLINE int select_scalar(const NeighbourQuery& qr, int j, int je, int* __restrict list, int n,
                                  int* __restrict maybe, int& n_maybe) {
   for (; j < je; ++j) {
     const double dx = qr.xi - qr.x[j], dy = qr.yi - qr.y[j], dz = qr.zi - qr.z[j];
-    const bool hit = (dx * dx + dy * dy + dz * dz < qr.rc2) & (!qr.need_owned | (qr.own[j] != 0.0));
+    const bool own_j = qr.own[j] != 0.0;
+    const bool hit = (dx * dx + dy * dy + dz * dz < qr.rc2) & (!qr.need_owned | own_j);
     bool screen = false;
     if (qr.ids)
       screen = qr.need_owned ? (qr.elo[j] <= qr.id_i) & (qr.ehi[j] >= qr.id_i)
                              : (qr.ids[j] >= qr.lo) & (qr.ids[j] <= qr.hi);
+    const bool keep = qr.need_owned ? keeps_cross_pair(qr.key[j], qr.key_i) : own_j | keeps_cross_pair(qr.key_i, qr.key[j]);
     list[n] = j;
-    n += hit & !screen;
+    n += hit & !screen & keep;
     maybe[n_maybe] = j;
     n_maybe += hit & screen;
   }
@@ -238,42 +237,82 @@ PMEWALD_INLINE int select_scalar(const NeighbourQuery& qr, int j, int je, int* _
 __attribute__((target("arch=x86-64-v4"))) void batch_v4(PMEWALD_BATCH_ARGS) { batch<8>(PMEWALD_BATCH_PASS); }
 __attribute__((target("arch=x86-64-v3"))) void batch_v3(PMEWALD_BATCH_ARGS) { batch<4>(PMEWALD_BATCH_PASS); }
 
-__attribute__((target("arch=x86-64-v4"))) int select_v4(const NeighbourQuery& qr, int jb, int je, int* list,
-                                                         int n, int* maybe, int& n_maybe) {
+// One 8-lane step of select_v4 on sorted atoms [j, j + 8) under `live` (the
+// tail's lanes past je are masked off, and masked loads do not touch them).
+// kGhost: i is a ghost (hits must be owned); kScreen: exclusion screen on.
+template <bool kGhost, bool kScreen>
+__attribute__((target("arch=x86-64-v4"))) PMEWALD_INLINE void select8(
+    __mmask8 live, int j, __m512d vx, __m512d vy, __m512d vz, __m512d vrc2, __m512i vkey, __m512i vid,
+    __m512i vlo, __m512i vhi, const double* __restrict x, const double* __restrict y,
+    const double* __restrict z, const double* __restrict own, const std::int64_t* __restrict key,
+    const std::int64_t* __restrict ids, const std::int64_t* __restrict elo, const std::int64_t* __restrict ehi,
+    int* __restrict list, int& n, int* __restrict maybe, int& n_maybe) {
+  const __m512i one = _mm512_set1_epi64(1);
+  const __m512d dx = _mm512_sub_pd(vx, _mm512_maskz_loadu_pd(live, x + j));
+  const __m512d dy = _mm512_sub_pd(vy, _mm512_maskz_loadu_pd(live, y + j));
+  const __m512d dz = _mm512_sub_pd(vz, _mm512_maskz_loadu_pd(live, z + j));
+  const __m512d r2 = _mm512_fmadd_pd(dz, dz, _mm512_fmadd_pd(dy, dy, _mm512_mul_pd(dx, dx)));
+  __mmask8 m = _mm512_mask_cmp_pd_mask(live, r2, vrc2, _CMP_LT_OQ);
+  const __mmask8 own_j = _mm512_cmp_pd_mask(_mm512_maskz_loadu_pd(live, own + j), _mm512_setzero_pd(), _CMP_NEQ_UQ);
+  if (kGhost) m &= own_j;
+  // keeps_cross_pair on 8 lanes: odd(key_o ^ key_g) != (key_o < key_g).
+  const __m512i kj = _mm512_maskz_loadu_epi64(live, key + j);
+  const __mmask8 odd = _mm512_test_epi64_mask(_mm512_xor_si512(kj, vkey), one);
+  const __mmask8 keep = kGhost ? static_cast<__mmask8>(odd ^ _mm512_cmp_epi64_mask(kj, vkey, _MM_CMPINT_LT))
+                               : static_cast<__mmask8>(own_j | (odd ^ _mm512_cmp_epi64_mask(vkey, kj, _MM_CMPINT_LT)));
+  const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  if (kScreen) {
+    __mmask8 sc;
+    if (kGhost)
+      sc = _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, elo + j), vid, _MM_CMPINT_LE) &
+           _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ehi + j), vid, _MM_CMPINT_NLT);
+    else
+      sc = _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ids + j), vlo, _MM_CMPINT_NLT) &
+           _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ids + j), vhi, _MM_CMPINT_LE);
+    sc &= m;
+    m &= static_cast<__mmask8>(~sc);
+    if (sc) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(maybe + n_maybe), _mm256_maskz_compress_epi32(sc, idx));
+      n_maybe += __builtin_popcount(sc);
+    }
+  }
+  m &= keep;
+  // Compress in a register, then a plain store (the memory form of
+  // vpcompressd is microcoded and slow on AMD Zen 4).
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(list + n), _mm256_maskz_compress_epi32(m, idx));
+  n += __builtin_popcount(m);
+}
+
+template <bool kGhost, bool kScreen>
+__attribute__((target("arch=x86-64-v4"))) int select_v4_loop(const NeighbourQuery& qr, int jb, int je,
+                                                              int* __restrict list, int n, int* __restrict maybe,
+                                                              int& n_maybe_out) {
   const __m512d vx = _mm512_set1_pd(qr.xi), vy = _mm512_set1_pd(qr.yi), vz = _mm512_set1_pd(qr.zi);
   const __m512d vrc2 = _mm512_set1_pd(qr.rc2);
   const __m512i vid = _mm512_set1_epi64(qr.id_i), vlo = _mm512_set1_epi64(qr.lo), vhi = _mm512_set1_epi64(qr.hi);
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i vkey = _mm512_set1_epi64(qr.key_i);
+  // Locals, so the stores into the lists cannot be taken to alias the query.
+  const double *x = qr.x, *y = qr.y, *z = qr.z, *own = qr.own;
+  const std::int64_t *key = qr.key, *ids = qr.ids, *elo = qr.elo, *ehi = qr.ehi;
+  int n_maybe = n_maybe_out;
   int j = jb;
-  for (; j + 8 <= je; j += 8) {
-    const __m512d dx = _mm512_sub_pd(vx, _mm512_loadu_pd(qr.x + j));
-    const __m512d dy = _mm512_sub_pd(vy, _mm512_loadu_pd(qr.y + j));
-    const __m512d dz = _mm512_sub_pd(vz, _mm512_loadu_pd(qr.z + j));
-    const __m512d r2 = _mm512_fmadd_pd(dz, dz, _mm512_fmadd_pd(dy, dy, _mm512_mul_pd(dx, dx)));
-    __mmask8 m = _mm512_cmp_pd_mask(r2, vrc2, _CMP_LT_OQ);
-    if (qr.need_owned) m &= _mm512_cmp_pd_mask(_mm512_loadu_pd(qr.own + j), _mm512_setzero_pd(), _CMP_NEQ_UQ);
-    const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j), iota);
-    if (qr.ids) {
-      __mmask8 s;
-      if (qr.need_owned)
-        s = _mm512_cmp_epi64_mask(_mm512_loadu_si512(qr.elo + j), vid, _MM_CMPINT_LE) &
-            _mm512_cmp_epi64_mask(_mm512_loadu_si512(qr.ehi + j), vid, _MM_CMPINT_NLT);
-      else
-        s = _mm512_cmp_epi64_mask(_mm512_loadu_si512(qr.ids + j), vlo, _MM_CMPINT_NLT) &
-            _mm512_cmp_epi64_mask(_mm512_loadu_si512(qr.ids + j), vhi, _MM_CMPINT_LE);
-      s &= m;
-      m &= static_cast<__mmask8>(~s);
-      if (s) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(maybe + n_maybe), _mm256_maskz_compress_epi32(s, idx));
-        n_maybe += __builtin_popcount(s);
-      }
-    }
-    // Compress in a register, then a plain store (the memory form of
-    // vpcompressd is microcoded and slow on AMD Zen 4).
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(list + n), _mm256_maskz_compress_epi32(m, idx));
-    n += __builtin_popcount(m);
-  }
-  return select_scalar(qr, j, je, list, n, maybe, n_maybe);
+  for (; j + 8 <= je; j += 8)
+    select8<kGhost, kScreen>(0xff, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids, elo, ehi,
+                             list, n, maybe, n_maybe);
+  if (j < je)
+    select8<kGhost, kScreen>(static_cast<__mmask8>((1u << (je - j)) - 1), j, vx, vy, vz, vrc2, vkey, vid, vlo,
+                             vhi, x, y, z, own, key, ids, elo, ehi, list, n, maybe, n_maybe);
+  n_maybe_out = n_maybe;
+  return n;
+}
+
+__attribute__((target("arch=x86-64-v4"))) int select_v4(const NeighbourQuery& qr, int jb, int je, int* list,
+                                                         int n, int* maybe, int& n_maybe) {
+  if (qr.ids)
+    return qr.need_owned ? select_v4_loop<true, true>(qr, jb, je, list, n, maybe, n_maybe)
+                         : select_v4_loop<false, true>(qr, jb, je, list, n, maybe, n_maybe);
+  return qr.need_owned ? select_v4_loop<true, false>(qr, jb, je, list, n, maybe, n_maybe)
+                       : select_v4_loop<false, false>(qr, jb, je, list, n, maybe, n_maybe);
 }
 
 struct CompressTable {
@@ -289,44 +328,86 @@ struct CompressTable {
 };
 const CompressTable kCompress;
 
-__attribute__((target("arch=x86-64-v3"))) int select_v3(const NeighbourQuery& qr, int jb, int je, int* list,
-                                                         int n, int* maybe, int& n_maybe) {
+// The AVX2 form of select8: 4 lanes, masked loads for the tail, the hits
+// appended through the 16-entry shuffle table.
+template <bool kGhost, bool kScreen>
+__attribute__((target("arch=x86-64-v3"))) PMEWALD_INLINE void select4(
+    int live, int j, __m256d vx, __m256d vy, __m256d vz, __m256d vrc2, __m256i vkey, __m256i vid, __m256i vlo,
+    __m256i vhi, const double* __restrict x, const double* __restrict y, const double* __restrict z,
+    const double* __restrict own, const std::int64_t* __restrict key, const std::int64_t* __restrict ids,
+    const std::int64_t* __restrict elo, const std::int64_t* __restrict ehi, int* __restrict list, int& n,
+    int* __restrict maybe, int& n_maybe) {
+  const __m256i one = _mm256_set1_epi64x(1);
+  const __m256i lanes = _mm256_setr_epi64x(1, 2, 4, 8);
+  const __m256i lm = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(live), lanes), lanes);
+#define ld(p) _mm256_maskload_pd((p) + j, lm)
+#define ldi(p) _mm256_maskload_epi64(reinterpret_cast<const long long*>((p) + j), lm)
+#define bits(v) _mm256_movemask_pd(_mm256_castsi256_pd(v))
+  const __m256d dx = _mm256_sub_pd(vx, ld(x));
+  const __m256d dy = _mm256_sub_pd(vy, ld(y));
+  const __m256d dz = _mm256_sub_pd(vz, ld(z));
+  const __m256d r2 = _mm256_fmadd_pd(dz, dz, _mm256_fmadd_pd(dy, dy, _mm256_mul_pd(dx, dx)));
+  int m = live & _mm256_movemask_pd(_mm256_cmp_pd(r2, vrc2, _CMP_LT_OQ));
+  const int own_j = _mm256_movemask_pd(_mm256_cmp_pd(ld(own), _mm256_setzero_pd(), _CMP_NEQ_UQ));
+  if (kGhost) m &= own_j;
+  const __m256i kj = ldi(key);
+  const int odd = bits(_mm256_cmpeq_epi64(_mm256_and_si256(_mm256_xor_si256(kj, vkey), one), one));
+  const int keep = kGhost ? odd ^ bits(_mm256_cmpgt_epi64(vkey, kj)) : own_j | (odd ^ bits(_mm256_cmpgt_epi64(kj, vkey)));
+  const __m128i base = _mm_set1_epi32(j);
+  if (kScreen) {
+    __m256i out;  // lanes outside the screened range: a > b with (a, b) = (lo, id) or (id, hi)
+    if (kGhost) {
+      out = _mm256_or_si256(_mm256_cmpgt_epi64(ldi(elo), vid), _mm256_cmpgt_epi64(vid, ldi(ehi)));
+    } else {
+      const __m256i id = ldi(ids);
+      out = _mm256_or_si256(_mm256_cmpgt_epi64(vlo, id), _mm256_cmpgt_epi64(id, vhi));
+    }
+    const int sc = m & ~bits(out);
+    m &= ~sc;
+    if (sc) {
+      const __m128i sidx = _mm_load_si128(reinterpret_cast<const __m128i*>(kCompress.idx[sc]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(maybe + n_maybe), _mm_add_epi32(base, sidx));
+      n_maybe += __builtin_popcount(static_cast<unsigned>(sc));
+    }
+  }
+#undef ld
+#undef ldi
+#undef bits
+  m &= keep;
+  const __m128i idx = _mm_load_si128(reinterpret_cast<const __m128i*>(kCompress.idx[m]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(list + n), _mm_add_epi32(base, idx));
+  n += __builtin_popcount(static_cast<unsigned>(m));
+}
+
+template <bool kGhost, bool kScreen>
+__attribute__((target("arch=x86-64-v3"))) int select_v3_loop(const NeighbourQuery& qr, int jb, int je,
+                                                              int* __restrict list, int n, int* __restrict maybe,
+                                                              int& n_maybe_out) {
   const __m256d vx = _mm256_set1_pd(qr.xi), vy = _mm256_set1_pd(qr.yi), vz = _mm256_set1_pd(qr.zi);
   const __m256d vrc2 = _mm256_set1_pd(qr.rc2);
   const __m256i vid = _mm256_set1_epi64x(qr.id_i), vlo = _mm256_set1_epi64x(qr.lo), vhi = _mm256_set1_epi64x(qr.hi);
+  const __m256i vkey = _mm256_set1_epi64x(qr.key_i);
+  const double *x = qr.x, *y = qr.y, *z = qr.z, *own = qr.own;
+  const std::int64_t *key = qr.key, *ids = qr.ids, *elo = qr.elo, *ehi = qr.ehi;
+  int n_maybe = n_maybe_out;
   int j = jb;
-  for (; j + 4 <= je; j += 4) {
-    const __m256d dx = _mm256_sub_pd(vx, _mm256_loadu_pd(qr.x + j));
-    const __m256d dy = _mm256_sub_pd(vy, _mm256_loadu_pd(qr.y + j));
-    const __m256d dz = _mm256_sub_pd(vz, _mm256_loadu_pd(qr.z + j));
-    const __m256d r2 = _mm256_fmadd_pd(dz, dz, _mm256_fmadd_pd(dy, dy, _mm256_mul_pd(dx, dx)));
-    int m = _mm256_movemask_pd(_mm256_cmp_pd(r2, vrc2, _CMP_LT_OQ));
-    if (qr.need_owned)
-      m &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(qr.own + j), _mm256_setzero_pd(), _CMP_NEQ_UQ));
-    const __m128i base = _mm_set1_epi32(j);
-    if (qr.ids) {
-      __m256i out;  // lanes outside the screened range: a > b with (a, b) = (lo, id) or (id, hi)
-      if (qr.need_owned) {
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr.elo + j));
-        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr.ehi + j));
-        out = _mm256_or_si256(_mm256_cmpgt_epi64(lo, vid), _mm256_cmpgt_epi64(vid, hi));
-      } else {
-        const __m256i id = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr.ids + j));
-        out = _mm256_or_si256(_mm256_cmpgt_epi64(vlo, id), _mm256_cmpgt_epi64(id, vhi));
-      }
-      const int s = m & ~_mm256_movemask_pd(_mm256_castsi256_pd(out));
-      m &= ~s;
-      if (s) {
-        const __m128i sidx = _mm_load_si128(reinterpret_cast<const __m128i*>(kCompress.idx[s]));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(maybe + n_maybe), _mm_add_epi32(base, sidx));
-        n_maybe += __builtin_popcount(static_cast<unsigned>(s));
-      }
-    }
-    const __m128i idx = _mm_load_si128(reinterpret_cast<const __m128i*>(kCompress.idx[m]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(list + n), _mm_add_epi32(base, idx));
-    n += __builtin_popcount(static_cast<unsigned>(m));
-  }
-  return select_scalar(qr, j, je, list, n, maybe, n_maybe);
+  for (; j + 4 <= je; j += 4)
+    select4<kGhost, kScreen>(0xf, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids, elo, ehi, list,
+                             n, maybe, n_maybe);
+  if (j < je)
+    select4<kGhost, kScreen>((1 << (je - j)) - 1, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids,
+                             elo, ehi, list, n, maybe, n_maybe);
+  n_maybe_out = n_maybe;
+  return n;
+}
+
+__attribute__((target("arch=x86-64-v3"))) int select_v3(const NeighbourQuery& qr, int jb, int je, int* list,
+                                                         int n, int* maybe, int& n_maybe) {
+  if (qr.ids)
+    return qr.need_owned ? select_v3_loop<true, true>(qr, jb, je, list, n, maybe, n_maybe)
+                         : select_v3_loop<false, true>(qr, jb, je, list, n, maybe, n_maybe);
+  return qr.need_owned ? select_v3_loop<true, false>(qr, jb, je, list, n, maybe, n_maybe)
+                       : select_v3_loop<false, false>(qr, jb, je, list, n, maybe, n_maybe);
 }
 #endif
 
@@ -339,10 +420,15 @@ struct Dispatch {
   BatchFn fn = batch_base;
   SelectFn sel = select_base;
   const char* isa = "baseline (2 lanes)";
+  // PMEWALD_PAIR_KERNEL_ISA=x86-64-v3 or =baseline caps the choice (tests
+  // run every path this way; other values are ignored).
   Dispatch() {
 #if PMEWALD_X86_DISPATCH
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+    const char* cap = std::getenv("PMEWALD_PAIR_KERNEL_ISA");
+    const std::string limit = cap ? cap : "";
+    if (limit == "baseline") return;
+    if (limit != "x86-64-v3" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       fn = batch_v4;
@@ -383,10 +469,9 @@ void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
     const double kqq = kqi * q[j];
     const double epair = kqq * erfc_ar * inv_r;
     const double fr = (epair + kqq * a_tsp * exp_mar2) * inv_r * inv_r;
-    const double w = 0.5 * (own_i + own[j]);
     double f[3];
-    PairBatchAcc::add_pair(w, fr, dx, dy, dz, acc, f);
-    acc[0] += w * epair;
+    PairBatchAcc::add_pair(1.0, fr, dx, dy, dz, acc, f);
+    acc[0] += epair;
     fx[b] = f[0];
     fy[b] = f[1];
     fz[b] = f[2];

@@ -2,17 +2,16 @@
 // partners of one atom: the hot loop of real space, kept apart so it can be
 // compiled for several instruction sets and chosen at run time.
 //
-// For one atom i (position ri, k q_i, ownership o_i) and partners j = js[b],
-// b < n, given as sorted structure-of-arrays (x, y, z, q, own: 1 owned / 0 ghost):
+// For one atom i (position ri, k q_i) and partners j = js[b], b < n, given as
+// sorted structure-of-arrays (x, y, z, q):
 //
 //   d = ri - rj, r = |d|, x = alpha r,  e = k q_i q_j erfc(x) / r
 //   fr = (e + k q_i q_j (2 alpha / sqrt(pi)) exp(-x^2)) / r^2   (force on i: fr d)
-//   weight w = (o_i + o_j) / 2: a pair of two owned atoms is counted once on
-//   this rank, a pair with a ghost half here and half on the ghost's owner.
 //
+// Every pair counts fully (the search hands each pair to exactly one rank).
 // Writes fr d of pair b to (fx, fy, fz)[b] (the caller subtracts it from j;
 // the arrays need room for n rounded up to a multiple of 8, n <= kMaxBatch)
-// and ADDS to acc[0..9]: sum w e, the weighted virial sum w fr d_a d_b as
+// and ADDS to acc[0..9]: sum e, the virial sum fr d_a d_b as
 // (xx, xy, xz, yy, yz, zz), and the force on i (fx, fy, fz).
 //
 // erfc(x) = exp(-x^2) erfcx(x): exp by range reduction and a polynomial,
@@ -52,25 +51,37 @@ struct PairBatchAcc {
 // Largest batch erfc_pair_batch takes (n <= kMaxBatch).
 constexpr int kMaxBatch = 256;
 
-void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, double kqi, double own_i,
-                     const double* x, const double* y, const double* z, const double* q,
-                     const double* own, double alpha, double* fx, double* fy,
-                     double* fz, double* acc);
+void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, double kqi, const double* x,
+                     const double* y, const double* z, const double* q, double alpha, double* fx,
+                     double* fy, double* fz, double* acc);
 
 constexpr double kMaxAlphaR = 8.0;
 
 // The neighbour search's inner loop for atom i over sorted atoms [jb, je):
 // appends to list[n..] each j with |r_j - r_i|^2 < rc2 (and own[j] != 0 when
-// need_owned, i.e. i is a ghost), in order, and returns the new count. With
-// ids != nullptr a hit that might be an excluded pair goes to maybe[n_maybe..]
-// instead: for an owned i when ids[j] lies in i's excluded-id range [lo, hi],
-// for a ghost i when id_i lies in j's range [elo[j], ehi[j]]. The caller
-// guarantees room for je - jb + 8 more entries in both lists (vector stores may
-// write up to 8 slots past the new counts).
+// need_owned, i.e. i is a ghost) that this rank evaluates, in order, and
+// returns the new count. With ids != nullptr a hit that might be an excluded
+// pair goes to maybe[n_maybe..] instead, whichever rank evaluates it: for an
+// owned i when ids[j] lies in i's excluded-id range [lo, hi], for a ghost i
+// when id_i lies in j's range [elo[j], ehi[j]]. The caller guarantees room for
+// je - jb + 8 more entries in both lists (vector stores may write up to 8
+// slots past the new counts).
+//
+// Which rank evaluates a pair of an owned atom o and a ghost g (the ghost's
+// owner sees the mirror pair: its own atom and a ghost of o): the one where
+// keeps_cross_pair(key_o, key_g), with keys unique per atom and shared by its
+// ghosts (Migration::owned_key). Exactly one side keeps a pair, since the rule
+// flips when the keys swap, and the parity term splits the pairs about evenly
+// between two ranks (a plain key_o < key_g would give all to the lower rank).
+inline bool keeps_cross_pair(std::int64_t key_owned, std::int64_t key_ghost) {
+  return (((key_owned ^ key_ghost) & 1) != 0) != (key_owned < key_ghost);
+}
 struct NeighbourQuery {
   double xi, yi, zi, rc2;
   bool need_owned;
   const double *x, *y, *z, *own;
+  const std::int64_t* key;  // Migration::owned_key of each atom (a ghost: of its original)
+  std::int64_t key_i;
   const std::int64_t* ids = nullptr;
   const std::int64_t *elo = nullptr, *ehi = nullptr;
   std::int64_t id_i = 0, lo = 0, hi = -1;
@@ -80,9 +91,8 @@ int select_within(const NeighbourQuery& query, int jb, int je, int* list, int n,
 // The same contract for any alpha r, one pair at a time with ErfcTable (the
 // reference the vector kernel is tested against; fx, fy, fz need room for n).
 void erfc_pair_batch_scalar(int n, const int* js, double xi, double yi, double zi, double kqi,
-                            double own_i, const double* x, const double* y, const double* z,
-                            const double* q, const double* own, double alpha, double* fx,
-                            double* fy, double* fz, double* acc);
+                            const double* x, const double* y, const double* z, const double* q,
+                            double alpha, double* fx, double* fy, double* fz, double* acc);
 
 // The instruction set the dispatcher chose for erfc_pair_batch on this CPU
 // (e.g. "x86-64-v4 (AVX-512, 8 lanes)"), for show_config and benchmarks.

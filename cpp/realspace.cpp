@@ -55,10 +55,14 @@ using ScatterForces = Kokkos::Experimental::ScatterView<double**, Kokkos::Layout
 // with every atom of the rows above it in
 // the (2 * reach + 1)^3 stencil (dz > 0, or dz = 0 and dy > 0): each unordered
 // pair of this rank's atoms (owned + ghost) is seen exactly once. Pairs of two
-// ghosts are skipped (their owners count them); a pair with one ghost counts
-// half here (the other half on the ghost's owner), see erfc_pair_batch. Both
-// atoms of a pair get their force (Newton's third law) through a ScatterView
-// (atomic or duplicated on threaded backends); ghost forces are dropped.
+// ghosts are skipped (their owners count them); a pair of an owned atom and a
+// ghost is evaluated here only if keeps_cross_pair says so (otherwise the
+// ghost's owner evaluates the mirror pair). Both atoms of an evaluated pair
+// get their force (Newton's third law) through a ScatterView (atomic or
+// duplicated on threaded backends); forces on ghosts go back to their owners
+// (Migration::reverse_ghosts). Excluded pairs are the exception: both sides
+// see them (the `found` check needs that), so an excluded owned-ghost pair
+// counts half on each side and only its owned atom gets the force.
 struct HalfPairKernel {
   using value_type = double[];
   unsigned value_count = 10;  // E_real, E_excl, W00, W01, W02, W11, W12, W22, candidates, pairs
@@ -69,7 +73,7 @@ struct HalfPairKernel {
   static constexpr int kReachXOrtho = 8;
 
   View1<double> x, y, z, q, own;      // sorted atoms: positions, charges, 1 owned / 0 ghost
-  View1<std::int64_t> sid;
+  View1<std::int64_t> sid, skey;      // ids; Migration::owned_key (of the original, for a ghost)
   View1<std::int64_t> elo, ehi;       // id range of each sorted atom's excluded partners (empty: lo > hi)
   View1<int> scell, sowner;           // cell, and owned index (-1 for a ghost), per sorted atom
   View1<int> cell_start, cell_owned;  // prefix sums over cells: atoms, owned atoms
@@ -120,6 +124,13 @@ struct HalfPairKernel {
     return true;
   }
 
+  // Whether this rank evaluates the (not excluded) pair (a, j) (pair_kernel.hpp).
+  bool keeps(int a, int j) const {
+    const bool oa = own(a) != 0.0, oj = own(j) != 0.0;
+    if (oa && oj) return true;
+    return oa ? keeps_cross_pair(skey(a), skey(j)) : keeps_cross_pair(skey(j), skey(a));
+  }
+
   // Excluded pair (rare): no erfc term; -k q_i q_j erf(alpha r)/r instead.
   void excluded_pair(double kqq, double r2, double& e, double& fr) const {
     if (r2 == 0.0) {
@@ -148,9 +159,10 @@ struct HalfPairKernel {
     int list[kBatch + 8], maybe[kBatch + 8];
     double bfx[kBatch], bfy[kBatch], bfz[kBatch];
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
     double e_excl = 0, candidates = 0, evaluated = 0;
     int n = 0, n_maybe = 0;
-    NeighbourQuery query{xi, yi, zi, rc2, !a_owned, x.data(), y.data(), z.data(), own.data()};
+    NeighbourQuery query{xi, yi, zi, rc2, !a_owned, x.data(), y.data(), z.data(), own.data(), skey.data(), skey(a)};
     if (any_excl) {
       query.ids = sid.data();
       query.elo = elo.data();
@@ -163,9 +175,8 @@ struct HalfPairKernel {
     auto evaluate = [&](int* js, int count) {
       if (!pairs || count == 0) return;
       evaluated += count;
-      (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, own_a, x.data(),
-                                                                  y.data(), z.data(), q.data(), own.data(),
-                                                                  alpha, bfx, bfy, bfz, sums);
+      (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, x.data(), y.data(),
+                                                                  z.data(), q.data(), alpha, bfx, bfy, bfz, sums);
       for (int b = 0; b < count; ++b) {
         const int j = js[b];
         access(j, 0) -= bfx[b];
@@ -175,12 +186,13 @@ struct HalfPairKernel {
     };
     auto flush = [&]() {
       // Candidates for exclusion: look them up; the excluded ones get the
-      // erf correction, the others join the ordinary pairs.
+      // erf correction (forces on owned atoms only), the others join the
+      // ordinary pairs if this rank evaluates them.
       int kept = 0;
       for (int b = 0; b < n_maybe; ++b) {
         const int j = maybe[b];
         if (!excluded(a, j)) {
-          maybe[kept++] = j;
+          if (keeps(a, j)) maybe[kept++] = j;
           continue;
         }
         const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
@@ -189,8 +201,9 @@ struct HalfPairKernel {
         const double w = 0.5 * (own_a + own(j));
         e_excl += w * epair;
         double f[3];
-        PairBatchAcc::add_pair(w, fr, dx, dy, dz, sums, f);
-        for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
+        PairBatchAcc::add_pair(w, fr, dx, dy, dz, excl_sums, f);
+        if (own(j) != 0.0)
+          for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
       }
       evaluate(list, n);
       evaluate(maybe, kept);
@@ -245,15 +258,10 @@ struct HalfPairKernel {
       }
     }
     flush();
-    for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d];
+    for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
     acc[0] += sums[0];
     acc[1] += e_excl;
-    acc[2] += sums[1];
-    acc[3] += sums[2];
-    acc[4] += sums[3];
-    acc[5] += sums[4];
-    acc[6] += sums[5];
-    acc[7] += sums[6];
+    for (int v = 1; v <= 6; ++v) acc[1 + v] += sums[v] + excl_sums[v];
     acc[8] += candidates;
     acc[9] += evaluated;
   }
@@ -399,15 +407,16 @@ void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const s
   fingerprint_ = fp;
 }
 
-RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, double alpha,
+RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double alpha,
                                         double coulomb_constant, View2<double> forces, bool pair_terms) {
   RealSpaceTerms t;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
   // Excluded partners of each owned atom: the migration payload.
   const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
   const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
-  if (forces.extent(0) < n_o || forces.extent(1) != 3)
-    throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3");
+  if (forces.extent(0) < n_o || forces.extent(1) != 3 || (n_o > 0 && forces.stride(0) != 3))
+    throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3, row-major");
+  ghost_force_.assign(3 * n_g, 0.0);
 
   const auto own_r = mig.owned_positions();
   const auto own_s = mig.owned_fractional();
@@ -417,6 +426,7 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
   const auto gh_s = mig.ghost_fractional();
   const auto gh_q = mig.ghost_charges();
   const auto gh_id = mig.ghost_ids();
+  const auto gh_key = mig.ghost_keys();
 
   for (std::size_t i = 0; i < n_o; ++i) {
     t.sum_q += own_q(i);
@@ -458,9 +468,10 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     };
     ensure1(cell_start_, static_cast<std::size_t>(ncell) + 1, "cell_start");
     ensure1(cell_owned_, static_cast<std::size_t>(ncell) + 1, "cell_owned");
-    ensure1(slot_of_owned_, n_o, "slot_of_owned");
+    ensure1(slot_of_, N, "slot_of_atom");
     for (View1<double>* v : {&sx_, &sy_, &sz_, &sq_, &sown_}) ensure1(*v, N, "sorted_atoms");
     ensure1(sid_, N, "sorted_id");
+    ensure1(skey_, N, "sorted_key");
     const bool any_excl = !excl_ids.empty();
     if (any_excl) {
       ensure1(selo_, N, "sorted_excl_lo");
@@ -491,15 +502,16 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
       const int c = cell_of_[a];
       const int at = fill_[static_cast<std::size_t>(c)]++;
       scell_(at) = c;
+      slot_of_(a) = at;
       if (a < n_o) {
         sx_(at) = own_r(a, 0);
         sy_(at) = own_r(a, 1);
         sz_(at) = own_r(a, 2);
         sq_(at) = own_q(a);
         sid_(at) = own_id(a);
+        skey_(at) = mig.owned_key(a);
         sown_(at) = 1.0;
         sowner_(at) = static_cast<int>(a);
-        slot_of_owned_(a) = at;
         if (any_excl) {
           std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
           for (std::int64_t e = excl_off[a]; e < excl_off[a + 1]; ++e) {
@@ -516,6 +528,7 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
         sz_(at) = gh_r(g, 2);
         sq_(at) = gh_q(g);
         sid_(at) = gh_id(g);
+        skey_(at) = gh_key(g);
         sown_(at) = 0.0;
         sowner_(at) = -1;
         if (any_excl) {
@@ -538,6 +551,7 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     kern.q = sq_;
     kern.own = sown_;
     kern.sid = sid_;
+    kern.skey = skey_;
     kern.scell = scell_;
     kern.sowner = sowner_;
     kern.cell_start = cell_start_;
@@ -571,7 +585,9 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
     Kokkos::Experimental::contribute(sforce, kern.sforces);
     Kokkos::fence();
     for (std::size_t i = 0; i < n_o; ++i)
-      for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_owned_(i)), d);
+      for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
+    for (std::size_t g = 0; g < n_g; ++g)
+      for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
     t.t_pairs = now() - t1;
     t.real = sums(0);
     t.exclusion = sums(1);
@@ -589,6 +605,15 @@ RealSpaceTerms RealSpace::compute_local(const Migration& mig, double cutoff, dou
                 "); excluded pairs must lie within the cutoff";
           break;
         }
+  }
+  // Forces on ghosts (pairs evaluated here for their owners) go home; every
+  // rank takes part, also one without owned atoms (its ghost rows are zeros).
+  // Without pair terms only excluded pairs were seen, which never move
+  // forces to ghosts.
+  if (pair_terms) {
+    const double t2 = now();
+    mig.reverse_ghosts(ghost_force_.data(), forces.data());
+    t.t_pairs += now() - t2;
   }
   agree_or_throw(comm_, err);
   return t;

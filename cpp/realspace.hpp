@@ -4,12 +4,12 @@
 //
 // Pair counting: a half neighbour search over owned + ghost atoms sorted by
 // cell (cells >= cutoff / 2, half stencil). Every pair of this rank's atoms is
-// visited once: two owned atoms count fully here and both get their force; an
-// owned-ghost pair counts half its energy and virial here (the ghost's owner
-// counts the other half) and only the owned atom's force is kept; two ghosts
-// are skipped. Since cutoff <= min height / 2, at most one image of a pair is
-// within the cutoff and it is the minimum image. The kernel itself is
-// pair_kernel.hpp's erfc_pair_batch.
+// visited once: two owned atoms count here and both get their force; an
+// owned-ghost pair counts fully on exactly one of the two ranks that see it
+// (keeps_cross_pair, pair_kernel.hpp), and the force on the ghost is sent to
+// its owner; two ghosts are skipped. Since cutoff <= min height / 2, at most
+// one image of a pair is within the cutoff and it is the minimum image. The
+// kernel itself is pair_kernel.hpp's erfc_pair_batch.
 //
 // Exclusions (OpenMM's way): an excluded pair gets no erfc term and gets
 // -k q_i q_j erf(alpha r)/r (minimum image) to remove its reciprocal-space
@@ -88,7 +88,8 @@ class RealSpace {
   // Uses `comm` as given (the same communicator as the Migration).
   explicit RealSpace(MPI_Comm comm);
 
-  // Collective only through the error agreement at its end. Needs
+  // Collective (the ghost forces' return, Migration::reverse_ghosts, and the
+  // error agreement at its end). Needs
   // mig.forward() (with the ExclusionList's CSR as payload when there are
   // exclusions) and mig.exchange_ghosts(cutoff) first. Overwrites forces
   // (n_owned x 3) with the real-space + exclusion forces on the owned atoms
@@ -97,7 +98,7 @@ class RealSpace {
   // pair not closer than the cutoff raises ValueError on every rank.
   // pair_terms = false computes only the exclusion corrections (for a solver
   // whose caller does its own erfc pairs).
-  RealSpaceTerms compute_local(const Migration& mig, double cutoff, double alpha,
+  RealSpaceTerms compute_local(Migration& mig, double cutoff, double alpha,
                                double coulomb_constant, View2<double> forces,
                                bool pair_terms = true);
 
@@ -112,10 +113,11 @@ class RealSpace {
   int rank_ = 0, size_ = 1;
   // Cell-list scratch, reused between calls: prefix sums over cells (atoms,
   // owned atoms); atoms sorted by cell as structure of arrays; their forces.
-  View1<int> cell_start_, cell_owned_, slot_of_owned_, scell_, sowner_;
+  View1<int> cell_start_, cell_owned_, slot_of_, scell_, sowner_;
   View1<double> sx_, sy_, sz_, sq_, sown_;
-  View1<std::int64_t> sid_, selo_, sehi_;
+  View1<std::int64_t> sid_, skey_, selo_, sehi_;
   View2<double> sforce_;
+  std::vector<double> ghost_force_;  // n_ghost x 3, for Migration::reverse_ghosts
   View1<int> found_;
   std::vector<int> cell_of_, fill_;
 };

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import platform
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -188,16 +192,15 @@ def test_timings_reported():
     assert 0 < out[4]["pairs_evaluated"] <= out[4]["candidates"]
 
 
-def _pair_reference(ri, kqi, own_i, rj, qj, ownj, alpha):
+def _pair_reference(ri, kqi, rj, qj, alpha):
     d = ri[None, :] - rj
     r = np.linalg.norm(d, axis=1)
     erfc = ERFC(alpha * r).astype(float)
     e = kqi * qj * erfc / r
     fr = (e + kqi * qj * 2 * alpha / math.sqrt(math.pi) * np.exp(-(alpha * r) ** 2)) / r**2
-    w = 0.5 * (own_i + ownj)
     f = fr[:, None] * d
-    vir = np.einsum("p,pa,pb->ab", w, f, d)
-    acc = np.array([np.sum(w * e), vir[0, 0], vir[0, 1], vir[0, 2], vir[1, 1], vir[1, 2], vir[2, 2],
+    vir = np.einsum("pa,pb->ab", f, d)
+    acc = np.array([np.sum(e), vir[0, 0], vir[0, 1], vir[0, 2], vir[1, 1], vir[1, 2], vir[2, 2],
                     *f.sum(axis=0)])
     return f, acc
 
@@ -206,7 +209,7 @@ def _pair_reference(ri, kqi, own_i, rj, qj, ownj, alpha):
 @pytest.mark.parametrize("vector", [True, False])
 def test_pair_kernel_against_erfc(n, vector):
     """The vectorised kernel (exp + erfcx polynomial, 8/4/2 lanes) and the scalar table kernel
-    agree with math.erfc pair by pair, with ghost weights, for any batch length (tails)."""
+    agree with math.erfc pair by pair, for any batch length (tails)."""
     rng = np.random.default_rng(n)
     ri = rng.uniform(-1, 1, 3)
     # Distances 0.05 .. 9.9 and alpha so that alpha r spans [0, 7.9]: the whole table range.
@@ -215,10 +218,9 @@ def test_pair_kernel_against_erfc(n, vector):
     r = np.concatenate([[0.05, 9.9], rng.uniform(0.05, 9.9, n)])[:n]
     rj = ri[None, :] + r[:, None] * u
     qj = rng.uniform(-1, 1, n)
-    ownj = rng.integers(0, 2, n).astype(float)
     alpha = 7.9 / 9.9
-    f, acc = rs.pair_batch(ri, 0.7, 1.0, rj, qj, ownj, alpha, vector=vector)
-    f_ref, acc_ref = _pair_reference(ri, 0.7, 1.0, rj, qj, ownj, alpha)
+    f, acc = rs.pair_batch(ri, 0.7, rj, qj, alpha, vector=vector)
+    f_ref, acc_ref = _pair_reference(ri, 0.7, rj, qj, alpha)
     scale = np.abs(f_ref).max()
     assert np.abs(f - f_ref).max() <= 1e-13 * scale
     assert np.abs(acc - acc_ref).max() <= 1e-13 * np.abs(acc_ref).max()
@@ -229,14 +231,62 @@ def test_pair_kernel_vector_matches_scalar_and_reports_isa():
     ri = np.zeros(3)
     rj = rng.uniform(-5, 5, (200, 3))
     qj = rng.uniform(-1, 1, 200)
-    ownj = np.ones(200)
-    fv, av = rs.pair_batch(ri, 1.0, 0.0, rj, qj, ownj, 0.35, vector=True)
-    fs, as_ = rs.pair_batch(ri, 1.0, 0.0, rj, qj, ownj, 0.35, vector=False)
+    fv, av = rs.pair_batch(ri, 1.0, rj, qj, 0.35, vector=True)
+    fs, as_ = rs.pair_batch(ri, 1.0, rj, qj, 0.35, vector=False)
     assert np.abs(fv - fs).max() <= 1e-14 * np.abs(fs).max()
     assert np.abs(av - as_).max() <= 1e-13 * np.abs(as_).max()
     assert any(k in rs.pair_kernel_isa() for k in ("x86-64-v4", "x86-64-v3", "baseline"))
     with pytest.raises(ValueError, match="alpha"):
-        rs.pair_batch(ri, 1.0, 1.0, rj, qj, ownj, 3.0, vector=True)  # alpha r up to 26
+        rs.pair_batch(ri, 1.0, rj, qj, 3.0, vector=True)  # alpha r up to 26
+
+
+def _isa_results():
+    """Real-space results of every CASES system (with exclusions) and one kernel batch, on
+    this process's pair-kernel version (see test_every_pair_kernel_isa)."""
+    from mpi4py import MPI
+
+    out = {}
+    for case, (box, mesh, n, neutral) in CASES.items():
+        pos, q, ids = random_system(box, n, seed=500 + len(case), neutral=neutral)
+        pairs = [(i, i + 1) for i in range(0, 40, 4)]
+        rng = np.random.default_rng(9)
+        for i, j in pairs:
+            pos[j] = pos[i] + rng.normal(scale=0.7, size=3)
+        excl = np.array([[ids[i], ids[j]] for i, j in pairs], dtype=np.int64)
+        cutoff = 0.49 * heights(box).min()
+        e, f, w, t, tim = rs.compute(MPI.COMM_SELF, box, mesh, pos, q, ids, excl, cutoff, 3.0 / cutoff, 1.0,
+                                     timings=True)
+        out[case + "/forces"] = f
+        out[case + "/virial"] = np.asarray(w)
+        out[case + "/energy"] = np.array([e, tim["pairs_evaluated"]])
+    rng = np.random.default_rng(11)
+    rj = rng.uniform(-5, 5, (37, 3))
+    f, acc = rs.pair_batch(np.zeros(3), 1.0, rj, rng.uniform(-1, 1, 37), 0.35, vector=True)
+    out["batch/forces"], out["batch/acc"] = f, acc
+    return out
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="one kernel version off x86-64")
+@pytest.mark.timeout(120)
+def test_every_pair_kernel_isa(tmp_path):
+    """The AVX2 and baseline versions of the selection and the kernel (capped with
+    PMEWALD_PAIR_KERNEL_ISA in a subprocess) give what the version chosen here gives."""
+    here = _isa_results()
+    seen = set()
+    for isa in ("x86-64-v3", "baseline"):
+        dest = tmp_path / f"{isa}.npz"
+        code = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import test_realspace as t; "
+                "np.savez(sys.argv[2], isa=t.rs.pair_kernel_isa(), **t._isa_results())")
+        env = dict(os.environ, PMEWALD_PAIR_KERNEL_ISA=isa)
+        subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), str(dest)], env=env, check=True,
+                       timeout=100)
+        got = np.load(dest)
+        seen.add(str(got["isa"]))
+        assert str(got["isa"]).startswith(isa) or rs.pair_kernel_isa().startswith(("x86-64-v3", "baseline"))
+        for key, ref in here.items():
+            scale = np.abs(ref).max()
+            assert np.abs(got[key] - ref).max() <= 1e-12 * scale, (isa, key)
+    assert len(seen) == 2 or not rs.pair_kernel_isa().startswith("x86-64-v4"), seen
 
 
 def test_erfc_table_speed_reported():
@@ -344,6 +394,40 @@ def test_exclusions_serial():
 # --------------------------------------------------------------------------
 # MPI tests
 # --------------------------------------------------------------------------
+
+def pairs_within(box, pos, cutoff):
+    """Number of distinct atom pairs whose minimum image is closer than the cutoff."""
+    box = np.asarray(box, float)
+    d0 = pos[:, None, :] - pos[None, :, :]
+    best = np.full((len(pos), len(pos)), np.inf)
+    for img in itertools.product(range(-2, 3), repeat=3):
+        d = d0 - np.asarray(img, float) @ box
+        best = np.minimum(best, np.einsum("ijk,ijk->ij", d, d))
+    return int(np.count_nonzero(np.triu(best < cutoff * cutoff, k=1)))
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", list(CASES))
+def test_mpi_each_pair_evaluated_once(comm, case):
+    """Over all ranks the kernel evaluates every pair within the cutoff exactly once: a pair
+    of an owned atom and a ghost on one side only (the other side's ghost gets its force back),
+    and the two ranks of a boundary split those pairs about evenly."""
+    box, mesh, n, neutral = CASES[case]
+    pos, q, ids = random_system(box, n, seed=300 + len(case), neutral=neutral)
+    cutoff = 0.49 * heights(box).min()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    expected = pairs_within(box, wrap(box, pos), cutoff)
+    for how in ("roundrobin", "rank0"):
+        idx = split(n, comm, how)
+        out = rs.compute(comm, box, mesh, pos[idx], q[idx], ids[idx], None, cutoff, 3.0 / cutoff, 1.0,
+                         timings=True)
+        counts = comm.allgather(out[4]["pairs_evaluated"])
+        assert sum(counts) == expected, (how, counts, expected)
+    if size == 2 and case.startswith("ortho"):
+        # Slab split along one axis: most pairs cross a boundary, so the rule decides the balance.
+        assert min(counts) >= 0.3 * max(counts), counts
+
 
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
 @pytest.mark.timeout(60)

@@ -273,13 +273,12 @@ migration.)doc");
 
   r.def(
       "pair_batch",
-      [](py::array_t<double, py::array::c_style | py::array::forcecast> ri, double kqi, double own_i,
+      [](py::array_t<double, py::array::c_style | py::array::forcecast> ri, double kqi,
          py::array_t<double, py::array::c_style | py::array::forcecast> rj,
-         py::array_t<double, py::array::c_style | py::array::forcecast> qj,
-         py::array_t<double, py::array::c_style | py::array::forcecast> ownj, double alpha, bool vector) {
+         py::array_t<double, py::array::c_style | py::array::forcecast> qj, double alpha, bool vector) {
         const py::ssize_t n = qj.size();
-        if (ri.size() != 3 || rj.ndim() != 2 || rj.shape(0) != n || rj.shape(1) != 3 || ownj.size() != n)
-          throw py::value_error("pair_batch: ri (3,), rj (n, 3), qj (n,), ownj (n,)");
+        if (ri.size() != 3 || rj.ndim() != 2 || rj.shape(0) != n || rj.shape(1) != 3)
+          throw py::value_error("pair_batch: ri (3,), rj (n, 3), qj (n,)");
         if (n > kMaxBatch) throw py::value_error("pair_batch: at most " + std::to_string(kMaxBatch) + " partners");
         std::vector<double> x(n), y(n), z(n);
         std::vector<int> js(n);
@@ -300,8 +299,8 @@ migration.)doc");
         py::array_t<double> acc(PairBatchAcc::kSize);
         std::fill(acc.mutable_data(), acc.mutable_data() + PairBatchAcc::kSize, 0.0);
         (vector ? erfc_pair_batch : erfc_pair_batch_scalar)(
-            static_cast<int>(n), js.data(), ri.data()[0], ri.data()[1], ri.data()[2], kqi, own_i, x.data(), y.data(),
-            z.data(), qj.data(), ownj.data(), alpha, fx.data(), fy.data(), fz.data(), acc.mutable_data());
+            static_cast<int>(n), js.data(), ri.data()[0], ri.data()[1], ri.data()[2], kqi, x.data(), y.data(),
+            z.data(), qj.data(), alpha, fx.data(), fy.data(), fz.data(), acc.mutable_data());
         py::array_t<double> f({n, py::ssize_t{3}});
         for (py::ssize_t b = 0; b < n; ++b) {
           f.mutable_data()[3 * b] = fx[b];
@@ -310,10 +309,9 @@ migration.)doc");
         }
         return py::make_tuple(f, acc);
       },
-      py::arg("ri"), py::arg("kqi"), py::arg("own_i"), py::arg("rj"), py::arg("qj"), py::arg("ownj"),
-      py::arg("alpha"), py::arg("vector") = true,
+      py::arg("ri"), py::arg("kqi"), py::arg("rj"), py::arg("qj"), py::arg("alpha"), py::arg("vector") = true,
       "The real-space pair kernel on one atom's partners (pair_kernel.hpp): returns (fr d per pair (n, 3), "
-      "[sum w e, virial xx xy xz yy yz zz, force on i x y z]). vector=False: the scalar table kernel.");
+      "[sum e, virial xx xy xz yy yz zz, force on i x y z]). vector=False: the scalar table kernel.");
   r.def("pair_kernel_isa", &pair_kernel_isa, "Instruction set of the pair kernel chosen for this CPU.");
 
   r.def(

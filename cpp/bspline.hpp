@@ -62,6 +62,30 @@ KOKKOS_INLINE_FUNCTION void bspline_weights(int p, double w, double* M, double* 
     for (int j = 0; j < p; ++j) dM[j] = d[p - 1 - j];
 }
 
+// bspline_weights with the order P a compile-time constant (fully unrolled,
+// constant reciprocals): what the stencil computation uses.
+template <int P, bool kDerivatives>
+KOKKOS_INLINE_FUNCTION void bspline_weights_fixed(double w, double* M, double* dM) {
+  static_assert(P >= 3 && P <= kMaxOrder, "order out of range");
+  double a[P];  // a[i] = M_n(w + i), i = 0..n-1
+  a[0] = w;
+  a[1] = 1.0 - w;
+#pragma GCC unroll 10
+  for (int n = 3; n <= P; ++n) {
+    if (kDerivatives && n == P) {
+      dM[P - 1] = a[0];
+      for (int i = 1; i < n - 1; ++i) dM[P - 1 - i] = a[i] - a[i - 1];
+      dM[0] = -a[n - 2];
+    }
+    const double inv = 1.0 / (n - 1);
+    a[n - 1] = (1.0 - w) * a[n - 2] * inv;
+#pragma GCC unroll 10
+    for (int i = n - 2; i >= 1; --i) a[i] = ((w + i) * a[i] + (n - w - i) * a[i - 1]) * inv;
+    a[0] = w * a[0] * inv;
+  }
+  for (int j = 0; j < P; ++j) M[j] = a[P - 1 - j];
+}
+
 // Value of M_p at x (0 outside [0, p]); host convenience for tests.
 double bspline_value(int p, double x);
 

@@ -1,27 +1,17 @@
 #include "pair_kernel.hpp"
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "erfc_table.hpp"
+#include "simd.hpp"
 
 // One source, several instruction sets: the kernel is a template over the
 // vector width (GCC/Clang vector extensions), instantiated inside functions
 // compiled for AVX-512 (x86-64-v4, 8 lanes), AVX2+FMA (x86-64-v3, 4 lanes) and
 // the baseline (2 lanes); the best one the CPU supports is chosen once at run
-// time. Portable builds stay portable (no -march=native). Measured on the
-// development machine (AMD EPYC, one atom against 256 partners in a loop, each
-// width compiled alone): ~5 ns per pair with 8 lanes, ~7.5 with 4, ~23 with SSE2.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PMEWALD_NO_MULTIVERSION)
-#define PMEWALD_X86_DISPATCH 1
-#else
-#define PMEWALD_X86_DISPATCH 0
-#endif
+// time (simd.hpp). Measured on the development machine (AMD EPYC, one atom
+// against 256 partners in a loop, each width compiled alone): ~5 ns per pair
+// with 8 lanes, ~7.5 with 4, ~23 with SSE2.
 
 namespace pmewald {
 
@@ -234,14 +224,14 @@ PMEWALD_INLINE int select_scalar(const NeighbourQuery& qr, int j, int je, int* _
 }
 
 #if PMEWALD_X86_DISPATCH
-__attribute__((target("arch=x86-64-v4"))) void batch_v4(PMEWALD_BATCH_ARGS) { batch<8>(PMEWALD_BATCH_PASS); }
-__attribute__((target("arch=x86-64-v3"))) void batch_v3(PMEWALD_BATCH_ARGS) { batch<4>(PMEWALD_BATCH_PASS); }
+PMEWALD_TARGET_V4 void batch_v4(PMEWALD_BATCH_ARGS) { batch<8>(PMEWALD_BATCH_PASS); }
+PMEWALD_TARGET_V3 void batch_v3(PMEWALD_BATCH_ARGS) { batch<4>(PMEWALD_BATCH_PASS); }
 
 // One 8-lane step of select_v4 on sorted atoms [j, j + 8) under `live` (the
 // tail's lanes past je are masked off, and masked loads do not touch them).
 // kGhost: i is a ghost (hits must be owned); kScreen: exclusion screen on.
 template <bool kGhost, bool kScreen>
-__attribute__((target("arch=x86-64-v4"))) PMEWALD_INLINE void select8(
+PMEWALD_TARGET_V4 PMEWALD_INLINE void select8(
     __mmask8 live, int j, __m512d vx, __m512d vy, __m512d vz, __m512d vrc2, __m512i vkey, __m512i vid,
     __m512i vlo, __m512i vhi, const double* __restrict x, const double* __restrict y,
     const double* __restrict z, const double* __restrict own, const std::int64_t* __restrict key,
@@ -284,7 +274,7 @@ __attribute__((target("arch=x86-64-v4"))) PMEWALD_INLINE void select8(
 }
 
 template <bool kGhost, bool kScreen>
-__attribute__((target("arch=x86-64-v4"))) int select_v4_loop(const NeighbourQuery& qr, int jb, int je,
+PMEWALD_TARGET_V4 int select_v4_loop(const NeighbourQuery& qr, int jb, int je,
                                                               int* __restrict list, int n, int* __restrict maybe,
                                                               int& n_maybe_out) {
   const __m512d vx = _mm512_set1_pd(qr.xi), vy = _mm512_set1_pd(qr.yi), vz = _mm512_set1_pd(qr.zi);
@@ -306,7 +296,7 @@ __attribute__((target("arch=x86-64-v4"))) int select_v4_loop(const NeighbourQuer
   return n;
 }
 
-__attribute__((target("arch=x86-64-v4"))) int select_v4(const NeighbourQuery& qr, int jb, int je, int* list,
+PMEWALD_TARGET_V4 int select_v4(const NeighbourQuery& qr, int jb, int je, int* list,
                                                          int n, int* maybe, int& n_maybe) {
   if (qr.ids)
     return qr.need_owned ? select_v4_loop<true, true>(qr, jb, je, list, n, maybe, n_maybe)
@@ -331,7 +321,7 @@ const CompressTable kCompress;
 // The AVX2 form of select8: 4 lanes, masked loads for the tail, the hits
 // appended through the 16-entry shuffle table.
 template <bool kGhost, bool kScreen>
-__attribute__((target("arch=x86-64-v3"))) PMEWALD_INLINE void select4(
+PMEWALD_TARGET_V3 PMEWALD_INLINE void select4(
     int live, int j, __m256d vx, __m256d vy, __m256d vz, __m256d vrc2, __m256i vkey, __m256i vid, __m256i vlo,
     __m256i vhi, const double* __restrict x, const double* __restrict y, const double* __restrict z,
     const double* __restrict own, const std::int64_t* __restrict key, const std::int64_t* __restrict ids,
@@ -380,7 +370,7 @@ __attribute__((target("arch=x86-64-v3"))) PMEWALD_INLINE void select4(
 }
 
 template <bool kGhost, bool kScreen>
-__attribute__((target("arch=x86-64-v3"))) int select_v3_loop(const NeighbourQuery& qr, int jb, int je,
+PMEWALD_TARGET_V3 int select_v3_loop(const NeighbourQuery& qr, int jb, int je,
                                                               int* __restrict list, int n, int* __restrict maybe,
                                                               int& n_maybe_out) {
   const __m256d vx = _mm256_set1_pd(qr.xi), vy = _mm256_set1_pd(qr.yi), vz = _mm256_set1_pd(qr.zi);
@@ -401,7 +391,7 @@ __attribute__((target("arch=x86-64-v3"))) int select_v3_loop(const NeighbourQuer
   return n;
 }
 
-__attribute__((target("arch=x86-64-v3"))) int select_v3(const NeighbourQuery& qr, int jb, int je, int* list,
+PMEWALD_TARGET_V3 int select_v3(const NeighbourQuery& qr, int jb, int je, int* list,
                                                          int n, int* maybe, int& n_maybe) {
   if (qr.ids)
     return qr.need_owned ? select_v3_loop<true, true>(qr, jb, je, list, n, maybe, n_maybe)
@@ -419,25 +409,14 @@ int select_base(const NeighbourQuery& qr, int jb, int je, int* list, int n, int*
 struct Dispatch {
   BatchFn fn = batch_base;
   SelectFn sel = select_base;
-  const char* isa = "baseline (2 lanes)";
-  // PMEWALD_PAIR_KERNEL_ISA=x86-64-v3 or =baseline caps the choice (tests
-  // run every path this way; other values are ignored).
   Dispatch() {
 #if PMEWALD_X86_DISPATCH
-    __builtin_cpu_init();
-    const char* cap = std::getenv("PMEWALD_PAIR_KERNEL_ISA");
-    const std::string limit = cap ? cap : "";
-    if (limit == "baseline") return;
-    if (limit != "x86-64-v3" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (simd::isa() == simd::Isa::V4) {
       fn = batch_v4;
       sel = select_v4;
-      isa = "x86-64-v4 (AVX-512, 8 lanes)";
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    } else if (simd::isa() == simd::Isa::V3) {
       fn = batch_v3;
       sel = select_v3;
-      isa = "x86-64-v3 (AVX2+FMA, 4 lanes)";
     }
 #endif
   }
@@ -478,6 +457,6 @@ void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
   }
 }
 
-const char* pair_kernel_isa() { return dispatch().isa; }
+const char* pair_kernel_isa() { return simd::isa_name(); }
 
 }  // namespace pmewald

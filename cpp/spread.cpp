@@ -1,10 +1,13 @@
 #include "spread.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "bspline.hpp"
 #include "errors.hpp"
+#include "simd.hpp"
 
 namespace pmewald::kernels {
 
@@ -32,8 +35,74 @@ KOKKOS_INLINE_FUNCTION void scaled_coord(double s, int K, int& fl, double& w) {
   fl = c;
 }
 
-KOKKOS_INLINE_FUNCTION int floor_div(int a, int b) {  // b > 0
-  return (a >= 0) ? a / b : -((-a + b - 1) / b);
+// The serial spreading loop on raw pointers (stencil arrays are contiguous,
+// n x 3 and n x 3 x P; grid rows contiguous along the last index).
+struct SpreadArgs {
+  std::size_t n;
+  const double* q;
+  const int* base;
+  const double* w;
+  int lo[3];
+  double* grid;
+  std::ptrdiff_t s0, s1;
+};
+
+template <int P>
+inline __attribute__((always_inline)) void spread_rows_generic(const SpreadArgs& a) {
+  for (std::size_t i = 0; i < a.n; ++i) {
+    const int* bi = a.base + 3 * i;
+    const double* wi = a.w + 3 * P * i;
+    const double* w2 = wi + 2 * P;
+    double* corner = a.grid + (bi[0] - a.lo[0]) * a.s0 + (bi[1] - a.lo[1]) * a.s1 + (bi[2] - a.lo[2]);
+    for (int x = 0; x < P; ++x) {
+      const double qa = a.q[i] * wi[x];
+      for (int y = 0; y < P; ++y) {
+        const double qab = qa * wi[P + y];
+        double* row = corner + x * a.s0 + y * a.s1;
+        for (int c = 0; c < P; ++c) row[c] += qab * w2[c];
+      }
+    }
+  }
+}
+
+#if PMEWALD_X86_DISPATCH
+// AVX-512: one stencil row (P <= 8 points along z) is one masked register:
+// load, one FMA, store, instead of P scalar updates.
+template <int P>
+PMEWALD_TARGET_V4 void spread_rows_v4(const SpreadArgs& a) {
+  if constexpr (P > 8) {
+    spread_rows_generic<P>(a);
+  } else {
+    const __mmask8 m = static_cast<__mmask8>((1u << P) - 1);
+    for (std::size_t i = 0; i < a.n; ++i) {
+      const int* bi = a.base + 3 * i;
+      const double* wi = a.w + 3 * P * i;
+      const __m512d w2 = _mm512_maskz_loadu_pd(m, wi + 2 * P);
+      double* corner = a.grid + (bi[0] - a.lo[0]) * a.s0 + (bi[1] - a.lo[1]) * a.s1 + (bi[2] - a.lo[2]);
+      for (int x = 0; x < P; ++x) {
+        const __m512d qw = _mm512_mul_pd(_mm512_set1_pd(a.q[i] * wi[x]), w2);
+        for (int y = 0; y < P; ++y) {
+          double* row = corner + x * a.s0 + y * a.s1;
+          const __m512d v = _mm512_fmadd_pd(_mm512_set1_pd(wi[P + y]), qw, _mm512_maskz_loadu_pd(m, row));
+          _mm512_mask_storeu_pd(row, m, v);
+        }
+      }
+    }
+  }
+}
+template <int P>
+PMEWALD_TARGET_V3 void spread_rows_v3(const SpreadArgs& a) {
+  spread_rows_generic<P>(a);  // the compiler's AVX2 code for the fixed-length rows
+}
+#endif
+
+template <int P>
+void spread_rows(const SpreadArgs& a) {
+#if PMEWALD_X86_DISPATCH
+  if (simd::isa() == simd::Isa::V4) return spread_rows_v4<P>(a);
+  if (simd::isa() == simd::Isa::V3) return spread_rows_v3<P>(a);
+#endif
+  spread_rows_generic<P>(a);
 }
 
 void check_common(const Int3& mesh, int order, std::size_t n_pos) {
@@ -85,34 +154,46 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
   const Mat3 R = recip;
   const Int3 K = mesh;
   const Int3 lo = brick.lo, hi = brick.hi;
-  const int p = order;
   auto base = out.base;
   auto cell = out.cell;
   auto W = out.w;
   auto dW = out.dw;
   int bad = 0;
-  Kokkos::parallel_reduce(
-      "pmewald::compute_stencils", Range(0, n),
-      KOKKOS_LAMBDA(const int i, int& nbad) {
-        const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
-        for (int d = 0; d < 3; ++d) {
-          const double s = x * R[d] + y * R[3 + d] + z * R[6 + d];
-          int fl;
-          double w;
-          scaled_coord(s, K[d], fl, w);
-          // periodic image of the cell in [lo, hi): smallest fl + jK >= lo
-          const int c = fl + K[d] * (-floor_div(fl - lo[d], K[d]));
-          if (c >= hi[d]) nbad += 1;
-          cell(i, d) = c;
-          base(i, d) = c - p + 1;
-          double M[kMaxOrder], dM[kMaxOrder];
-          bspline_weights(p, w, M, derivatives ? dM : nullptr);
-          for (int j = 0; j < p; ++j) W(i, d, j) = M[j];
-          if (derivatives)
-            for (int j = 0; j < p; ++j) dW(i, d, j) = dM[j];
-        }
-      },
-      bad);
+  auto run = [&](auto order, auto with_derivatives) {
+    constexpr int P = decltype(order)::value;
+    constexpr bool D = decltype(with_derivatives)::value;
+    Kokkos::parallel_reduce(
+        "pmewald::compute_stencils", Range(0, n),
+        KOKKOS_LAMBDA(const int i, int& nbad) {
+          const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
+          for (int d = 0; d < 3; ++d) {
+            const double s = x * R[d] + y * R[3 + d] + z * R[6 + d];
+            int fl;
+            double w;
+            scaled_coord(s, K[d], fl, w);
+            // periodic image of the cell in [lo, hi): smallest fl + jK >= lo
+            // (fl in [0, K) and lo in [0, K) for a brick: at most one step)
+            int c = fl;
+            while (c < lo[d]) c += K[d];
+            while (c - K[d] >= lo[d]) c -= K[d];
+            if (c >= hi[d]) nbad += 1;
+            cell(i, d) = c;
+            base(i, d) = c - P + 1;
+            double M[P], dM[P];
+            bspline_weights_fixed<P, D>(w, M, dM);
+            for (int j = 0; j < P; ++j) W(i, d, j) = M[j];
+            if (D)
+              for (int j = 0; j < P; ++j) dW(i, d, j) = dM[j];
+          }
+        },
+        bad);
+  };
+  with_order(order, [&](auto o) {
+    if (derivatives)
+      run(o, std::true_type{});
+    else
+      run(o, std::false_type{});
+  });
   if (bad > 0)
     throw ValueError("compute_stencils: " + std::to_string(bad) +
                      " atom coordinate(s) fall outside the brick " + brick.str() +
@@ -136,25 +217,13 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
   const bool plain = mode == SpreadMode::Plain ||
                      (mode == SpreadMode::Auto && ExecSpace().concurrency() <= 1);
   if (plain) {
-    // Serial backend: plain adds are race-free and avoid atomic overhead.
-    with_order(p, [&](auto order) {
-      constexpr int P = decltype(order)::value;
-      Kokkos::parallel_for(
-          "pmewald::spread_serial", Range(0, n), KOKKOS_LAMBDA(const int i) {
-            const double q = charges(i);
-            const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
-            double w2[P];
-            for (int c = 0; c < P; ++c) w2[c] = W(i, 2, c);
-            for (int a = 0; a < P; ++a) {
-              const double qa = q * W(i, 0, a);
-              for (int b = 0; b < P; ++b) {
-                const double qab = qa * W(i, 1, b);
-                double* row = &grid(b0 + a, b1 + b, b2);
-                for (int c = 0; c < P; ++c) row[c] += qab * w2[c];
-              }
-            }
-          });
-    });
+    // Serial backend: plain adds are race-free and avoid atomic overhead; the
+    // loop runs in spread_rows, vectorised for the CPU (simd.hpp).
+    if (grid.stride(2) != 1 || !charges.span_is_contiguous())
+      throw std::logic_error("spread: grid rows and charges must be contiguous");
+    const SpreadArgs args{n, charges.data(), st.base.data(), st.w.data(), {lo[0], lo[1], lo[2]}, grid.data(),
+                          static_cast<std::ptrdiff_t>(grid.stride(0)), static_cast<std::ptrdiff_t>(grid.stride(1))};
+    with_order(p, [&](auto order) { spread_rows<decltype(order)::value>(args); });
   } else {
     Kokkos::parallel_for(
         "pmewald::spread_atomic", Range(0, n), KOKKOS_LAMBDA(const int i) {

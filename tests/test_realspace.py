@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import platform
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -238,55 +234,6 @@ def test_pair_kernel_vector_matches_scalar_and_reports_isa():
     assert any(k in rs.pair_kernel_isa() for k in ("x86-64-v4", "x86-64-v3", "baseline"))
     with pytest.raises(ValueError, match="alpha"):
         rs.pair_batch(ri, 1.0, rj, qj, 3.0, vector=True)  # alpha r up to 26
-
-
-def _isa_results():
-    """Real-space results of every CASES system (with exclusions) and one kernel batch, on
-    this process's pair-kernel version (see test_every_pair_kernel_isa)."""
-    from mpi4py import MPI
-
-    out = {}
-    for case, (box, mesh, n, neutral) in CASES.items():
-        pos, q, ids = random_system(box, n, seed=500 + len(case), neutral=neutral)
-        pairs = [(i, i + 1) for i in range(0, 40, 4)]
-        rng = np.random.default_rng(9)
-        for i, j in pairs:
-            pos[j] = pos[i] + rng.normal(scale=0.7, size=3)
-        excl = np.array([[ids[i], ids[j]] for i, j in pairs], dtype=np.int64)
-        cutoff = 0.49 * heights(box).min()
-        e, f, w, t, tim = rs.compute(MPI.COMM_SELF, box, mesh, pos, q, ids, excl, cutoff, 3.0 / cutoff, 1.0,
-                                     timings=True)
-        out[case + "/forces"] = f
-        out[case + "/virial"] = np.asarray(w)
-        out[case + "/energy"] = np.array([e, tim["pairs_evaluated"]])
-    rng = np.random.default_rng(11)
-    rj = rng.uniform(-5, 5, (37, 3))
-    f, acc = rs.pair_batch(np.zeros(3), 1.0, rj, rng.uniform(-1, 1, 37), 0.35, vector=True)
-    out["batch/forces"], out["batch/acc"] = f, acc
-    return out
-
-
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="one kernel version off x86-64")
-@pytest.mark.timeout(120)
-def test_every_pair_kernel_isa(tmp_path):
-    """The AVX2 and baseline versions of the selection and the kernel (capped with
-    PMEWALD_PAIR_KERNEL_ISA in a subprocess) give what the version chosen here gives."""
-    here = _isa_results()
-    seen = set()
-    for isa in ("x86-64-v3", "baseline"):
-        dest = tmp_path / f"{isa}.npz"
-        code = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import test_realspace as t; "
-                "np.savez(sys.argv[2], isa=t.rs.pair_kernel_isa(), **t._isa_results())")
-        env = dict(os.environ, PMEWALD_PAIR_KERNEL_ISA=isa)
-        subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), str(dest)], env=env, check=True,
-                       timeout=100)
-        got = np.load(dest)
-        seen.add(str(got["isa"]))
-        assert str(got["isa"]).startswith(isa) or rs.pair_kernel_isa().startswith(("x86-64-v3", "baseline"))
-        for key, ref in here.items():
-            scale = np.abs(ref).max()
-            assert np.abs(got[key] - ref).max() <= 1e-12 * scale, (isa, key)
-    assert len(seen) == 2 or not rs.pair_kernel_isa().startswith("x86-64-v4"), seen
 
 
 def test_erfc_table_speed_reported():

@@ -88,7 +88,7 @@ def show_config(file=None, comm=None) -> dict:
             f"  ranks in communicator:      {size}",
             f"  FFTW:                       {c['fftw_version']}",
             f"  Kokkos:                     {c['kokkos_version']} ({c['kokkos_execution_space']} execution space)",
-            f"  real-space pair kernel:     {c['pair_kernel_isa']}",
+            f"  vectorised kernels:         {c['pair_kernel_isa']} (pair kernel, spread, gather)",
             f"  compiler:                   {c['compiler']}",
             f"  flags:                      {c['cxx_flags']} [{c['build_type']}]",
         ]

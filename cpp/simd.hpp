@@ -1,0 +1,32 @@
+// Run-time choice of the x86-64 instruction set for the hand-vectorised
+// kernels (real-space pair kernel and selection, B-spline spreading and
+// gathering). Each is compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2+FMA)
+// and the baseline with target attributes, and the widest set the CPU supports
+// is used; builds stay portable (no -march=native).
+//
+// PMEWALD_SIMD=x86-64-v3 or =baseline in the environment caps the choice (the
+// tests run every version this way); other values are ignored. The choice is
+// made once per process. Define PMEWALD_NO_MULTIVERSION to build only the
+// baseline (a compiler without those target attributes; non-x86 targets get
+// it automatically).
+#pragma once
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PMEWALD_NO_MULTIVERSION)
+#define PMEWALD_X86_DISPATCH 1
+#include <immintrin.h>
+#define PMEWALD_TARGET_V4 __attribute__((target("arch=x86-64-v4")))
+#define PMEWALD_TARGET_V3 __attribute__((target("arch=x86-64-v3")))
+#else
+#define PMEWALD_X86_DISPATCH 0
+#endif
+
+namespace pmewald::simd {
+
+enum class Isa { Baseline, V3, V4 };
+
+// The instruction set chosen for this process.
+Isa isa();
+// Its description, e.g. "x86-64-v4 (AVX-512, 8 lanes)".
+const char* isa_name();
+
+}  // namespace pmewald::simd

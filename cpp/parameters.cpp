@@ -506,19 +506,20 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
 
 // Calibrated with `python -m pmewald.bench cost` (its defaults: 20000 random charges in
 // cell order, 60 A box, meshes 64^3..160^3, orders 4..8, 1 rank, Serial Kokkos, FFTW
-// real-to-complex transforms, FFTW_MEASURE) on the 2-core development VM at main 28653f1
-// (r2c FFTs, order-templated spread/gather), 2026-11-30 17:38 UTC, load average 1-2
-// (model / measured 0.70..1.20 over the 40 settings). Re-run it after changing the FFT,
+// real-to-complex transforms, FFTW_MEASURE) on the 2-core development VM at main 4204f75
+// (AVX-512 spread/gather, unrolled stencils), 2026-11-30 19:50 UTC (model / measured
+// 0.77..1.18 over the 40 settings; the previous constants, from 28653f1, overestimated
+// high orders up to 2.35x after that change). Re-run it after changing the FFT,
 // solve, spread or gather kernels and paste its output here.
 CostModel default_cost_model() {
   CostModel c;
-  c.fft = 2.1e-10;
-  c.mesh_ad = 4.75e-09;
-  c.mesh_ik = 7.49e-09;
-  c.atom_ad = 6.87e-08;
-  c.atom_ik = 1.4e-07;
-  c.point_ad = 1.43e-09;
-  c.point_ik = 1.84e-09;
+  c.fft = 1.91e-10;
+  c.mesh_ad = 4.59e-09;
+  c.mesh_ik = 6.99e-09;
+  c.atom_ad = 5.27e-08;
+  c.atom_ik = 1.43e-07;
+  c.point_ad = 5.49e-10;
+  c.point_ik = 6.81e-10;
   c.transforms_ad = 2;
   c.transforms_ik = 4;
   return c;
@@ -790,11 +791,13 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
   // predicted density whose exact estimate meets the budget (and the mesh bound) at the
   // candidate's alpha.
   int best_i = -1, checked = 0;
-  for (size_t k = 0; k < idx.size() && checked < 4; ++k) {
+  for (size_t k = 0; k < idx.size() && checked < 6; ++k) {
     Candidate& c = cands[idx[k]];
-    // predictions within 10% of the best checked cost are checked too: the table's
-    // prediction can be a mesh step off (per-axis rounding of small meshes)
-    if (best_i >= 0 && c.cost >= 1.1 * cands[best_i].cost) break;
+    // predictions within 25% of the best checked cost are checked too: the table's
+    // prediction can be a mesh step off (per-axis rounding of small meshes; with the
+    // cheap AVX-512 spreading, orders 5 and 6 on meshes of 12-16 points came within
+    // 2.4% of each other while the order-5 prediction was 12% too high)
+    if (best_i >= 0 && c.cost >= 1.25 * cands[best_i].cost) break;
     ++checked;
     const AlphaOption o = option_of(c.alpha);
     double e = 0;

@@ -212,8 +212,10 @@ PMEWALD_INLINE int select_scalar(const NeighbourQuery& qr, int j, int je, int* _
     const bool hit = (dx * dx + dy * dy + dz * dz < qr.rc2) & (!qr.need_owned | own_j);
     bool screen = false;
     if (qr.ids)
-      screen = qr.need_owned ? (qr.elo[j] <= qr.id_i) & (qr.ehi[j] >= qr.id_i)
-                             : (qr.ids[j] >= qr.lo) & (qr.ids[j] <= qr.hi);
+      screen = qr.need_owned ? (qr.elo[j] <= qr.id_i) & (qr.ehi[j] >= qr.id_i) &
+                                   ((static_cast<std::uint64_t>(qr.emask[j]) >> (qr.id_i & 63)) & 1)
+                             : (qr.ids[j] >= qr.lo) & (qr.ids[j] <= qr.hi) &
+                                   ((static_cast<std::uint64_t>(qr.mask) >> (qr.ids[j] & 63)) & 1);
     const bool keep = qr.need_owned ? keeps_cross_pair(qr.key[j], qr.key_i) : own_j | keeps_cross_pair(qr.key_i, qr.key[j]);
     list[n] = j;
     n += hit & !screen & keep;
@@ -236,8 +238,9 @@ PMEWALD_TARGET_V4 PMEWALD_INLINE void select8(
     __m512i vlo, __m512i vhi, const double* __restrict x, const double* __restrict y,
     const double* __restrict z, const double* __restrict own, const std::int64_t* __restrict key,
     const std::int64_t* __restrict ids, const std::int64_t* __restrict elo, const std::int64_t* __restrict ehi,
-    int* __restrict list, int& n, int* __restrict maybe, int& n_maybe) {
-  const __m512i one = _mm512_set1_epi64(1);
+    const std::int64_t* __restrict emask, __m512i vmask, int* __restrict list, int& n, int* __restrict maybe,
+    int& n_maybe) {
+  const __m512i one = _mm512_set1_epi64(1), low6 = _mm512_set1_epi64(63);
   const __m512d dx = _mm512_sub_pd(vx, _mm512_maskz_loadu_pd(live, x + j));
   const __m512d dy = _mm512_sub_pd(vy, _mm512_maskz_loadu_pd(live, y + j));
   const __m512d dz = _mm512_sub_pd(vz, _mm512_maskz_loadu_pd(live, z + j));
@@ -253,12 +256,16 @@ PMEWALD_TARGET_V4 PMEWALD_INLINE void select8(
   const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   if (kScreen) {
     __mmask8 sc;
-    if (kGhost)
+    // In the partner-id range and the partner's bit (id mod 64) set in the mask.
+    if (kGhost) {
       sc = _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, elo + j), vid, _MM_CMPINT_LE) &
-           _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ehi + j), vid, _MM_CMPINT_NLT);
-    else
-      sc = _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ids + j), vlo, _MM_CMPINT_NLT) &
-           _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ids + j), vhi, _MM_CMPINT_LE);
+           _mm512_cmp_epi64_mask(_mm512_maskz_loadu_epi64(live, ehi + j), vid, _MM_CMPINT_NLT) &
+           _mm512_test_epi64_mask(_mm512_srlv_epi64(_mm512_maskz_loadu_epi64(live, emask + j), _mm512_and_si512(vid, low6)), one);
+    } else {
+      const __m512i idj = _mm512_maskz_loadu_epi64(live, ids + j);
+      sc = _mm512_cmp_epi64_mask(idj, vlo, _MM_CMPINT_NLT) & _mm512_cmp_epi64_mask(idj, vhi, _MM_CMPINT_LE) &
+           _mm512_test_epi64_mask(_mm512_srlv_epi64(vmask, _mm512_and_si512(idj, low6)), one);
+    }
     sc &= m;
     m &= static_cast<__mmask8>(~sc);
     if (sc) {
@@ -283,15 +290,16 @@ PMEWALD_TARGET_V4 int select_v4_loop(const NeighbourQuery& qr, int jb, int je,
   const __m512i vkey = _mm512_set1_epi64(qr.key_i);
   // Locals, so the stores into the lists cannot be taken to alias the query.
   const double *x = qr.x, *y = qr.y, *z = qr.z, *own = qr.own;
-  const std::int64_t *key = qr.key, *ids = qr.ids, *elo = qr.elo, *ehi = qr.ehi;
+  const std::int64_t *key = qr.key, *ids = qr.ids, *elo = qr.elo, *ehi = qr.ehi, *emask = qr.emask;
+  const __m512i vmask = _mm512_set1_epi64(qr.mask);
   int n_maybe = n_maybe_out;
   int j = jb;
   for (; j + 8 <= je; j += 8)
     select8<kGhost, kScreen>(0xff, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids, elo, ehi,
-                             list, n, maybe, n_maybe);
+                             emask, vmask, list, n, maybe, n_maybe);
   if (j < je)
     select8<kGhost, kScreen>(static_cast<__mmask8>((1u << (je - j)) - 1), j, vx, vy, vz, vrc2, vkey, vid, vlo,
-                             vhi, x, y, z, own, key, ids, elo, ehi, list, n, maybe, n_maybe);
+                             vhi, x, y, z, own, key, ids, elo, ehi, emask, vmask, list, n, maybe, n_maybe);
   n_maybe_out = n_maybe;
   return n;
 }
@@ -325,9 +333,9 @@ PMEWALD_TARGET_V3 PMEWALD_INLINE void select4(
     int live, int j, __m256d vx, __m256d vy, __m256d vz, __m256d vrc2, __m256i vkey, __m256i vid, __m256i vlo,
     __m256i vhi, const double* __restrict x, const double* __restrict y, const double* __restrict z,
     const double* __restrict own, const std::int64_t* __restrict key, const std::int64_t* __restrict ids,
-    const std::int64_t* __restrict elo, const std::int64_t* __restrict ehi, int* __restrict list, int& n,
-    int* __restrict maybe, int& n_maybe) {
-  const __m256i one = _mm256_set1_epi64x(1);
+    const std::int64_t* __restrict elo, const std::int64_t* __restrict ehi, const std::int64_t* __restrict emask,
+    __m256i vmask, int* __restrict list, int& n, int* __restrict maybe, int& n_maybe) {
+  const __m256i one = _mm256_set1_epi64x(1), low6 = _mm256_set1_epi64x(63);
   const __m256i lanes = _mm256_setr_epi64x(1, 2, 4, 8);
   const __m256i lm = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(live), lanes), lanes);
 #define ld(p) _mm256_maskload_pd((p) + j, lm)
@@ -345,13 +353,18 @@ PMEWALD_TARGET_V3 PMEWALD_INLINE void select4(
   const int keep = kGhost ? odd ^ bits(_mm256_cmpgt_epi64(vkey, kj)) : own_j | (odd ^ bits(_mm256_cmpgt_epi64(kj, vkey)));
   const __m128i base = _mm_set1_epi32(j);
   if (kScreen) {
-    __m256i out;  // lanes outside the screened range: a > b with (a, b) = (lo, id) or (id, hi)
+    // Lanes screened out: outside the partner-id range (a > b with (a, b) = (lo, id) or
+    // (id, hi)), or the partner's bit (id mod 64) clear in the mask.
+    __m256i out, bit;
     if (kGhost) {
       out = _mm256_or_si256(_mm256_cmpgt_epi64(ldi(elo), vid), _mm256_cmpgt_epi64(vid, ldi(ehi)));
+      bit = _mm256_srlv_epi64(ldi(emask), _mm256_and_si256(vid, low6));
     } else {
       const __m256i id = ldi(ids);
       out = _mm256_or_si256(_mm256_cmpgt_epi64(vlo, id), _mm256_cmpgt_epi64(id, vhi));
+      bit = _mm256_srlv_epi64(vmask, _mm256_and_si256(id, low6));
     }
+    out = _mm256_or_si256(out, _mm256_cmpeq_epi64(_mm256_and_si256(bit, one), _mm256_setzero_si256()));
     const int sc = m & ~bits(out);
     m &= ~sc;
     if (sc) {
@@ -378,15 +391,16 @@ PMEWALD_TARGET_V3 int select_v3_loop(const NeighbourQuery& qr, int jb, int je,
   const __m256i vid = _mm256_set1_epi64x(qr.id_i), vlo = _mm256_set1_epi64x(qr.lo), vhi = _mm256_set1_epi64x(qr.hi);
   const __m256i vkey = _mm256_set1_epi64x(qr.key_i);
   const double *x = qr.x, *y = qr.y, *z = qr.z, *own = qr.own;
-  const std::int64_t *key = qr.key, *ids = qr.ids, *elo = qr.elo, *ehi = qr.ehi;
+  const std::int64_t *key = qr.key, *ids = qr.ids, *elo = qr.elo, *ehi = qr.ehi, *emask = qr.emask;
+  const __m256i vmask = _mm256_set1_epi64x(qr.mask);
   int n_maybe = n_maybe_out;
   int j = jb;
   for (; j + 4 <= je; j += 4)
-    select4<kGhost, kScreen>(0xf, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids, elo, ehi, list,
-                             n, maybe, n_maybe);
+    select4<kGhost, kScreen>(0xf, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids, elo, ehi, emask,
+                             vmask, list, n, maybe, n_maybe);
   if (j < je)
     select4<kGhost, kScreen>((1 << (je - j)) - 1, j, vx, vy, vz, vrc2, vkey, vid, vlo, vhi, x, y, z, own, key, ids,
-                             elo, ehi, list, n, maybe, n_maybe);
+                             elo, ehi, emask, vmask, list, n, maybe, n_maybe);
   n_maybe_out = n_maybe;
   return n;
 }

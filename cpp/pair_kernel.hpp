@@ -62,8 +62,11 @@ constexpr double kMaxAlphaR = 8.0;
 // need_owned, i.e. i is a ghost) that this rank evaluates, in order, and
 // returns the new count. With ids != nullptr a hit that might be an excluded
 // pair goes to maybe[n_maybe..] instead, whichever rank evaluates it: for an
-// owned i when ids[j] lies in i's excluded-id range [lo, hi], for a ghost i
-// when id_i lies in j's range [elo[j], ehi[j]]. The caller guarantees room for
+// owned i when ids[j] lies in i's excluded-id range [lo, hi] and bit ids[j] mod
+// 64 is set in i's partner mask, for a ghost i when id_i lies in j's range
+// [elo[j], ehi[j]] and bit id_i mod 64 is set in emask[j] (the mask catches
+// molecules whose ids are far apart, e.g. files that list atoms by type, where
+// the range alone lets almost every pair through). The caller guarantees room for
 // je - jb + 8 more entries in both lists (vector stores may write up to 8
 // slots past the new counts).
 //
@@ -84,7 +87,8 @@ struct NeighbourQuery {
   std::int64_t key_i;
   const std::int64_t* ids = nullptr;
   const std::int64_t *elo = nullptr, *ehi = nullptr;
-  std::int64_t id_i = 0, lo = 0, hi = -1;
+  const std::int64_t* emask = nullptr;  // bit (id mod 64) of every excluded partner, per atom
+  std::int64_t id_i = 0, lo = 0, hi = -1, mask = 0;
 };
 int select_within(const NeighbourQuery& query, int jb, int je, int* list, int n, int* maybe, int& n_maybe);
 

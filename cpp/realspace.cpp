@@ -75,6 +75,7 @@ struct HalfPairKernel {
   View1<double> x, y, z, q, own;      // sorted atoms: positions, charges, 1 owned / 0 ghost
   View1<std::int64_t> sid, skey;      // ids; Migration::owned_key (of the original, for a ghost)
   View1<std::int64_t> elo, ehi;       // id range of each sorted atom's excluded partners (empty: lo > hi)
+  View1<std::int64_t> emask;          // their bits id mod 64 (0: none)
   View1<int> scell, sowner;           // cell, and owned index (-1 for a ghost), per sorted atom
   View1<int> cell_start, cell_owned;  // prefix sums over cells: atoms, owned atoms
   ConstI64 excl_off, excl_ids;        // excluded partner ids, CSR by owned index
@@ -170,6 +171,8 @@ struct HalfPairKernel {
       query.id_i = sid(a);
       query.lo = elo(a);
       query.hi = ehi(a);
+      query.emask = emask.data();
+      query.mask = emask(a);
     }
 
     auto evaluate = [&](int* js, int count) {
@@ -476,6 +479,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     if (any_excl) {
       ensure1(selo_, N, "sorted_excl_lo");
       ensure1(sehi_, N, "sorted_excl_hi");
+      ensure1(semask_, N, "sorted_excl_mask");
     }
     ensure1(scell_, N, "sorted_cell");
     ensure1(sowner_, N, "sorted_owner");
@@ -514,12 +518,16 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
         sowner_(at) = static_cast<int>(a);
         if (any_excl) {
           std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+          std::uint64_t mask = 0;
           for (std::int64_t e = excl_off[a]; e < excl_off[a + 1]; ++e) {
-            lo = std::min(lo, excl_ids[static_cast<std::size_t>(e)]);
-            hi = std::max(hi, excl_ids[static_cast<std::size_t>(e)]);
+            const std::int64_t id = excl_ids[static_cast<std::size_t>(e)];
+            lo = std::min(lo, id);
+            hi = std::max(hi, id);
+            mask |= std::uint64_t{1} << (static_cast<std::uint64_t>(id) & 63);
           }
           selo_(at) = lo;
           sehi_(at) = hi;
+          semask_(at) = static_cast<std::int64_t>(mask);
         }
       } else {
         const std::size_t g = a - n_o;
@@ -534,6 +542,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
         if (any_excl) {
           selo_(at) = std::numeric_limits<std::int64_t>::max();
           sehi_(at) = std::numeric_limits<std::int64_t>::min();
+          semask_(at) = 0;
         }
       }
     }
@@ -562,6 +571,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     kern.any_excl = any_excl;
     kern.elo = selo_;
     kern.ehi = sehi_;
+    kern.emask = semask_;
     kern.sforces = ScatterForces(sforce);
     kern.erfc_coef = ErfcTable::instance().coefficients();
     kern.nc0 = nc[0];

@@ -115,7 +115,7 @@ class RealSpace {
   // owned atoms); atoms sorted by cell as structure of arrays; their forces.
   View1<int> cell_start_, cell_owned_, slot_of_, scell_, sowner_;
   View1<double> sx_, sy_, sz_, sq_, sown_;
-  View1<std::int64_t> sid_, skey_, selo_, sehi_;
+  View1<std::int64_t> sid_, skey_, selo_, sehi_, semask_;
   View2<double> sforce_;
   std::vector<double> ghost_force_;  // n_ghost x 3, for Migration::reverse_ghosts
   View1<int> found_;

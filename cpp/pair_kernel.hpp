@@ -74,8 +74,10 @@ constexpr double kMaxAlphaR = 8.0;
 // owner sees the mirror pair: its own atom and a ghost of o): the one where
 // keeps_cross_pair(key_o, key_g), with keys unique per atom and shared by its
 // ghosts (Migration::owned_key). Exactly one side keeps a pair, since the rule
-// flips when the keys swap, and the parity term splits the pairs about evenly
-// between two ranks (a plain key_o < key_g would give all to the lower rank).
+// flips when the keys swap. The parity term makes the choice independent of
+// how slots are numbered, so two ranks split their pairs about evenly (a plain
+// key_o < key_g follows the slot order, i.e. the id order, and can hand a whole
+// boundary's pairs to one side when the ids run along the split axis).
 inline bool keeps_cross_pair(std::int64_t key_owned, std::int64_t key_ghost) {
   return (((key_owned ^ key_ghost) & 1) != 0) != (key_owned < key_ghost);
 }

@@ -35,6 +35,13 @@ KOKKOS_INLINE_FUNCTION void scaled_coord(double s, int K, int& fl, double& w) {
   fl = c;
 }
 
+// Mesh cell and in-cell offset along axis d of the Cartesian point (x, y, z):
+// s_d = r @ recip[:, d], then scaled_coord.
+KOKKOS_INLINE_FUNCTION void mesh_coord(const Mat3& R, const Int3& K, double x, double y, double z, int d, int& fl,
+                                       double& w) {
+  scaled_coord(x * R[d] + y * R[3 + d] + z * R[6 + d], K[d], fl, w);
+}
+
 // The serial spreading loop on raw pointers (stencil arrays are contiguous,
 // n x 3 and n x 3 x P; grid rows contiguous along the last index).
 struct SpreadArgs {
@@ -125,10 +132,9 @@ void mesh_cells(const Mat3& recip, const Int3& mesh, View2<const double> positio
       "pmewald::mesh_cells", Range(0, positions.extent(0)), KOKKOS_LAMBDA(const int i) {
         const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
         for (int d = 0; d < 3; ++d) {
-          const double s = x * R[d] + y * R[3 + d] + z * R[6 + d];
           int fl;
           double w;
-          scaled_coord(s, K[d], fl, w);
+          mesh_coord(R, K, x, y, z, d, fl, w);
           cells(i, d) = fl;
         }
       });
@@ -167,10 +173,9 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
         KOKKOS_LAMBDA(const int i, int& nbad) {
           const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
           for (int d = 0; d < 3; ++d) {
-            const double s = x * R[d] + y * R[3 + d] + z * R[6 + d];
             int fl;
             double w;
-            scaled_coord(s, K[d], fl, w);
+            mesh_coord(R, K, x, y, z, d, fl, w);
             // periodic image of the cell in [lo, hi): smallest fl + jK >= lo
             // (fl in [0, K) and lo in [0, K) for a brick: at most one step)
             int c = fl;

@@ -55,9 +55,15 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
 
   for (const Box3& b : box_) buf_size_ = std::max(buf_size_, b.volume());
   buf_size_ = std::max<std::int64_t>(buf_size_, 1);
+  // Out of memory on one rank must not leave the others in the agreement below:
+  // it becomes this rank's error (planning is skipped).
   for (auto& b : buf_) {
     b = reinterpret_cast<Complex*>(fftw_malloc(sizeof(Complex) * static_cast<size_t>(buf_size_)));
-    if (!b) throw std::bad_alloc();
+    if (!b) {
+      err = "out of memory: could not allocate the FFT work buffers (" +
+            std::to_string(sizeof(Complex) * static_cast<std::uint64_t>(buf_size_)) + " bytes each)";
+      break;
+    }
     count_buffer_allocation();
   }
   // Plans are made on buf_[0] (a scratch array: FFTW_MEASURE overwrites it) and
@@ -70,7 +76,7 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
   for (int st = 3; st >= 1; --st) {
     group_last_[st] = (st < 3 && remaps_[st]->identity()) ? group_last_[st + 1] : st;
   }
-  for (int st = 1; st <= 3; ++st) {
+  for (int st = 1; st <= 3 && err.empty(); ++st) {
     if (group_first_[st] != st || box_[st].empty()) continue;
     const int last = group_last_[st];
     // The group reads the caller's input (forward) / writes the caller's output
@@ -96,7 +102,7 @@ FFT3d::~FFT3d() {
   for (auto* set : {&plans_, &oop_})
     for (auto& pp : *set)
       for (auto& p : pp)
-        if (p) fftw_destroy_plan(p);
+        fft_detail::destroy_plan(p);
   for (auto& b : buf_)
     if (b) fftw_free(b);
 }
@@ -207,8 +213,11 @@ FFTWSerial3d::FFTWSerial3d(const Int3& mesh, unsigned flags) {
   n_ = static_cast<size_t>(mesh[0]) * mesh[1] * mesh[2];
   a_ = fftw_alloc_complex(n_);
   b_ = fftw_alloc_complex(n_);
-  f_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], a_, b_, FFTW_FORWARD, flags);
-  g_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], b_, a_, FFTW_BACKWARD, flags);
+  {
+    const std::lock_guard<std::mutex> lock(fft_detail::planner_mutex());
+    f_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], a_, b_, FFTW_FORWARD, flags);
+    g_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], b_, a_, FFTW_BACKWARD, flags);
+  }
   if (!a_ || !b_ || !f_ || !g_) throw std::runtime_error("FFTW could not plan the serial 3-D transform");
   for (size_t i = 0; i < n_; ++i) {
     a_[i][0] = static_cast<double>(i % 17) - 8.0;
@@ -217,8 +226,8 @@ FFTWSerial3d::FFTWSerial3d(const Int3& mesh, unsigned flags) {
 }
 
 FFTWSerial3d::~FFTWSerial3d() {
-  if (f_) fftw_destroy_plan(f_);
-  if (g_) fftw_destroy_plan(g_);
+  fft_detail::destroy_plan(f_);
+  fft_detail::destroy_plan(g_);
   fftw_free(a_);
   fftw_free(b_);
 }
@@ -249,12 +258,13 @@ FFTWSerialReal3d::FFTWSerialReal3d(const Int3& mesh, unsigned flags) {
   a_ = fftw_alloc_real(n_);
   b_ = fftw_alloc_complex(nc_);
   if (a_ && b_) {
+    const std::lock_guard<std::mutex> lock(fft_detail::planner_mutex());
     f_ = fftw_plan_dft_r2c_3d(mesh[0], mesh[1], mesh[2], a_, b_, flags);
     g_ = fftw_plan_dft_c2r_3d(mesh[0], mesh[1], mesh[2], b_, a_, flags);
   }
   if (!a_ || !b_ || !f_ || !g_) {
-    if (f_) fftw_destroy_plan(f_);
-    if (g_) fftw_destroy_plan(g_);
+    fft_detail::destroy_plan(f_);
+    fft_detail::destroy_plan(g_);
     fftw_free(a_);
     fftw_free(b_);
     throw std::runtime_error("FFTW could not plan the serial 3-D real transform");
@@ -263,8 +273,8 @@ FFTWSerialReal3d::FFTWSerialReal3d(const Int3& mesh, unsigned flags) {
 }
 
 FFTWSerialReal3d::~FFTWSerialReal3d() {
-  fftw_destroy_plan(f_);
-  fftw_destroy_plan(g_);
+  fft_detail::destroy_plan(f_);
+  fft_detail::destroy_plan(g_);
   fftw_free(a_);
   fftw_free(b_);
 }

@@ -19,8 +19,8 @@ void check_mesh_and_options(MPI_Comm c, const Int3& mesh, CommMode mode, unsigne
   std::string err;
   for (int d = 0; d < 3; ++d)
     if (mesh[d] < 1) err = "mesh dimensions must be positive";
-  if (err.empty() && static_cast<std::int64_t>(mesh[0]) * mesh[1] * mesh[2] > INT32_MAX)
-    err = "mesh too large for 32-bit local indices";
+  // The global volume may exceed 2^31 (sizes are 64-bit); the 32-bit limit is per
+  // rank, on each box a rank stores (checked by RemapPlan and ExchangePlan).
   agree_or_throw(c, err);
   if (!same_on_all_ranks(c, {double(mesh[0]), double(mesh[1]), double(mesh[2]), double(static_cast<int>(mode)),
                              double(flags)}))
@@ -57,8 +57,16 @@ void check_tilings(MPI_Comm c, const Int3& in_mesh, const Box3& inbox, const Int
   agree_or_throw(c, me == 0 ? err : std::string());
 }
 
+void destroy_plan(fftw_plan& p) {
+  if (!p) return;
+  const std::lock_guard<std::mutex> lock(planner_mutex());
+  fftw_destroy_plan(p);
+  p = nullptr;
+}
+
 fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
                         int sign, unsigned flags) {
+  const std::lock_guard<std::mutex> lock(planner_mutex());
   const auto st = strides_of(box, order);
   fftw_complex* p = as_fftw(data);
   fftw_complex* q = as_fftw(out);
@@ -82,6 +90,7 @@ fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int las
 
 fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, const std::array<std::int64_t, 3>& cs,
                          int last, int halved, double* real, Complex* cplx, bool forward, unsigned flags) {
+  const std::lock_guard<std::mutex> lock(planner_mutex());
   const int h = n[0] / 2 + 1;
   if (last == 0 && halved == 0 && rs[0] == 1 && cs[0] == 1) {
     // Contiguous lines along x: the batched interface, with one batch stride when

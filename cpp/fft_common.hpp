@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 
 #include "exchange.hpp"
 #include "extent.hpp"
@@ -18,6 +19,19 @@ namespace pmewald::fft_detail {
 
 double now();
 
+// FFTW's planner (plan creation and destruction, wisdom) is not thread-safe:
+// every pmewald call that plans or destroys holds this process-wide lock
+// (plan_dft_axes, plan_real_axes, destroy_plan and the serial reference
+// plans). Execution (fftw_execute_dft) is thread-safe and does not take it.
+// Planning never makes MPI calls, so the lock cannot deadlock ranks.
+inline std::mutex& planner_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// fftw_destroy_plan under planner_mutex(); null plans are skipped and p is reset.
+void destroy_plan(fftw_plan& p);
+
 inline fftw_complex* as_fftw(Complex* p) { return reinterpret_cast<fftw_complex*>(p); }
 inline fftw_complex* as_fftw(const Complex* p) { return reinterpret_cast<fftw_complex*>(const_cast<Complex*>(p)); }
 
@@ -27,8 +41,9 @@ inline Box3 normalised(Box3 b) {
   return b;
 }
 
-// Collective: the mesh is positive and small enough for 32-bit local indices,
-// and mesh, mode and flags agree between ranks (ValueError on every rank otherwise).
+// Collective: the mesh is positive, and mesh, mode and flags agree between
+// ranks (ValueError on every rank otherwise). The per-rank 32-bit limit of
+// local indices is checked where the boxes are known (RemapPlan).
 void check_mesh_and_options(MPI_Comm comm, const Int3& mesh, CommMode mode, unsigned flags);
 
 // Collective: over all ranks the inboxes tile `in_mesh` and the outboxes tile

@@ -1,7 +1,9 @@
 #include "halo.hpp"
 
+#include <cstdint>
 #include <string>
 
+#include "comm.hpp"
 #include "errors.hpp"
 
 namespace pmewald {
@@ -101,6 +103,12 @@ Halo::Halo(MPI_Comm comm, const std::vector<Box3>& bricks, const Int3& mesh, int
   MPI_Comm_rank(comm, &me);
   brick_ = bricks[me];
   extended_ = halo_extended_box(brick_, ghost);
+  // local_index is 32-bit (the exchange layer's Index): refuse before building lists.
+  agree_or_throw(comm, extended_.volume() > INT32_MAX
+                           ? "halo: this rank's ghosted brick " + extended_.str() + " has " +
+                                 std::to_string(extended_.volume()) +
+                                 " points, more than the 2^31 - 1 a rank can index; use more ranks"
+                           : std::string());
   plan_ = std::make_shared<const ExchangePlan>(comm, halo_lists(bricks, mesh, ghost, me), 7411);
   exec_ = make_executor<double>(mode, plan_);
 }

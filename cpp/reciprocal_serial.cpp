@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "fft_common.hpp"
 #include "gather.hpp"
 #include "solve.hpp"
 #include "spread.hpp"
@@ -49,6 +50,7 @@ struct Plan {
   fftw_plan p = nullptr;
   Plan(const Int3& K, Complex* data, int sign) {
     auto* d = reinterpret_cast<fftw_complex*>(data);
+    const std::lock_guard<std::mutex> lock(fft_detail::planner_mutex());
     p = fftw_plan_dft_3d(K[0], K[1], K[2], d, d, sign, FFTW_ESTIMATE);
     if (!p) throw std::runtime_error("FFTW planning failed");
   }
@@ -56,7 +58,7 @@ struct Plan {
     auto* d = reinterpret_cast<fftw_complex*>(data);
     fftw_execute_dft(p, d, d);
   }
-  ~Plan() { fftw_destroy_plan(p); }
+  ~Plan() { fft_detail::destroy_plan(p); }
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 };

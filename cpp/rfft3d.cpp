@@ -88,14 +88,20 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   std::int64_t rsize = std::max<std::int64_t>(rx_.volume(), remap0_->identity() ? storage_.volume() : 0);
   std::int64_t csize = 1;
   for (int s = 1; s < kStages; ++s) csize = std::max(csize, box_[s].volume());
+  // Out of memory on one rank must not leave the others in the agreement at the
+  // end: it becomes this rank's error (planning is skipped).
   rbuf_ = fftw_alloc_real(static_cast<size_t>(std::max<std::int64_t>(rsize, 1)));
-  if (!rbuf_) throw std::bad_alloc();
-  count_buffer_allocation();
+  if (rbuf_) count_buffer_allocation();
   for (auto& b : cbuf_) {
+    if (!rbuf_) break;
     b = reinterpret_cast<Complex*>(fftw_malloc(sizeof(Complex) * static_cast<size_t>(csize)));
-    if (!b) throw std::bad_alloc();
+    if (!b) break;
     count_buffer_allocation();
   }
+  if (!rbuf_ || !cbuf_[0] || !cbuf_[1])
+    err = "out of memory: could not allocate the FFT work buffers (" +
+          std::to_string(8 * static_cast<std::uint64_t>(rsize) + 32 * static_cast<std::uint64_t>(csize)) +
+          " bytes)";
 
   // Groups of stages joined by skipped remaps; stage 1's group is the real one.
   group_first_[1] = 1;
@@ -107,7 +113,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   // on whichever arrays hold the stage when their alignment matches (else through
   // an internal copy). The real group's real side is the caller's storage layout
   // (at in_offset_) when in->x is skipped, else the [y][z][x] x-pencil.
-  if (!rx_.empty()) {
+  if (!rx_.empty() && err.empty()) {
     const bool storage = remap0_->identity();
     const auto rs = storage ? strides_of(storage_, kCOrder) : strides_of(rx_, rx_order_);
     const auto cs = strides_of(box_[1], order_[1]);
@@ -118,7 +124,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
       if (!real_plans_[d]) err = "FFTW could not plan the real-to-complex transforms";
     }
   }
-  for (int st = 2; st <= 3; ++st) {
+  for (int st = 2; st <= 3 && err.empty(); ++st) {
     if (group_first_[st] != st || box_[st].empty()) continue;
     const int last = group_last_[st];
     // Out-of-place plans for a group that writes the caller's output (forward) /
@@ -139,12 +145,10 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
 }
 
 RealFFT3d::~RealFFT3d() {
-  for (auto& p : real_plans_)
-    if (p) fftw_destroy_plan(p);
+  for (auto& p : real_plans_) fft_detail::destroy_plan(p);
   for (auto* set : {&plans_, &oop_})
     for (auto& pp : *set)
-      for (auto& p : pp)
-        if (p) fftw_destroy_plan(p);
+      for (auto& p : pp) fft_detail::destroy_plan(p);
   if (rbuf_) fftw_free(rbuf_);
   for (auto& b : cbuf_)
     if (b) fftw_free(b);

@@ -48,7 +48,11 @@ std::string check_array(const py::handle& obj, const char* name, const Int3& sha
     return std::string(name) + " must have dtype " + (std::is_same_v<T, double> ? "float64" : "complex128") +
            ", not " + std::string(py::str(a.dtype()));
   bool ok = a.ndim() == 3;
-  for (int d = 0; ok && d < 3; ++d) ok = a.shape(d) == shape[d];
+  if (static_cast<std::int64_t>(shape[0]) * shape[1] * shape[2] == 0) {
+    ok = ok && a.size() == 0;  // an empty box: any empty 3-D array (e.g. (1, 7, 0) for a box empty along z)
+  } else {
+    for (int d = 0; ok && d < 3; ++d) ok = a.shape(d) == shape[d];
+  }
   if (!ok) {
     std::ostringstream o;
     o << name << " must have shape " << shape_str(shape) << " (" << what << "), not (";
@@ -76,6 +80,18 @@ py::dict stats_dict(const ExchangeStats& s) {
   return d;
 }
 
+// The collective verdict on a local argument check: agreed over `comm` (the
+// GIL released: other Python threads may need it to reach their collectives),
+// or, when the Python layer has agreed already (`agreed`), raised locally.
+void agree_on_arguments(MPI_Comm comm, const std::string& err, bool agreed) {
+  if (agreed) {
+    if (!err.empty()) throw ValueError(err);
+    return;
+  }
+  py::gil_scoped_release nogil;
+  agree_or_throw(comm, err);
+}
+
 // Runs fft.forward / backward on numpy arrays after a collective argument check.
 // The FFT's comm mode and planner from their names, agreed over `comm` first:
 // a bad name on one rank only must not leave the others waiting in the
@@ -91,7 +107,7 @@ void options_from_python(MPI_Comm comm, const std::string& mode, const std::stri
   } catch (const ValueError& e) {
     err = e.what();
   }
-  agree_or_throw(comm, err);
+  agree_on_arguments(comm, err, false);
 }
 
 // stats() of FFT3d and RealFFT3d: per-remap exchange counters, FFT time and counts.
@@ -115,12 +131,13 @@ py::dict fft_stats(const F& f) {
   return d;
 }
 
-py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool fwd) {
+py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool fwd, bool agreed) {
+  require_mpi_running();
   const Box3& src_box = fwd ? fft.inbox() : fft.outbox();
   const Box3& dst_box = fwd ? fft.outbox() : fft.inbox();
   std::string err = check_array(a, fwd ? "a" : "b", src_box.shape(), false);
   if (err.empty() && !out.is_none()) err = check_array(out, "out", dst_box.shape(), true);
-  agree_or_throw(fft.comm(), err);
+  agree_on_arguments(fft.comm(), err, agreed);
   py::array src = py::reinterpret_borrow<py::array>(a);
   py::array dst = out.is_none()
                       ? py::array(py::dtype::of<std::complex<double>>(),
@@ -140,10 +157,11 @@ py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool
 
 // RealFFT3d.forward / backward on numpy arrays after a collective argument check.
 // Real arrays have the shape of in_storage() (the inbox unless given).
-py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& out) {
+py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& out, bool agreed) {
+  require_mpi_running();
   std::string err = check_array<double>(a, "a", fft.in_storage().shape(), false, "this rank's input storage box");
   if (err.empty() && !out.is_none()) err = check_array(out, "out", fft.outbox().shape(), true);
-  agree_or_throw(fft.comm(), err);
+  agree_on_arguments(fft.comm(), err, agreed);
   py::array src = py::reinterpret_borrow<py::array>(a);
   const Int3 s = fft.outbox().shape();
   py::array dst = out.is_none() ? py::array(py::dtype::of<std::complex<double>>(), std::vector<py::ssize_t>{s[0], s[1], s[2]})
@@ -157,11 +175,12 @@ py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& ou
   return dst;
 }
 
-py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& out, bool normalise) {
+py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& out, bool normalise, bool agreed) {
+  require_mpi_running();
   std::string err = check_array(b, "b", fft.outbox().shape(), false);
   if (err.empty() && !out.is_none())
     err = check_array<double>(out, "out", fft.in_storage().shape(), true, "this rank's input storage box");
-  agree_or_throw(fft.comm(), err);
+  agree_on_arguments(fft.comm(), err, agreed);
   py::array src = py::reinterpret_borrow<py::array>(b);
   const Int3 s = fft.in_storage().shape();
   py::array dst = out.is_none() ? py::array(py::dtype::of<double>(), std::vector<py::ssize_t>{s[0], s[1], s[2]})
@@ -195,7 +214,7 @@ void run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array s
           std::to_string(plan.destination_size(dir)) + " elements";
   else if (!(src.flags() & py::array::c_style) || !(dst.flags() & py::array::c_style) || !dst.writeable())
     err = "src and dst must be C-contiguous (and dst writeable)";
-  agree_or_throw(plan.comm(), err);
+  agree_on_arguments(plan.comm(), err, false);
   const T* s = reinterpret_cast<const T*>(src.data());
   T* d = reinterpret_cast<T*>(dst.mutable_data());
   py::gil_scoped_release release;
@@ -214,7 +233,9 @@ void bind_fft(py::module_& m) {
              CommMode cm;
              unsigned flags;
              options_from_python(c, mode, planner, cm, flags);
-             // The GIL stays held: FFTW's planner is not thread-safe.
+             // Collective and long (planning): the GIL is released; FFTW's planner is
+             // serialised by fft_detail::planner_mutex().
+             py::gil_scoped_release nogil;
              return std::make_unique<FFT3d>(c, mesh, in, out, cm, flags, self_via_mpi);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
@@ -230,11 +251,13 @@ void bind_fft(py::module_& m) {
       .def("remap_active", &FFT3d::remap_active, py::arg("t"))
       .def_property_readonly("fft_groups", &FFT3d::fft_groups)
       .def("forward",
-           [](FFT3d& f, py::object a, py::object out) { return transform(f, a, out, true); }, py::arg("a"),
-           py::arg("out") = py::none())
+           [](FFT3d& f, py::object a, py::object out, bool agreed) { return transform(f, a, out, true, agreed); },
+           py::arg("a"), py::arg("out") = py::none(), py::arg("agreed") = false)
       .def("backward",
-           [](FFT3d& f, py::object b, py::object out) { return transform(f, b, out, false); }, py::arg("b"),
-           py::arg("out") = py::none())
+           [](FFT3d& f, py::object b, py::object out, bool agreed) { return transform(f, b, out, false, agreed); },
+           py::arg("b"), py::arg("out") = py::none(), py::arg("agreed") = false)
+      .def_property_readonly("comm", [](const FFT3d& f) { return comm_to_python(f.comm()); },
+                             "The object's own (duplicated) communicator, not owned by the returned handle.")
       .def("stats", [](const FFT3d& f) { return fft_stats(f); })
       .def("reset_stats", &FFT3d::reset_stats);
 
@@ -251,6 +274,7 @@ void bind_fft(py::module_& m) {
              CommMode cm;
              unsigned flags;
              options_from_python(c, mode, planner, cm, flags);
+             py::gil_scoped_release nogil;  // as for FFT3d
              return std::make_unique<RealFFT3d>(c, mesh, in, out, cm, flags, storage, halved_axis, self_via_mpi);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
@@ -270,13 +294,16 @@ void bind_fft(py::module_& m) {
       .def("stage_order", [](const RealFFT3d& f, int s) { return f.stage_order(s); }, py::arg("stage"))
       .def("remap_active", &RealFFT3d::remap_active, py::arg("t"))
       .def_property_readonly("fft_groups", &RealFFT3d::fft_groups)
-      .def("forward", [](RealFFT3d& f, py::object a, py::object out) { return real_forward(f, a, out); },
-           py::arg("a"), py::arg("out") = py::none())
+      .def("forward",
+           [](RealFFT3d& f, py::object a, py::object out, bool agreed) { return real_forward(f, a, out, agreed); },
+           py::arg("a"), py::arg("out") = py::none(), py::arg("agreed") = false)
       .def("backward",
-           [](RealFFT3d& f, py::object b, py::object out, bool normalise) {
-             return real_backward(f, b, out, normalise);
+           [](RealFFT3d& f, py::object b, py::object out, bool normalise, bool agreed) {
+             return real_backward(f, b, out, normalise, agreed);
            },
-           py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true)
+           py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true, py::arg("agreed") = false)
+      .def_property_readonly("comm", [](const RealFFT3d& f) { return comm_to_python(f.comm()); },
+                             "The object's own (duplicated) communicator, not owned by the returned handle.")
       .def("stats",
            [](const RealFFT3d& f) {
              py::dict d = fft_stats(f);
@@ -352,7 +379,7 @@ void bind_fft(py::module_& m) {
             const bool is_cplx = src.dtype().is(py::dtype::of<std::complex<double>>()) &&
                                  dst.dtype().is(py::dtype::of<std::complex<double>>());
             if (!is_real && !is_cplx) err = "src and dst must both be float64 or both complex128";
-            agree_or_throw(h.plan->comm(), err);
+            agree_on_arguments(h.plan->comm(), err, false);
             if (is_real)
               run_exchange(*h.real, *h.plan, src, dst, dir, op);
             else

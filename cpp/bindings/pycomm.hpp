@@ -15,4 +15,14 @@ MPI_Comm comm_from_python(const pybind11::object& obj, const char* argument = "c
 // Imports mpi4py's C API; called once when the module loads.
 void import_mpi4py_api();
 
+// Raises RuntimeError unless MPI is initialized and not yet finalized: an MPI
+// call after MPI_Finalize aborts the process, so every binding entry point that
+// communicates checks first. comm_from_python calls it.
+void require_mpi_running();
+
+// An mpi4py communicator object wrapping `comm` without owning it (the C++
+// object that owns `comm` must outlive it): Python-level collectives of that
+// object run on its own duplicated communicator.
+pybind11::object comm_to_python(MPI_Comm comm);
+
 }  // namespace pmewald::py_bindings

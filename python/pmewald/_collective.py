@@ -19,6 +19,7 @@ import re
 import weakref
 
 import numpy as np
+from mpi4py import MPI
 
 _AGREED_TYPES = (ValueError, TypeError, MemoryError, OverflowError, IndexError, ZeroDivisionError,
                  NotImplementedError, RuntimeError)
@@ -28,8 +29,6 @@ _REPORTED = re.compile(r" \(reported by rank \d+\)$")
 
 def require_mpi():
     """RuntimeError unless MPI is running (an MPI call after ``MPI.Finalize()`` aborts)."""
-    from mpi4py import MPI
-
     if MPI.Is_finalized():
         raise RuntimeError("MPI has been finalized (MPI.Finalize() was called): pmewald needs MPI running; "
                            "make every pmewald call before MPI.Finalize()")
@@ -44,8 +43,6 @@ def check_comm(comm):
     collective to take part in (joining ``COMM_WORLD`` instead would hang whenever the
     others use a sub-communicator). Uncaught, the abort policy ends the job.
     """
-    from mpi4py import MPI
-
     if comm is None:
         return MPI.COMM_WORLD
     if not isinstance(comm, MPI.Comm):
@@ -73,8 +70,6 @@ def raise_agreed(comm, error):
     """Collective (only after some rank failed): raise on every rank the error of the
     lowest failing rank, its type kept for the types above. `error`: this rank's
     exception or None."""
-    from mpi4py import MPI
-
     rank, size = comm.Get_rank(), comm.Get_size()
     first = comm.allreduce(size if error is None else rank, op=MPI.MIN)
     info = comm.bcast(_describe(error) if rank == first else None, root=first)
@@ -91,8 +86,6 @@ def agree(comm, error=None, values=()):
     """Collective: one ``MPI_Allreduce`` that sums `values` over the ranks and tells every
     rank whether any rank has an `error` (a local exception, or None); if one has, every
     rank raises the same exception (:func:`raise_agreed`). Returns the sums (float64)."""
-    from mpi4py import MPI
-
     buf = np.zeros(1 + len(values))
     if error is None:
         buf[1:] = values
@@ -132,7 +125,5 @@ def duplicate(comm, owner):
 
 
 def _free(comm):
-    from mpi4py import MPI
-
     if not MPI.Is_finalized():
         comm.Free()

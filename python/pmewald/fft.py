@@ -34,6 +34,7 @@ from . import geometry
 from ._collective import agree, agreed, check_comm, require_mpi, same_everywhere
 from ._limits import check_fits, fft_footprint, node_ranks
 from ._threads import Busy, Rules
+from ._validate import as_int
 
 __all__ = ["DistributedFFT", "DistributedRealFFT", "COMM_MODES"]
 
@@ -41,14 +42,6 @@ __all__ = ["DistributedFFT", "DistributedRealFFT", "COMM_MODES"]
 COMM_MODES = ("pt2pt", "nonblocking", "collective")
 _PLANNERS = ("estimate", "measure", "patient", "exhaustive")
 _MAX_AXIS = 2**31 - 1
-
-
-def _integer(v, what):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            return int(v)
-        raise TypeError(f"{what} must be integers, got {v!r}")
-    return int(v)
 
 
 def _box(b, name):
@@ -59,8 +52,8 @@ def _box(b, name):
     kind = f"{name} must be a pair of integer triples ((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))"
     try:
         lo, hi = b
-        lo = tuple(_integer(v, name) for v in lo)
-        hi = tuple(_integer(v, name) for v in hi)
+        lo = tuple(as_int(v, name, TypeError) for v in lo)
+        hi = tuple(as_int(v, name, TypeError) for v in hi)
     except (TypeError, ValueError):
         raise TypeError(kind) from None
     if len(lo) != 3 or len(hi) != 3:
@@ -76,7 +69,7 @@ def _box(b, name):
 
 def _mesh_of(shape):
     try:
-        mesh = tuple(_integer(n, "shape") for n in shape)
+        mesh = tuple(as_int(n, "shape", TypeError) for n in shape)
     except TypeError:
         raise TypeError("shape must be three positive integers") from None
     if len(mesh) != 3:

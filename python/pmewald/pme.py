@@ -25,6 +25,7 @@ from . import _core
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
+from ._validate import as_int, check_atoms
 from .reference import cell_heights
 
 _MODES = ("pt2pt", "nonblocking", "collective")
@@ -44,9 +45,6 @@ _FORCE_FLOOR = 0.01
 # Smallest energy scale for the energy check, as a fraction of k sum q^2 / d (systems
 # whose energy is a cancellation to ~0).
 _ENERGY_FLOOR = 1e-4
-# Positions beyond this many box lengths from the origin are refused: wrapping them
-# into the cell would keep no significant digits of their place in it.
-_MAX_WRAPS = 1e6
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
 # call fails, so a failed first call leaves the object as it was.
 _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
@@ -221,12 +219,12 @@ class PME:
             a = None if alpha is None else float(alpha)
             if a is not None and not (math.isfinite(a) and a > 0):
                 raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
-            p = None if order is None else _as_int(order, "order")
+            p = None if order is None else as_int(order, "order")
             if p is not None and not 3 <= p <= 10:
                 raise ValueError(f"order must be between 3 and 10, got {p}")
             m = None
             if mesh is not None:
-                m = tuple(_as_int(v, "mesh") for v in np.broadcast_to(np.asarray(mesh, dtype=object), (3,)))
+                m = tuple(as_int(v, "mesh") for v in np.broadcast_to(np.asarray(mesh, dtype=object), (3,)))
                 lowest = p if p is not None else 5
                 if any(v < lowest or v > 4096 for v in m):
                     raise ValueError(f"mesh must have between order ({lowest}) and 4096 points per axis, got {m}")
@@ -413,7 +411,7 @@ class PME:
         # Local checks, agreed in the same allreduce that sums what the call needs.
         error, local = None, (0.0, 0.0, 0.0, 0.0)
         try:
-            pos, q, idv, ex = _check_atoms(positions, charges, ids, exclusions, self._box)
+            pos, q, idv, ex = check_atoms(positions, charges, ids, exclusions, self._box)
             with np.errstate(over="ignore"):  # overflowing squares are refused below
                 local = (len(q), float(q.sum()), float(q @ q), 1.0 if idv is None else 0.0)
         except Exception as e:  # noqa: BLE001 - agreed: every rank raises it
@@ -674,83 +672,6 @@ def _for_choice(x):
     """x to 12 significant digits: sums reduced in a different order on another rank count
     then give the same parameters (the choice never hinges on their last bits)."""
     return float(f"{x:.11e}")
-
-
-def _as_int(v, name):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            return int(v)
-        raise ValueError(f"{name} must be an integer, got {v!r}")
-    return int(v)
-
-
-def _float_array(x, name, shape):
-    """x as a C-contiguous float64 array: numbers only (bool, integer, real floating point,
-    or an object array of numbers); strings, complex numbers and records are refused."""
-    try:
-        a = x if isinstance(x, np.ndarray) else np.asarray(x)
-        if a.dtype.kind == "O":
-            a = a.astype(np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a numeric {shape} array") from None
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a numeric {shape} array of real numbers, got dtype {a.dtype}")
-    return np.ascontiguousarray(a, dtype=np.float64)
-
-
-def _int_array(x, name):
-    """x as a C-contiguous int64 array of integers (values that fit in int64)."""
-    try:
-        a = x if isinstance(x, np.ndarray) else np.asarray(x)
-        if a.dtype.kind == "O":  # an object array of Python ints: its natural dtype
-            a = np.array(a.tolist())
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer array") from None
-    if a.size and a.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be integers, got dtype {a.dtype}")
-    if a.size and a.dtype.kind == "u" and a.dtype.itemsize >= 8 and int(a.max()) > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} must fit in 64-bit signed integers")
-    return np.ascontiguousarray(a, dtype=np.int64)
-
-
-def _check_atoms(positions, charges, ids, exclusions, box):
-    pos = _float_array(positions, "positions", "(n, 3)")
-    if pos.ndim != 2 or pos.shape[1] != 3:
-        if pos.size == 0 and pos.ndim in (1, 2):
-            pos = pos.reshape(0, 3)
-        else:
-            raise ValueError(f"positions must have shape (n, 3), got {pos.shape}")
-    q = _float_array(charges, "charges", "(n,)")
-    if q.ndim > 1:
-        raise ValueError(f"charges must have shape (n,), got {q.shape}")
-    q = q.reshape(-1)
-    if len(q) != len(pos):
-        raise ValueError(f"positions has {len(pos)} atoms but charges has {len(q)}")
-    if len(q):
-        # Two reductions each (NaN propagates through min/max): finite, and positions not
-        # so far out that wrapping them into the cell keeps no significant digits.
-        reach = _MAX_WRAPS * float(np.abs(box).sum())
-        if not (pos.min() >= -reach and pos.max() <= reach):
-            if not np.isfinite(pos).all():
-                raise ValueError("positions contain NaN or inf")
-            raise ValueError(f"positions lie more than {_MAX_WRAPS:g} box lengths from the origin ({reach:.3g}): "
-                             "wrap them into the box first")
-        if not (math.isfinite(q.min()) and math.isfinite(q.max())):
-            raise ValueError("charges contain NaN or inf")
-    idv = None
-    if ids is not None:
-        idv = _int_array(ids, "ids")
-        if idv.ndim != 1 or len(idv) != len(q):
-            raise ValueError(f"ids must have shape ({len(q)},), got {idv.shape}")
-    ex = np.zeros((0, 2), dtype=np.int64)
-    if exclusions is not None:
-        e = _int_array(exclusions, "exclusions")
-        if e.size == 0:
-            e = e.reshape(0, 2)
-        if e.ndim != 2 or e.shape[1] != 2:
-            raise ValueError(f"exclusions must have shape (m, 2), got {e.shape}")
-        ex = e
-    return pos, q, idv, ex
 
 
 def _coincident_pair(box, positions, ids, exclusions, r0):

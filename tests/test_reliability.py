@@ -158,8 +158,10 @@ def test_no_force_scale_is_tuned_on_the_energy(comm):
     """Forces that vanish by symmetry say nothing about the mesh: a single charge (against
     the Madelung/jellium value) and perfect crystals (against the direct Ewald sum) get
     their energy within the tolerance with automatic parameters."""
-    for L, q, where, tol in ((10.0, 2.0, (1.0, 2.0, 3.0), 1e-5), (12.0, -1.0, (0.0, 0.0, 0.0), 1e-3),
-                             (7.5, 1.0, (3.7, 0.1, 5.2), 1e-4)):
+    few = comm.Get_size() > 1  # on several ranks a subset (the rank-independence is what is new there)
+    singles = ((10.0, 2.0, (1.0, 2.0, 3.0), 1e-5), (12.0, -1.0, (0.0, 0.0, 0.0), 1e-3),
+               (7.5, 1.0, (3.7, 0.1, 5.2), 1e-4))
+    for L, q, where, tol in singles[:1] if few else singles:
         pme = pmewald.PME(np.diag([L] * 3), cutoff=0.49 * L, tolerance=tol, comm=comm)
         idx = mine(1, comm, "last")
         r = pme.compute(np.array([where])[idx], np.array([q])[idx])
@@ -172,9 +174,11 @@ def test_no_force_scale_is_tuned_on_the_energy(comm):
     idx = mine(1, comm, "last")
     r = pme.compute(np.array([[1.0, 2.0, 3.0]])[idx], np.array([1.0])[idx])
     assert abs(r.energy - ref.energy) <= 1e-4 * abs(ref.energy), (r.energy, ref.energy, pme.parameters["mesh"])
-    for crystal in (systems.rock_salt((1, 1, 1)), systems.caesium_chloride((2, 2, 2))):
+    crystals = (systems.rock_salt((1, 1, 1)),) if few else (systems.rock_salt((1, 1, 1)),
+                                                             systems.caesium_chloride((2, 2, 2)))
+    for crystal in crystals:
         ref = reference.ewald(crystal.box, crystal.positions, crystal.charges)
-        for tol in (1e-3, 1e-5):
+        for tol in (1e-3,) if few else (1e-3, 1e-5):
             pme = pmewald.PME(crystal.box, cutoff=0.49 * reference.cell_heights(crystal.box).min(), tolerance=tol,
                               comm=comm)
             idx = mine(crystal.n_atoms, comm)
@@ -200,8 +204,10 @@ def test_left_handed_box_is_the_same_lattice(comm):
     boxes = [("diag(-a, b, c)", np.diag(L * [-1, 1, 1]), ref), ("diag(a, -b, -c)", np.diag(L * [1, -1, -1]), ref),
              ("diag(-a, -b, -c)", np.diag(-L), ref), ("permuted rows", np.diag(L)[[1, 0, 2]], ref),
              ("triclinic, row 1 negated", tric * np.array([1, -1, 1])[:, None], tref)]
+    if comm.Get_size() > 1:
+        boxes = boxes[:1] + boxes[-1:]
     for what, box, want in boxes:
-        for kw in (fixed, dict(tolerance=1e-4)):
+        for kw in (fixed, dict(tolerance=1e-4)) if what == "diag(-a, b, c)" else (fixed,):
             pme = pmewald.PME(box, cutoff=3.5, comm=comm, **kw)
             r = pme.compute(s.positions[idx], s.charges[idx])
             f = gathered_forces(comm, idx, r.forces, s.n_atoms)
@@ -251,7 +257,8 @@ def test_excluded_coincident_pair_is_allowed(comm):
     ref = reference.ewald(s.box, apart, s.charges, exclusions=ex)
     idx = mine(s.n_atoms, comm)
     for real_space in (True, False):
-        pme = pmewald.PME(s.box, cutoff=4.0, tolerance=1e-5, comm=comm, real_space=real_space)
+        kw = dict(tolerance=1e-5) if real_space else dict(alpha=1.0, mesh=20, order=6)
+        pme = pmewald.PME(s.box, cutoff=4.0, comm=comm, real_space=real_space, **kw)
         r = pme.compute(p[idx], s.charges[idx], ids=s.ids[idx], exclusions=ex if comm.Get_rank() == 0 else None)
         assert np.isfinite(r.energy) and np.isfinite(r.forces).all()
         if real_space:
@@ -641,7 +648,7 @@ def test_uncaught_exception_aborts_the_job(tmp_path):
     p = subprocess.Popen(["mpirun", "-n", "3", sys.executable, str(tmp_path / "script.py")], cwd=str(tmp_path),
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        p.wait(timeout=8)
+        p.wait(timeout=5)
         hung = False
     except subprocess.TimeoutExpired:
         hung = True

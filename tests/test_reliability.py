@@ -542,15 +542,18 @@ THREADS_SCRIPT = """
     # (b) objects constructed in two threads at once (FFTW planning), each thread on
     # its own communicator (constructors are collective on theirs)
     comms = [comm.Dup() for _ in range(2)]
-    meshes = [(20, 22, 24), (24, 20, 18)]
+    # FFTW_MEASURE planning in both threads at once (before the planner lock: a crash in FFTW,
+    # "corrupted double-linked list", in 3 runs out of 3 on 1 rank)
+    meshes = [(16 + 2 * (i % 5), 18 + 2 * (i % 4), 20) for i in range(24 if size == 1 else 6)]
     want = {(k, m): energy(pmewald.PME(s[k].box, cutoff=5.0, alpha=0.7, mesh=m, comm=comm), k)
-            for k in range(2) for m in meshes}
+            for k in range(2) for m in set(meshes)}
 
     def build(k):
         got = []
-        for m in meshes:
+        for i, m in enumerate(meshes):
             p = pmewald.PME(s[k].box, cutoff=5.0, alpha=0.7, mesh=m, comm=comms[k], comm_mode="collective")
-            pmewald.DistributedRealFFT(m, comm=comms[k])
+            if i % 3 == 0:
+                pmewald.DistributedRealFFT(m, comm=comms[k])
             got.append(same(energy(p, k), want[(k, m)]))
         return got
 

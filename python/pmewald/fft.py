@@ -167,8 +167,13 @@ class DistributedFFT:
 
     Every rank must construct the object together (it is collective). Over all
     ranks the inboxes, and likewise the outboxes, must tile the mesh exactly;
-    empty boxes (``lo == hi`` along some axis) are allowed. A bad tiling, or a
-    mesh / mode that differs between ranks, raises ``ValueError`` on every rank.
+    empty boxes (``lo == hi`` along some axis) are allowed, and their arrays are any
+    empty 3-D arrays (the box's own shape, e.g. ``(1, 7, 0)``, is what :attr:`inshape`
+    says). An inverted box (``lo > hi``), a bad tiling, or a mesh / mode / planner that
+    differs between ranks raises ``ValueError`` on every rank, whichever rank it is on;
+    a mesh whose share on a rank would exceed 2^31 - 1 elements or its memory too,
+    before anything is allocated. One call at a time per object (another thread gets
+    ``RuntimeError``); see docs/reliability.md.
 
     Examples
     --------

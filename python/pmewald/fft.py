@@ -165,6 +165,8 @@ class DistributedFFT:
         Measurement knob for ``"collective"``: send this rank's own piece
         through ``MPI_Alltoallv`` (True) or copy it (False, the default).
 
+    Notes
+    -----
     Every rank must construct the object together (it is collective). Over all
     ranks the inboxes, and likewise the outboxes, must tile the mesh exactly;
     empty boxes (``lo == hi`` along some axis) are allowed, and their arrays are any
@@ -346,9 +348,14 @@ class DistributedRealFFT:
         uses there). The spectrum is then ``rfftn(a)``-like along that axis;
         ``ValueError`` on several ranks.
 
+    Notes
+    -----
     Every rank must construct the object together (it is collective). The
     inboxes must tile the real mesh and the outboxes the half spectrum exactly
-    (empty boxes allowed); otherwise ``ValueError`` on every rank.
+    (empty boxes allowed); otherwise ``ValueError`` on every rank. Every other rule
+    of :class:`DistributedFFT` holds too: inverted boxes, arguments that differ
+    between ranks (``halved_axis`` included) and per-rank limits are refused on every
+    rank, one call at a time per object.
 
     Examples
     --------

@@ -1,5 +1,5 @@
-#include "config.hpp"
-#include "pair_kernel.hpp"
+#include "base/config.hpp"
+#include "realspace/pair_kernel.hpp"
 
 #include <fftw3.h>
 #include <mpi.h>

@@ -3,10 +3,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "../comm.hpp"
-#include "../config.hpp"
-#include "bindings.hpp"
-#include "pycomm.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "base/config.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/pycomm.hpp"
 
 namespace py = pybind11;
 

@@ -3,7 +3,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "../extent.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald::py_bindings {
 

@@ -10,13 +10,13 @@
 #include <type_traits>
 #include <sstream>
 
-#include "../comm.hpp"
-#include "../errors.hpp"
-#include "../exchange.hpp"
-#include "../fft3d.hpp"
-#include "../rfft3d.hpp"
-#include "bindings.hpp"
-#include "pycomm.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "base/errors.hpp"
+#include "comm/exchange.hpp"
+#include "fft/fft3d.hpp"
+#include "fft/rfft3d.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/pycomm.hpp"
 
 namespace py = pybind11;
 

@@ -2,9 +2,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "../decomposition.hpp"
-#include "../extent.hpp"
-#include "bindings.hpp"
+#include "geometry/decomposition.hpp"
+#include "geometry/index_box.hpp"
+#include "bindings/bindings.hpp"
 
 namespace py = pybind11;
 

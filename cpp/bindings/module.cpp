@@ -3,9 +3,9 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "../errors.hpp"
-#include "bindings.hpp"
-#include "pycomm.hpp"
+#include "base/errors.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/pycomm.hpp"
 
 namespace py = pybind11;
 using namespace pmewald::py_bindings;

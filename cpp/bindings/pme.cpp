@@ -8,16 +8,16 @@
 #include <cmath>
 #include <string>
 
-#include "../bspline.hpp"
-#include "../errors.hpp"
-#include "../gather.hpp"
-#include "../kokkos_types.hpp"
-#include "../kspace_common.hpp"
-#include "../parameters.hpp"
-#include "../reciprocal_serial.hpp"
-#include "../solve.hpp"
-#include "../spread.hpp"
-#include "bindings.hpp"
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
+#include "pme/gather.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
+#include "tuning/error_estimates.hpp"
+#include "pme/serial_reference.hpp"
+#include "pme/kspace_solve.hpp"
+#include "pme/spread.hpp"
+#include "bindings/bindings.hpp"
 
 namespace py = pybind11;
 

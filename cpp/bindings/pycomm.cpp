@@ -1,4 +1,4 @@
-#include "pycomm.hpp"
+#include "bindings/pycomm.hpp"
 
 #include <mpi4py/mpi4py.h>
 

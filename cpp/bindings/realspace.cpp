@@ -9,12 +9,12 @@
 #include <cmath>
 #include <string>
 
-#include "../comm.hpp"
-#include "../erfc_table.hpp"
-#include "../pair_kernel.hpp"
-#include "../realspace.hpp"
-#include "bindings.hpp"
-#include "pycomm.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "realspace/erfc_table.hpp"
+#include "realspace/pair_kernel.hpp"
+#include "realspace/realspace.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/pycomm.hpp"
 
 namespace py = pybind11;
 

@@ -4,9 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "../solver.hpp"
-#include "bindings.hpp"
-#include "pycomm.hpp"
+#include "solver/pme_solver.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/pycomm.hpp"
 
 namespace py = pybind11;
 

@@ -1,4 +1,4 @@
-#include "exchange.hpp"
+#include "comm/exchange.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -6,8 +6,8 @@
 #include <deque>
 #include <sstream>
 
-#include "comm.hpp"
-#include "errors.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald {
 

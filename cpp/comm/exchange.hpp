@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "kokkos_types.hpp"
+#include "base/kokkos_types.hpp"
 
 namespace pmewald {
 

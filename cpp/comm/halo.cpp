@@ -1,8 +1,8 @@
-#include "halo.hpp"
+#include "comm/halo.hpp"
 
 #include <string>
 
-#include "errors.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald {
 

@@ -16,8 +16,8 @@
 
 #include <memory>
 
-#include "exchange.hpp"
-#include "extent.hpp"
+#include "comm/exchange.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald {
 

@@ -1,4 +1,4 @@
-#include "comm.hpp"
+#include "comm/mpi_helpers.hpp"
 
 #include <cstring>
 

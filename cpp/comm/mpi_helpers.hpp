@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald {
 

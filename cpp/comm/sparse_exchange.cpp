@@ -1,11 +1,11 @@
-#include "sparse_exchange.hpp"
+#include "comm/sparse_exchange.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
-#include "comm.hpp"
+#include "comm/mpi_helpers.hpp"
 
 namespace pmewald {
 

@@ -1,12 +1,12 @@
-#include "fft3d.hpp"
+#include "fft/fft3d.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <sstream>
 
-#include "decomposition.hpp"
-#include "errors.hpp"
-#include "fft_common.hpp"
+#include "geometry/decomposition.hpp"
+#include "base/errors.hpp"
+#include "fft/fftw_plans.hpp"
 
 namespace pmewald {
 

@@ -30,11 +30,11 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "exchange.hpp"
-#include "extent.hpp"
-#include "kokkos_types.hpp"
-#include "remap.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "comm/exchange.hpp"
+#include "geometry/index_box.hpp"
+#include "base/kokkos_types.hpp"
+#include "fft/remap.hpp"
 
 namespace pmewald {
 

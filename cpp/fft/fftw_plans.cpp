@@ -1,12 +1,12 @@
-#include "fft_common.hpp"
+#include "fft/fftw_plans.hpp"
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "decomposition.hpp"
-#include "errors.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "geometry/decomposition.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald::fft_detail {
 

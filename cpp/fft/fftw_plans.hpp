@@ -9,10 +9,10 @@
 #include <array>
 #include <cstdint>
 
-#include "exchange.hpp"
-#include "extent.hpp"
-#include "kokkos_types.hpp"
-#include "remap.hpp"
+#include "comm/exchange.hpp"
+#include "geometry/index_box.hpp"
+#include "base/kokkos_types.hpp"
+#include "fft/remap.hpp"
 
 namespace pmewald::fft_detail {
 

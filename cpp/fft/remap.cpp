@@ -1,7 +1,7 @@
-#include "remap.hpp"
+#include "fft/remap.hpp"
 
-#include "comm.hpp"
-#include "errors.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald {
 

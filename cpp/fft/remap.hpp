@@ -14,8 +14,8 @@
 #include <optional>
 #include <vector>
 
-#include "exchange.hpp"
-#include "extent.hpp"
+#include "comm/exchange.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald {
 

@@ -1,10 +1,10 @@
-#include "rfft3d.hpp"
+#include "fft/rfft3d.hpp"
 
 #include <algorithm>
 
-#include "decomposition.hpp"
-#include "errors.hpp"
-#include "fft_common.hpp"
+#include "geometry/decomposition.hpp"
+#include "base/errors.hpp"
+#include "fft/fftw_plans.hpp"
 
 namespace pmewald {
 

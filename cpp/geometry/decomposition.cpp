@@ -1,4 +1,4 @@
-#include "decomposition.hpp"
+#include "geometry/decomposition.hpp"
 
 #include <limits>
 #include <sstream>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "extent.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald {
 

@@ -1,4 +1,4 @@
-#include "extent.hpp"
+#include "geometry/index_box.hpp"
 
 #include <sstream>
 

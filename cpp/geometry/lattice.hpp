@@ -15,8 +15,8 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "errors.hpp"
-#include "extent.hpp"
+#include "base/errors.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald::kernels {
 

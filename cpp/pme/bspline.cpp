@@ -1,9 +1,9 @@
-#include "bspline.hpp"
+#include "pme/bspline.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "errors.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald::kernels {
 

@@ -1,12 +1,12 @@
-#include "gather.hpp"
+#include "pme/gather.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 
-#include "bspline.hpp"
-#include "errors.hpp"
-#include "simd.hpp"
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
+#include "base/simd.hpp"
 
 namespace pmewald::kernels {
 

@@ -4,10 +4,10 @@
 // (halo forward), C order [x][y][z].
 #pragma once
 
-#include "extent.hpp"
-#include "kokkos_types.hpp"
-#include "kspace_common.hpp"
-#include "spread.hpp"
+#include "geometry/index_box.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
+#include "pme/spread.hpp"
 
 namespace pmewald::kernels {
 

@@ -1,10 +1,10 @@
-#include "solve.hpp"
+#include "pme/kspace_solve.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "bspline.hpp"
-#include "errors.hpp"
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald::kernels {
 

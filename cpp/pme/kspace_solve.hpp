@@ -26,9 +26,9 @@
 
 #include <vector>
 
-#include "extent.hpp"
-#include "kokkos_types.hpp"
-#include "kspace_common.hpp"
+#include "geometry/index_box.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
 
 namespace pmewald::kernels {
 

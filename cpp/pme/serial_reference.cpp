@@ -1,13 +1,13 @@
-#include "reciprocal_serial.hpp"
+#include "pme/serial_reference.hpp"
 
 #include <fftw3.h>
 
 #include <vector>
 
-#include "errors.hpp"
-#include "gather.hpp"
-#include "solve.hpp"
-#include "spread.hpp"
+#include "base/errors.hpp"
+#include "pme/gather.hpp"
+#include "pme/kspace_solve.hpp"
+#include "pme/spread.hpp"
 
 namespace pmewald::kernels {
 

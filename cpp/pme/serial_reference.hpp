@@ -5,8 +5,8 @@
 // -> periodic ghost fill -> gather. No MPI.
 #pragma once
 
-#include "kokkos_types.hpp"
-#include "kspace_common.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
 
 namespace pmewald::kernels {
 

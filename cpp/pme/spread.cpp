@@ -1,13 +1,13 @@
-#include "spread.hpp"
+#include "pme/spread.hpp"
 
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 
-#include "bspline.hpp"
-#include "errors.hpp"
-#include "simd.hpp"
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
+#include "base/simd.hpp"
 
 namespace pmewald::kernels {
 

@@ -9,9 +9,9 @@
 // the extended box are unwrapped global indices (they may be negative).
 #pragma once
 
-#include "extent.hpp"
-#include "kokkos_types.hpp"
-#include "kspace_common.hpp"
+#include "geometry/index_box.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
 
 namespace pmewald::kernels {
 

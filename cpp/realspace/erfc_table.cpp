@@ -1,4 +1,4 @@
-#include "erfc_table.hpp"
+#include "realspace/erfc_table.hpp"
 
 namespace pmewald {
 

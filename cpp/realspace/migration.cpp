@@ -1,4 +1,4 @@
-#include "migrate.hpp"
+#include "realspace/migration.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -6,9 +6,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "comm.hpp"
-#include "decomposition.hpp"
-#include "errors.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "geometry/decomposition.hpp"
+#include "base/errors.hpp"
 
 namespace pmewald {
 

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "extent.hpp"
-#include "kokkos_types.hpp"
-#include "sparse_exchange.hpp"
+#include "geometry/index_box.hpp"
+#include "base/kokkos_types.hpp"
+#include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
 

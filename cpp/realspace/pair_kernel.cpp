@@ -1,9 +1,9 @@
-#include "pair_kernel.hpp"
+#include "realspace/pair_kernel.hpp"
 
 #include <cmath>
 
-#include "erfc_table.hpp"
-#include "simd.hpp"
+#include "realspace/erfc_table.hpp"
+#include "base/simd.hpp"
 
 // One source, several instruction sets: the kernel is a template over the
 // vector width (GCC/Clang vector extensions), instantiated inside functions

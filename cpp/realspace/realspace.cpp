@@ -1,4 +1,4 @@
-#include "realspace.hpp"
+#include "realspace/realspace.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "comm.hpp"
-#include "erfc_table.hpp"
-#include "errors.hpp"
-#include "pair_kernel.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "realspace/erfc_table.hpp"
+#include "base/errors.hpp"
+#include "realspace/pair_kernel.hpp"
 
 #include <Kokkos_ScatterView.hpp>
 

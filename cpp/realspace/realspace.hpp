@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "kokkos_types.hpp"
-#include "migrate.hpp"
-#include "sparse_exchange.hpp"
+#include "base/kokkos_types.hpp"
+#include "realspace/migration.hpp"
+#include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
 

@@ -1,11 +1,11 @@
-#include "solver.hpp"
+#include "solver/pme_solver.hpp"
 
 #include <cmath>
 #include <sstream>
 
-#include "decomposition.hpp"
-#include "errors.hpp"
-#include "gather.hpp"
+#include "geometry/decomposition.hpp"
+#include "base/errors.hpp"
+#include "pme/gather.hpp"
 
 namespace pmewald {
 

@@ -19,17 +19,17 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "exchange.hpp"
-#include "rfft3d.hpp"
-#include "halo.hpp"
-#include "kokkos_types.hpp"
-#include "kspace_common.hpp"
-#include "migrate.hpp"
-#include "realspace.hpp"
-#include "solve.hpp"
-#include "spread.hpp"
-#include "timers.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "comm/exchange.hpp"
+#include "fft/rfft3d.hpp"
+#include "comm/halo.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
+#include "realspace/migration.hpp"
+#include "realspace/realspace.hpp"
+#include "pme/kspace_solve.hpp"
+#include "pme/spread.hpp"
+#include "base/timers.hpp"
 
 namespace pmewald {
 

@@ -1,4 +1,4 @@
-#include "parameters.hpp"
+#include "tuning/error_estimates.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "bspline.hpp"
-#include "errors.hpp"
-#include "kokkos_types.hpp"
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
+#include "base/kokkos_types.hpp"
 
 namespace pmewald::kernels {
 

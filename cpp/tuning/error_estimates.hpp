@@ -31,8 +31,8 @@
 
 #include <vector>
 
-#include "extent.hpp"
-#include "kspace_common.hpp"
+#include "geometry/index_box.hpp"
+#include "geometry/lattice.hpp"
 
 namespace pmewald::kernels {
 

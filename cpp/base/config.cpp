@@ -1,5 +1,5 @@
 #include "base/config.hpp"
-#include "realspace/pair_kernel.hpp"
+#include "base/simd.hpp"
 
 #include <fftw3.h>
 #include <mpi.h>
@@ -21,6 +21,7 @@
 #endif
 
 namespace pmewald {
+inline namespace base {
 
 namespace {
 
@@ -68,11 +69,12 @@ std::map<std::string, std::string> build_config() {
                         std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
                         std::to_string(KOKKOS_VERSION % 100);
   c["kokkos_execution_space"] = Kokkos::DefaultExecutionSpace::name();
-  c["pair_kernel_isa"] = pair_kernel_isa();
+  c["pair_kernel_isa"] = simd::isa_name();
   c["compiler"] = PMEWALD_COMPILER;
   c["cxx_flags"] = PMEWALD_CXX_FLAGS;
   c["build_type"] = PMEWALD_BUILD_TYPE;
   return c;
 }
 
+}  // namespace base
 }  // namespace pmewald

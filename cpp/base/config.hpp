@@ -5,10 +5,12 @@
 #include <string>
 
 namespace pmewald {
+inline namespace base {
 
 // Keys: version, mpi_vendor, mpi_version (compile-time, "major.minor.patch"),
 // mpi_standard, mpi_library (runtime MPI_Get_library_version), fftw_version,
 // kokkos_version, kokkos_execution_space, compiler, cxx_flags, build_type.
 std::map<std::string, std::string> build_config();
 
+}  // namespace base
 }  // namespace pmewald

@@ -6,6 +6,7 @@
 #include <string>
 
 namespace pmewald {
+inline namespace base {
 
 struct ValueError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
@@ -14,4 +15,5 @@ struct TypeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+}  // namespace base
 }  // namespace pmewald

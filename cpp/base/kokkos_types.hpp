@@ -10,6 +10,7 @@
 #include <Kokkos_Core.hpp>
 
 namespace pmewald {
+inline namespace base {
 
 using ExecSpace = Kokkos::DefaultHostExecutionSpace;
 using MemSpace = ExecSpace::memory_space;
@@ -24,4 +25,5 @@ using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
 
 using Range = Kokkos::RangePolicy<ExecSpace>;
 
+}  // namespace base
 }  // namespace pmewald

@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <string>
 
-namespace pmewald::simd {
+namespace pmewald {
+inline namespace base {
+namespace simd {
 
 namespace {
 
@@ -39,4 +41,6 @@ const Choice& choice() {
 Isa isa() { return choice().isa; }
 const char* isa_name() { return choice().name; }
 
-}  // namespace pmewald::simd
+}  // namespace simd
+}  // namespace base
+}  // namespace pmewald

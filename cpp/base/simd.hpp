@@ -20,7 +20,9 @@
 #define PMEWALD_X86_DISPATCH 0
 #endif
 
-namespace pmewald::simd {
+namespace pmewald {
+inline namespace base {
+namespace simd {
 
 enum class Isa { Baseline, V3, V4 };
 
@@ -29,4 +31,6 @@ Isa isa();
 // Its description, e.g. "x86-64-v4 (AVX-512, 8 lanes)".
 const char* isa_name();
 
-}  // namespace pmewald::simd
+}  // namespace simd
+}  // namespace base
+}  // namespace pmewald

@@ -7,6 +7,7 @@
 #include <string>
 
 namespace pmewald {
+inline namespace base {
 
 class PhaseTimers {
  public:
@@ -25,4 +26,5 @@ class PhaseTimers {
   std::map<std::string, double> seconds_;
 };
 
+}  // namespace base
 }  // namespace pmewald

@@ -10,7 +10,7 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 void bind_config(py::module_& m) {
   m.def("build_config", &build_config,
@@ -34,4 +34,4 @@ void bind_config(py::module_& m) {
         "Collective error agreement: raises ValueError on every rank if any rank passes a message.");
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -5,7 +5,7 @@
 
 #include "geometry/index_box.hpp"
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 void bind_config(pybind11::module_& m);
 void bind_geometry(pybind11::module_& m);
@@ -17,4 +17,4 @@ void bind_pme(pybind11::module_& m);
 pybind11::tuple box_to_python(const Box3& b);
 Box3 box_from_python(const pybind11::handle& obj, const char* argument);
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -20,7 +20,7 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 namespace {
 
@@ -367,4 +367,4 @@ void bind_fft(py::module_& m) {
            py::arg("reverse") = false, py::arg("complex_data") = false);
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -8,7 +8,7 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 py::tuple box_to_python(const Box3& b) {
   return py::make_tuple(py::make_tuple(b.lo[0], b.lo[1], b.lo[2]),
@@ -73,4 +73,4 @@ void bind_geometry(py::module_& m) {
         "(ok, reason): whether the boxes cover the mesh exactly once.");
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -8,7 +8,7 @@
 #include "bindings/pycomm.hpp"
 
 namespace py = pybind11;
-using namespace pmewald::py_bindings;
+using namespace pmewald::bindings;
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "pmewald C++ core (Kokkos kernels, FFTW, MPI).";

@@ -21,11 +21,10 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 namespace {
 
-using namespace pmewald::kernels;
 using darr = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using carr = py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast>;
 
@@ -406,4 +405,4 @@ void bind_kernels(py::module_& m) {
       "requirement, whatever the differentiation).");
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

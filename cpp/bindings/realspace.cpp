@@ -18,7 +18,7 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 namespace {
 
@@ -354,4 +354,4 @@ migration.)doc");
       "(ns per table call, ns per std::erfc + std::exp call, checksum).");
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -10,23 +10,23 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 namespace {
 
 using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
-kernels::Mat3 mat3_from(const CArray& a) {
+Mat3 mat3_from(const CArray& a) {
   if (a.size() != 9) throw ValueError("box must be a 3x3 array");
-  kernels::Mat3 m;
+  Mat3 m;
   for (int k = 0; k < 9; ++k) m[k] = a.data()[k];
   return m;
 }
 
-kernels::Differentiation diff_from(const std::string& s) {
-  if (s == "ad") return kernels::Differentiation::AD;
-  if (s == "ik") return kernels::Differentiation::IK;
+Differentiation diff_from(const std::string& s) {
+  if (s == "ad") return Differentiation::AD;
+  if (s == "ik") return Differentiation::IK;
   throw ValueError("differentiation must be 'ad' or 'ik', got '" + s + "'");
 }
 
@@ -91,4 +91,4 @@ void bind_pme(py::module_& m) {
       .def_property_readonly("kspace_box", [](const PMESolver& s) { return box_to_python(s.kspace_box()); });
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -10,6 +10,7 @@
 #include "base/errors.hpp"
 
 namespace pmewald {
+inline namespace comm {
 
 namespace {
 
@@ -611,4 +612,5 @@ template std::unique_ptr<ExchangeExecutor<double>> make_executor<double>(CommMod
 template std::unique_ptr<ExchangeExecutor<Complex>> make_executor<Complex>(CommMode,
                                                                            std::shared_ptr<const ExchangePlan>, bool);
 
+}  // namespace comm
 }  // namespace pmewald

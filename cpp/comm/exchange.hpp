@@ -31,6 +31,7 @@
 #include "base/kokkos_types.hpp"
 
 namespace pmewald {
+inline namespace comm {
 
 // Element index into a rank-local array (elements, not bytes).
 using Index = std::int32_t;
@@ -269,4 +270,5 @@ extern template class NonblockingExecutor<Complex>;
 extern template class CollectiveExecutor<double>;
 extern template class CollectiveExecutor<Complex>;
 
+}  // namespace comm
 }  // namespace pmewald

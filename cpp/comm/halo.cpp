@@ -5,6 +5,7 @@
 #include "base/errors.hpp"
 
 namespace pmewald {
+inline namespace comm {
 
 namespace {
 
@@ -109,4 +110,5 @@ void Halo::reduce(double* grid) { exec_->execute(grid, grid, Direction::Reverse,
 
 void Halo::fill(double* grid) { exec_->execute(grid, grid, Direction::Forward, UnpackOp::Assign); }
 
+}  // namespace comm
 }  // namespace pmewald

@@ -20,6 +20,7 @@
 #include "geometry/index_box.hpp"
 
 namespace pmewald {
+inline namespace comm {
 
 // Extended box of a brick (empty when the brick is empty).
 Box3 halo_extended_box(const Box3& brick, int ghost);
@@ -51,4 +52,5 @@ class Halo {
   std::unique_ptr<ExchangeExecutor<double>> exec_;
 };
 
+}  // namespace comm
 }  // namespace pmewald

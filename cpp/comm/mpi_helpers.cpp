@@ -3,6 +3,7 @@
 #include <cstring>
 
 namespace pmewald {
+inline namespace comm {
 
 void check_mpi(int err, const char* what) {
   if (err == MPI_SUCCESS) return;
@@ -68,4 +69,5 @@ bool same_on_all_ranks(MPI_Comm comm, const std::vector<double>& value) {
   return all != 0;
 }
 
+}  // namespace comm
 }  // namespace pmewald

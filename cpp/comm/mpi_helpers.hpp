@@ -9,6 +9,7 @@
 #include "base/errors.hpp"
 
 namespace pmewald {
+inline namespace comm {
 
 // Owns a duplicate of a caller's communicator, so the library's messages never
 // mix with the caller's. Freed on destruction unless MPI is already finalized.
@@ -44,4 +45,5 @@ bool same_on_all_ranks(MPI_Comm comm, const std::vector<double>& value);
 // Frees a communicator if it is valid and MPI is still running.
 void free_comm(MPI_Comm& comm);
 
+}  // namespace comm
 }  // namespace pmewald

@@ -8,6 +8,7 @@
 #include "comm/mpi_helpers.hpp"
 
 namespace pmewald {
+inline namespace comm {
 
 void SparseExchange::exchange(const std::vector<int>& dests,
                               const std::vector<std::vector<char>>& sendbufs,
@@ -91,4 +92,5 @@ void SparseExchange::exchange(const std::vector<int>& dests,
   incoming_.clear();
 }
 
+}  // namespace comm
 }  // namespace pmewald

@@ -15,6 +15,7 @@
 #include <vector>
 
 namespace pmewald {
+inline namespace comm {
 
 class SparseExchange {
  public:
@@ -60,4 +61,5 @@ inline T read_record(const std::vector<char>& buf, std::size_t k) {
   return rec;
 }
 
+}  // namespace comm
 }  // namespace pmewald

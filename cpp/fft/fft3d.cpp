@@ -9,14 +9,15 @@
 #include "fft/fftw_plans.hpp"
 
 namespace pmewald {
+inline namespace fft {
 
-using fft_detail::as_fftw;
-using fft_detail::copy_elements;
-using fft_detail::execute_in_place;
-using fft_detail::execute_out_of_place;
-using fft_detail::normalised;
-using fft_detail::now;
-using fft_detail::scale_elements;
+using detail::as_fftw;
+using detail::copy_elements;
+using detail::execute_in_place;
+using detail::execute_out_of_place;
+using detail::normalised;
+using detail::now;
+using detail::scale_elements;
 
 Box3 FFT3d::x_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(0, nranks, mesh, rank); }
 Box3 FFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(1, nranks, mesh, rank); }
@@ -32,11 +33,11 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
     : comm_(comm), mesh_(mesh), mode_(mode), flags_(fftw_flags) {
   const MPI_Comm c = comm_.get();
   const int me = comm_.rank(), P = comm_.size();
-  fft_detail::check_mesh_and_options(c, mesh, mode, fftw_flags);
+  detail::check_mesh_and_options(c, mesh, mode, fftw_flags);
   // Tilings, checked together so every rank raises the same error.
   box_[0] = normalised(inbox);
   box_[4] = normalised(outbox);
-  fft_detail::check_tilings(c, mesh, box_[0], mesh, box_[4]);
+  detail::check_tilings(c, mesh, box_[0], mesh, box_[4]);
   std::string err;
 
   box_[1] = normalised(x_pencil_box(mesh, P, me));
@@ -81,10 +82,10 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
     const bool oop_ok = last > st || order_[st][2] == st - 1;
     for (int d = 0; d < 2; ++d) {
       const int sign = d == 0 ? FFTW_FORWARD : FFTW_BACKWARD;
-      plans_[st][d] = fft_detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[0], sign, flags_);
+      plans_[st][d] = detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[0], sign, flags_);
       if (!plans_[st][d]) err = "FFTW could not plan the 1-D transforms";
       if (edge && oop_ok) {
-        oop_[st][d] = fft_detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[1], sign, flags_);
+        oop_[st][d] = detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, buf_[0], buf_[1], sign, flags_);
         if (!oop_[st][d]) err = "FFTW could not plan the 1-D transforms";
       }
     }
@@ -286,4 +287,5 @@ std::vector<double> fftw_serial_r2c_pair_times(const Int3& mesh, int repeats, un
   return times;
 }
 
+}  // namespace fft
 }  // namespace pmewald

@@ -37,6 +37,7 @@
 #include "fft/remap.hpp"
 
 namespace pmewald {
+inline namespace fft {
 
 class FFT3d {
  public:
@@ -169,4 +170,5 @@ class FFTWSerialReal3d {
 // Wall seconds of each of `repeats` r2c+c2r pairs of FFTWSerialReal3d.
 std::vector<double> fftw_serial_r2c_pair_times(const Int3& mesh, int repeats, unsigned flags = FFTW_MEASURE);
 
+}  // namespace fft
 }  // namespace pmewald

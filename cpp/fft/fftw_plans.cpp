@@ -8,7 +8,9 @@
 #include "geometry/decomposition.hpp"
 #include "base/errors.hpp"
 
-namespace pmewald::fft_detail {
+namespace pmewald {
+inline namespace fft {
+namespace detail {
 
 double now() {
   using clock = std::chrono::steady_clock;
@@ -137,4 +139,6 @@ void execute_out_of_place(fftw_plan in_place, fftw_plan out_of_place, bool align
   copy_elements(work, dst, n);
 }
 
-}  // namespace pmewald::fft_detail
+}  // namespace detail
+}  // namespace fft
+}  // namespace pmewald

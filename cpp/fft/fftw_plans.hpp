@@ -14,7 +14,9 @@
 #include "base/kokkos_types.hpp"
 #include "fft/remap.hpp"
 
-namespace pmewald::fft_detail {
+namespace pmewald {
+inline namespace fft {
+namespace detail {
 
 double now();
 
@@ -76,4 +78,6 @@ void scale_elements(T* data, std::int64_t n, double s) {
   Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { data[i] *= s; });
 }
 
-}  // namespace pmewald::fft_detail
+}  // namespace detail
+}  // namespace fft
+}  // namespace pmewald

@@ -4,6 +4,7 @@
 #include "base/errors.hpp"
 
 namespace pmewald {
+inline namespace fft {
 
 bool valid_order(const Order3& o) {
   bool seen[3] = {false, false, false};
@@ -129,4 +130,5 @@ RemapPlan::RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const
   exchange_ = std::make_shared<const ExchangePlan>(comm, std::move(L));
 }
 
+}  // namespace fft
 }  // namespace pmewald

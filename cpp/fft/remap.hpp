@@ -18,6 +18,7 @@
 #include "geometry/index_box.hpp"
 
 namespace pmewald {
+inline namespace fft {
 
 using Order3 = Int3;
 inline constexpr Order3 kCOrder{0, 1, 2};
@@ -101,4 +102,5 @@ void for_each_in_message_order(const Box3& box, const Order3& so, const Order3& 
       }
 }
 
+}  // namespace fft
 }  // namespace pmewald

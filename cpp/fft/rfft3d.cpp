@@ -7,13 +7,14 @@
 #include "fft/fftw_plans.hpp"
 
 namespace pmewald {
+inline namespace fft {
 
-using fft_detail::as_fftw;
-using fft_detail::copy_elements;
-using fft_detail::execute_in_place;
-using fft_detail::execute_out_of_place;
-using fft_detail::normalised;
-using fft_detail::now;
+using detail::as_fftw;
+using detail::copy_elements;
+using detail::execute_in_place;
+using detail::execute_out_of_place;
+using detail::normalised;
+using detail::now;
 
 Box3 RealFFT3d::x_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(0, nranks, mesh, rank); }
 Box3 RealFFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank, int halved_axis) {
@@ -34,7 +35,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
     : comm_(comm), mesh_(mesh), half_(halved_axis), mode_(mode), flags_(fftw_flags) {
   const MPI_Comm c = comm_.get();
   const int me = comm_.rank(), P = comm_.size();
-  fft_detail::check_mesh_and_options(c, mesh, mode, fftw_flags);
+  detail::check_mesh_and_options(c, mesh, mode, fftw_flags);
   // (Every rank sees the same size, so every rank raises the same error.)
   if (halved_axis < 0 || halved_axis > 2)
     throw ValueError("halved_axis must be 0, 1 or 2, not " + std::to_string(halved_axis));
@@ -44,7 +45,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   cmesh_ = spectrum_mesh(mesh, halved_axis);
   inbox_ = normalised(inbox);
   box_[4] = normalised(outbox);
-  fft_detail::check_tilings(c, mesh_, inbox_, cmesh_, box_[4]);
+  detail::check_tilings(c, mesh_, inbox_, cmesh_, box_[4]);
   storage_ = in_storage ? *in_storage : inbox_;
   std::string err;
   if (!contains(storage_, inbox_))
@@ -114,7 +115,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
     double* r = rbuf_ + (storage ? in_offset_ : 0);
     for (int d = 0; d < 2; ++d) {
       real_plans_[d] =
-          fft_detail::plan_real_axes(rx_.shape(), rs, cs, group_last_[1] - 1, half_, r, cbuf_[0], d == 0, flags_);
+          detail::plan_real_axes(rx_.shape(), rs, cs, group_last_[1] - 1, half_, r, cbuf_[0], d == 0, flags_);
       if (!real_plans_[d]) err = "FFTW could not plan the real-to-complex transforms";
     }
   }
@@ -127,10 +128,10 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
     const bool oop_ok = last > st || order_[st][2] == st - 1;
     for (int d = 0; d < 2; ++d) {
       const int sign = d == 0 ? FFTW_FORWARD : FFTW_BACKWARD;
-      plans_[st][d] = fft_detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, cbuf_[0], cbuf_[0], sign, flags_);
+      plans_[st][d] = detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, cbuf_[0], cbuf_[0], sign, flags_);
       if (!plans_[st][d]) err = "FFTW could not plan the 1-D transforms";
       if (edge && oop_ok) {
-        oop_[st][d] = fft_detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, cbuf_[0], cbuf_[1], sign, flags_);
+        oop_[st][d] = detail::plan_dft_axes(box_[st], order_[st], st - 1, last - 1, cbuf_[0], cbuf_[1], sign, flags_);
         if (!oop_[st][d]) err = "FFTW could not plan the 1-D transforms";
       }
     }
@@ -193,7 +194,7 @@ void RealFFT3d::copy_inbox(const double* src, double* dst) const {
 
 void RealFFT3d::scale_inbox(double* data, double s) const {
   if (inbox_.empty()) return;
-  if (storage_ == inbox_) return fft_detail::scale_elements(data, inbox_.volume(), s);
+  if (storage_ == inbox_) return detail::scale_elements(data, inbox_.volume(), s);
   const auto st = strides_of(storage_, kCOrder);
   const std::int64_t off = in_offset_, sx = st[0], sy = st[1];
   const int ny = inbox_.size(1), nz = inbox_.size(2);
@@ -334,4 +335,5 @@ void RealFFT3d::backward_impl(const Complex* in, double* out, bool normalise, bo
   executions_[1] += 1;
 }
 
+}  // namespace fft
 }  // namespace pmewald

@@ -49,6 +49,7 @@
 #include "fft/remap.hpp"
 
 namespace pmewald {
+inline namespace fft {
 
 class RealFFT3d {
  public:
@@ -170,4 +171,5 @@ class RealFFT3d {
   ExchangeStats zero_stats_;
 };
 
+}  // namespace fft
 }  // namespace pmewald

@@ -6,6 +6,7 @@
 #include <tuple>
 
 namespace pmewald {
+inline namespace geometry {
 
 std::array<int, 2> split_range(int n, int p, int i) {
   if (p <= 0 || i < 0 || i >= p) throw std::invalid_argument("split_range: part index out of range");
@@ -135,4 +136,5 @@ bool tiles_exactly(const std::vector<Box3>& boxes, const Int3& mesh, std::string
   return true;
 }
 
+}  // namespace geometry
 }  // namespace pmewald

@@ -10,6 +10,7 @@
 #include "geometry/index_box.hpp"
 
 namespace pmewald {
+inline namespace geometry {
 
 // Part `i` of `n` items split into `p` nearly equal contiguous parts:
 // [i*n/p, (i+1)*n/p). Parts are empty when p > n.
@@ -47,4 +48,5 @@ Box3 pencil_box(int axis, int P, const Int3& mesh, int rank);
 // On failure `why` names the first problem found.
 bool tiles_exactly(const std::vector<Box3>& boxes, const Int3& mesh, std::string* why = nullptr);
 
+}  // namespace geometry
 }  // namespace pmewald

@@ -3,6 +3,7 @@
 #include <sstream>
 
 namespace pmewald {
+inline namespace geometry {
 
 std::string Box3::str() const {
   std::ostringstream s;
@@ -27,4 +28,5 @@ bool contains(const Box3& outer, const Box3& inner) {
   return true;
 }
 
+}  // namespace geometry
 }  // namespace pmewald

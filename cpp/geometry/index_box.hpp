@@ -8,6 +8,7 @@
 #include <string>
 
 namespace pmewald {
+inline namespace geometry {
 
 using Int3 = std::array<int, 3>;
 
@@ -44,4 +45,5 @@ bool contains(const Box3& outer, const Box3& inner);
 // The whole mesh as a box.
 inline Box3 full_box(const Int3& mesh) { return Box3{{0, 0, 0}, mesh}; }
 
+}  // namespace geometry
 }  // namespace pmewald

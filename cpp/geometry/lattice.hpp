@@ -18,7 +18,8 @@
 #include "base/errors.hpp"
 #include "geometry/index_box.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace geometry {
 
 // Row-major 3x3 matrix: m[3*i + j] is row i, column j.
 using Mat3 = std::array<double, 9>;
@@ -85,4 +86,5 @@ inline std::array<double, 3> heights_of(const Mat3& box) {
   return h;
 }
 
-}  // namespace pmewald::kernels
+}  // namespace geometry
+}  // namespace pmewald

@@ -5,7 +5,8 @@
 
 #include "base/errors.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 double bspline_value(int p, double x) {
   if (!(x > 0.0) || !(x < p)) return 0.0;
@@ -43,4 +44,5 @@ std::vector<double> bspline_moduli(int K, int p) {
   return b;
 }
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

@@ -15,7 +15,8 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 constexpr int kMinOrder = 3;
 constexpr int kMaxOrder = 10;
@@ -97,4 +98,5 @@ double bspline_value(int p, double x);
 // [kMinOrder, kMaxOrder] or K < 1.
 std::vector<double> bspline_moduli(int K, int p);
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

@@ -8,7 +8,8 @@
 #include "base/errors.hpp"
 #include "base/simd.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 namespace {
 template <class V>
@@ -284,4 +285,5 @@ void gather_potential(const Stencil& st, const Box3& ext_box, View3<const double
   Kokkos::fence();
 }
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

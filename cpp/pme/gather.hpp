@@ -9,7 +9,8 @@
 #include "geometry/lattice.hpp"
 #include "pme/spread.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 // Analytical differentiation. phi = dE_rec/dQ on the mesh (what the backward
 // FFT of KSpaceSolver::apply_ad's output gives). With W_i(x) = prod_d M_p(u_d - x_d):
@@ -32,4 +33,5 @@ void gather_ik(const Stencil& st, View1<const double> charges, const Box3& ext_b
 void gather_potential(const Stencil& st, const Box3& ext_box, View3<const double> grid,
                       View1<double> potential);
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

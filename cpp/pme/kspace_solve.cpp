@@ -6,7 +6,8 @@
 #include "pme/bspline.hpp"
 #include "base/errors.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 namespace {
 
@@ -85,18 +86,20 @@ struct Influence {
   }
 };
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald
 
 namespace Kokkos {
 template <>
-struct reduction_identity<pmewald::kernels::Acc7> {
-  KOKKOS_FORCEINLINE_FUNCTION static pmewald::kernels::Acc7 sum() {
-    return pmewald::kernels::Acc7();
+struct reduction_identity<pmewald::pme::Acc7> {
+  KOKKOS_FORCEINLINE_FUNCTION static pmewald::pme::Acc7 sum() {
+    return pmewald::pme::Acc7();
   }
 };
 }  // namespace Kokkos
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 KSpaceSolver::KSpaceSolver(const Mat3& box, const Int3& mesh, double alpha, int order,
                            double coulomb_constant, const Box3& kbox, const Int3& storage_order,
@@ -307,4 +310,5 @@ double KSpaceSolver::energy(const Complex* data, double* virial) const {
   return run<0>(nullptr, data, nullptr, nullptr, nullptr, virial);
 }
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

@@ -30,7 +30,8 @@
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 struct Influence;
 
@@ -98,4 +99,5 @@ class KSpaceSolver {
   View1<double> vc_;       // 2 (1 + pi^2 |m~|^2/alpha^2) / |m~|^2 over kbox (0 at m = 0)
 };
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

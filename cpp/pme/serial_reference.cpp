@@ -9,7 +9,8 @@
 #include "pme/kspace_solve.hpp"
 #include "pme/spread.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 namespace {
 
@@ -127,4 +128,5 @@ ReciprocalResult reciprocal_serial(const Mat3& box, View2<const double> position
   return res;
 }
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

@@ -8,7 +8,8 @@
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 struct ReciprocalResult {
   double energy = 0;
@@ -24,4 +25,5 @@ ReciprocalResult reciprocal_serial(const Mat3& box, View2<const double> position
                                    double coulomb_constant, View2<double> forces,
                                    View1<double> potential);
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

@@ -9,7 +9,8 @@
 #include "base/errors.hpp"
 #include "base/simd.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 Box3 extended_box(const Box3& brick, int order) {
   Box3 e = brick;
@@ -247,4 +248,5 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
   Kokkos::fence();
 }
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

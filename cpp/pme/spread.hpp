@@ -13,7 +13,8 @@
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace pme {
 
 // Per-atom stencil: for atom i and axis d, the p weights and (optionally)
 // their derivatives d w / d u_d, starting at global unwrapped mesh index base(i, d).
@@ -56,4 +57,5 @@ enum class SpreadMode { Auto, Plain, Atomic };
 void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
             View3<double> grid, bool zero_first = true, SpreadMode mode = SpreadMode::Auto);
 
-}  // namespace pmewald::kernels
+}  // namespace pme
+}  // namespace pmewald

@@ -1,6 +1,7 @@
 #include "realspace/erfc_table.hpp"
 
 namespace pmewald {
+inline namespace realspace {
 
 const ErfcTable& ErfcTable::instance() {
   static const ErfcTable table;
@@ -39,4 +40,5 @@ ErfcTable::ErfcTable() {
   }
 }
 
+}  // namespace realspace
 }  // namespace pmewald

@@ -14,6 +14,7 @@
 #include <vector>
 
 namespace pmewald {
+inline namespace realspace {
 
 class ErfcTable {
  public:
@@ -53,4 +54,5 @@ class ErfcTable {
   std::vector<double> coef_;
 };
 
+}  // namespace realspace
 }  // namespace pmewald

@@ -11,6 +11,7 @@
 #include "base/errors.hpp"
 
 namespace pmewald {
+inline namespace realspace {
 
 namespace {
 
@@ -504,4 +505,5 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) 
     }
 }
 
+}  // namespace realspace
 }  // namespace pmewald

@@ -27,6 +27,7 @@
 #include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
+inline namespace realspace {
 
 // The periodic cell: rows of `box` are the lattice vectors a, b, c.
 struct PeriodicCell {
@@ -190,4 +191,5 @@ class Migration {
   std::vector<MPI_Request> reqs_;
 };
 
+}  // namespace realspace
 }  // namespace pmewald

@@ -14,6 +14,7 @@
 // with 8 lanes, ~7.5 with 4, ~23 with SSE2.
 
 namespace pmewald {
+inline namespace realspace {
 
 namespace {
 
@@ -473,4 +474,5 @@ void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
 
 const char* pair_kernel_isa() { return simd::isa_name(); }
 
+}  // namespace realspace
 }  // namespace pmewald

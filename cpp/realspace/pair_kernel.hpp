@@ -25,6 +25,7 @@
 #include <cstdint>
 
 namespace pmewald {
+inline namespace realspace {
 
 struct PairBatchAcc {
   static constexpr int kSize = 10;  // E, W xx xy xz yy yz zz, F_i x y z
@@ -104,4 +105,5 @@ void erfc_pair_batch_scalar(int n, const int* js, double xi, double yi, double z
 // (e.g. "x86-64-v4 (AVX-512, 8 lanes)"), for show_config and benchmarks.
 const char* pair_kernel_isa();
 
+}  // namespace realspace
 }  // namespace pmewald

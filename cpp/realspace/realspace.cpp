@@ -14,6 +14,7 @@
 #include <Kokkos_ScatterView.hpp>
 
 namespace pmewald {
+inline namespace realspace {
 
 namespace {
 
@@ -711,4 +712,5 @@ RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& 
   return out;
 }
 
+}  // namespace realspace
 }  // namespace pmewald

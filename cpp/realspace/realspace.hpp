@@ -31,6 +31,7 @@
 #include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
+inline namespace realspace {
 
 // Energies and virial (row-major 3x3).
 struct RealSpaceTerms {
@@ -133,4 +134,5 @@ RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& 
                                  double cutoff, double alpha, double coulomb_constant,
                                  double* forces_out);
 
+}  // namespace realspace
 }  // namespace pmewald

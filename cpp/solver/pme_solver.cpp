@@ -8,11 +8,10 @@
 #include "pme/gather.hpp"
 
 namespace pmewald {
+inline namespace solver {
 
 namespace {
 
-using kernels::Differentiation;
-using kernels::Mat3;
 
 constexpr int kMinOrder = 3, kMaxOrder = 10, kMaxMesh = 4096;
 
@@ -61,7 +60,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
                      "order, alpha, differentiation, comm_mode, coulomb_constant and real_space");
   cell_ = PeriodicCell(opt_.box.data());
-  recip_ = kernels::reciprocal_of(opt_.box);
+  recip_ = reciprocal_of(opt_.box);
   const int P = comm_.size(), me = comm_.rank();
   const Int3 grid = processor_grid_3d(P, opt_.mesh);
   for (int r = 0; r < P; ++r) bricks_.push_back(brick_box(grid, opt_.mesh, r));
@@ -73,10 +72,10 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   fft_ = std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],
                                      RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), opt_.mode, FFTW_MEASURE,
                                      halo_->extended(), halved);
-  kernels::SpectrumLayout layout;
+  SpectrumLayout layout;
   layout.half_axis = halved;
   layout.unnormalised_backward = true;
-  kspace_ = std::make_unique<kernels::KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order,
+  kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order,
                                                     opt_.coulomb_constant, fft_->outbox(), kCOrder, layout);
   migration_.set_geometry(cell_, opt_.mesh);
 
@@ -99,7 +98,7 @@ void PMESolver::set_box(const Mat3& box) {
     throw ValueError("set_box: the box differs between ranks");
   opt_ = next;
   cell_ = PeriodicCell(opt_.box.data());
-  recip_ = kernels::reciprocal_of(opt_.box);
+  recip_ = reciprocal_of(opt_.box);
   kspace_->set_box(opt_.box);
   migration_.set_geometry(cell_, opt_.mesh);
 }
@@ -111,9 +110,9 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
   double t = MPI_Wtime();
   // Stencils from the migration's own fractional coordinates, so ownership and
   // stencil base agree to the last bit.
-  kernels::compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
+  compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
                             stencil_);
-  kernels::spread(stencil_, migration_.owned_charges(), ext, grid_, true);
+  spread(stencil_, migration_.owned_charges(), ext, grid_, true);
   t = timers_.lap("spread", t);
   halo_->reduce(grid_.data());
   t = timers_.lap("ghost", t);
@@ -128,7 +127,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
     t = timers_.lap("fft", t);
     halo_->fill(grid_.data());
     t = timers_.lap("ghost", t);
-    kernels::gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces,
+    gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces,
                        View1<double>());
     t = timers_.lap("gather", t);
   } else {
@@ -140,7 +139,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
       halo_->fill(field_[a].data());
       t = timers_.lap("ghost", t);
     }
-    kernels::gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+    gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
     t = timers_.lap("gather", t);
   }
   res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
@@ -256,4 +255,5 @@ void PMESolver::reset_timings() {
   halo_->reset_stats();
 }
 
+}  // namespace solver
 }  // namespace pmewald

@@ -32,14 +32,15 @@
 #include "base/timers.hpp"
 
 namespace pmewald {
+inline namespace solver {
 
 struct SolverOptions {
-  kernels::Mat3 box{};  // rows are lattice vectors
+  Mat3 box{};  // rows are lattice vectors
   Int3 mesh{0, 0, 0};
   int order = 5;
   double alpha = 0;
   double cutoff = 0;
-  kernels::Differentiation differentiation = kernels::Differentiation::AD;
+  Differentiation differentiation = Differentiation::AD;
   CommMode mode = CommMode::Nonblocking;
   double coulomb_constant = 1.0;
   bool real_space = true;
@@ -67,7 +68,7 @@ class PMESolver {
 
   // New box with the same mesh: plans and buffers are kept; the influence
   // function is recomputed. Collective (the box must agree on every rank).
-  void set_box(const kernels::Mat3& box);
+  void set_box(const Mat3& box);
 
   const SolverOptions& options() const { return opt_; }
   const Box3& brick() const { return halo_->brick(); }
@@ -82,15 +83,15 @@ class PMESolver {
   Comm comm_;
   SolverOptions opt_;
   PeriodicCell cell_;
-  kernels::Mat3 recip_{};
+  Mat3 recip_{};
   std::vector<Box3> bricks_;
   std::unique_ptr<Halo> halo_;
   std::unique_ptr<RealFFT3d> fft_;
-  std::unique_ptr<kernels::KSpaceSolver> kspace_;
+  std::unique_ptr<KSpaceSolver> kspace_;
   Migration migration_;
   ExclusionList exclusions_;
   RealSpace realspace_;
-  kernels::Stencil stencil_;
+  Stencil stencil_;
   // Extended bricks (the FFT's input/output storage): charges, then potential.
   View3<double> grid_;
   std::array<View3<double>, 3> field_;  // ik: field components
@@ -100,4 +101,5 @@ class PMESolver {
   PhaseTimers timers_;
 };
 
+}  // namespace solver
 }  // namespace pmewald

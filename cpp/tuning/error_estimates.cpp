@@ -12,7 +12,8 @@
 #include "base/errors.hpp"
 #include "base/kokkos_types.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace tuning {
 
 int fft_friendly(int n) {
   if (n < 1) n = 1;
@@ -57,16 +58,18 @@ struct Acc19 {
 };
 
 }  // namespace
-}  // namespace pmewald::kernels
+}  // namespace tuning
+}  // namespace pmewald
 
 namespace Kokkos {
 template <>
-struct reduction_identity<pmewald::kernels::Acc19> {
-  static pmewald::kernels::Acc19 sum() { return pmewald::kernels::Acc19(); }
+struct reduction_identity<pmewald::tuning::Acc19> {
+  static pmewald::tuning::Acc19 sum() { return pmewald::tuning::Acc19(); }
 };
 }  // namespace Kokkos
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace tuning {
 
 ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& K, int p,
                                             Differentiation diff, double sum_q2, int n_atoms,
@@ -855,4 +858,5 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
   return finish(cands[best_i], cands);
 }
 
-}  // namespace pmewald::kernels
+}  // namespace tuning
+}  // namespace pmewald

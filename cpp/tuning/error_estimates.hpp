@@ -34,7 +34,8 @@
 #include "geometry/index_box.hpp"
 #include "geometry/lattice.hpp"
 
-namespace pmewald::kernels {
+namespace pmewald {
+inline namespace tuning {
 
 // Smallest n' >= max(n, 1) whose only prime factors are 2, 3 and 5.
 int fft_friendly(int n);
@@ -160,4 +161,5 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
                        int order_lo, int order_hi, const CostModel& cost, double sum_q4 = -1.0,
                        double mesh_target = 0.0);
 
-}  // namespace pmewald::kernels
+}  // namespace tuning
+}  // namespace pmewald

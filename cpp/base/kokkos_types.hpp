@@ -25,5 +25,21 @@ using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
 
 using Range = Kokkos::RangePolicy<ExecSpace>;
 
+// Device-callable math across Kokkos versions (3.x keeps it in Experimental).
+KOKKOS_INLINE_FUNCTION double kfloor(double x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::floor(x);
+#else
+  return Kokkos::Experimental::floor(x);
+#endif
+}
+KOKKOS_INLINE_FUNCTION double kexp(double x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::exp(x);
+#else
+  return Kokkos::Experimental::exp(x);
+#endif
+}
+
 }  // namespace base
 }  // namespace pmewald

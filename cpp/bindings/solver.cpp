@@ -24,12 +24,6 @@ Mat3 mat3_from(const CArray& a) {
   return m;
 }
 
-Differentiation diff_from(const std::string& s) {
-  if (s == "ad") return Differentiation::AD;
-  if (s == "ik") return Differentiation::IK;
-  throw ValueError("differentiation must be 'ad' or 'ik', got '" + s + "'");
-}
-
 }  // namespace
 
 void bind_pme(py::module_& m) {
@@ -43,7 +37,7 @@ void bind_pme(py::module_& m) {
              o.order = order;
              o.alpha = alpha;
              o.cutoff = cutoff;
-             o.differentiation = diff_from(differentiation);
+             o.differentiation = parse_differentiation(differentiation);
              o.mode = comm_mode_from_string(comm_mode);
              o.coulomb_constant = coulomb_constant;
              o.real_space = real_space;

@@ -1,5 +1,6 @@
-// Small shared pieces of the local reciprocal-space kernels: 3x3 lattice
-// algebra and the differentiation scheme. No MPI, no Kokkos.
+// The periodic lattice: 3x3 cell algebra for the mesh kernels (Mat3) and the
+// PeriodicCell that migration and the real-space sum wrap positions with.
+// Pure geometry: no MPI, no Kokkos.
 //
 // Conventions (fixed for the whole project):
 //   box   : 3x3 row-major, ROWS are the lattice vectors a_1, a_2, a_3.
@@ -9,11 +10,10 @@
 //   k = 2 pi m~.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
-
-#include <Kokkos_Core.hpp>
 
 #include "base/errors.hpp"
 #include "geometry/index_box.hpp"
@@ -23,30 +23,6 @@ inline namespace geometry {
 
 // Row-major 3x3 matrix: m[3*i + j] is row i, column j.
 using Mat3 = std::array<double, 9>;
-
-// Device-callable math across Kokkos versions (3.x keeps it in Experimental).
-KOKKOS_INLINE_FUNCTION double kfloor(double x) {
-#if KOKKOS_VERSION >= 30700
-  return Kokkos::floor(x);
-#else
-  return Kokkos::Experimental::floor(x);
-#endif
-}
-KOKKOS_INLINE_FUNCTION double kexp(double x) {
-#if KOKKOS_VERSION >= 30700
-  return Kokkos::exp(x);
-#else
-  return Kokkos::Experimental::exp(x);
-#endif
-}
-
-enum class Differentiation { AD, IK };
-
-inline Differentiation parse_differentiation(const std::string& s) {
-  if (s == "ad") return Differentiation::AD;
-  if (s == "ik") return Differentiation::IK;
-  throw ValueError("differentiation must be \"ad\" or \"ik\", got \"" + s + "\"");
-}
 
 inline double det3(const Mat3& a) {
   return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) +
@@ -85,6 +61,24 @@ inline std::array<double, 3> heights_of(const Mat3& box) {
     h[d] = 1.0 / std::sqrt(r[d] * r[d] + r[3 + d] * r[3 + d] + r[6 + d] * r[6 + d]);
   return h;
 }
+
+// The periodic cell: rows of `box` are the lattice vectors a, b, c.
+// (Its inverse divides the cofactors by det(box), reciprocal_of multiplies them by
+// 1/det: the two differ in the last bit, and each is what its callers' results
+// were computed with, so they are kept apart.)
+struct PeriodicCell {
+  double box[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+  double recip[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};  // inv(box): s = r @ recip
+  double volume = 0;                                        // |det(box)|
+  double height[3] = {0, 0, 0};  // plane spacing along each axis: V / |a_e x a_f|
+
+  PeriodicCell() = default;
+  // rows9: row-major 3x3. Throws ValueError if not finite or degenerate.
+  explicit PeriodicCell(const double* rows9);
+  // "" when the box is usable, otherwise the reason (non-finite, degenerate).
+  static std::string check(const double* rows9);
+  double min_height() const { return std::min(height[0], std::min(height[1], height[2])); }
+};
 
 }  // namespace geometry
 }  // namespace pmewald

@@ -7,6 +7,7 @@
 
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
+#include "pme/differentiation.hpp"
 
 namespace pmewald {
 inline namespace pme {

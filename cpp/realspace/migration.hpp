@@ -23,26 +23,12 @@
 #include <vector>
 
 #include "geometry/index_box.hpp"
+#include "geometry/lattice.hpp"
 #include "base/kokkos_types.hpp"
 #include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
 inline namespace realspace {
-
-// The periodic cell: rows of `box` are the lattice vectors a, b, c.
-struct PeriodicCell {
-  double box[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
-  double recip[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};  // inv(box): s = r @ recip
-  double volume = 0;                                        // |det(box)|
-  double height[3] = {0, 0, 0};  // plane spacing along each axis: V / |a_e x a_f|
-
-  PeriodicCell() = default;
-  // rows9: row-major 3x3. Throws ValueError if not finite or degenerate.
-  explicit PeriodicCell(const double* rows9);
-  // "" when the box is usable, otherwise the reason (non-finite, degenerate).
-  static std::string check(const double* rows9);
-  double min_height() const { return std::min(height[0], std::min(height[1], height[2])); }
-};
 
 class Migration {
  public:

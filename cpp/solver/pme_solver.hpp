@@ -25,6 +25,7 @@
 #include "comm/halo.hpp"
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
+#include "pme/differentiation.hpp"
 #include "realspace/migration.hpp"
 #include "realspace/realspace.hpp"
 #include "pme/kspace_solve.hpp"

@@ -14,6 +14,7 @@
 #include "base/errors.hpp"
 #include "comm/exchange.hpp"
 #include "fft/fft3d.hpp"
+#include "fft/fftw_serial.hpp"
 #include "fft/rfft3d.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/kokkos_types.hpp"
+#include "comm/tags.hpp"
 
 namespace pmewald {
 inline namespace comm {
@@ -94,8 +95,8 @@ class ExchangePlan {
  public:
   // Collective over `comm` (every rank of it must call, with its own lists). The
   // plan keeps `comm` but does not own or duplicate it: it must outlive the plan
-  // and its executors. `tag` is used for every point-to-point message.
-  ExchangePlan(MPI_Comm comm, ExchangeLists lists, int tag = 7301);
+  // and its executors. `tag` (comm/tags.hpp) is used for every point-to-point message.
+  ExchangePlan(MPI_Comm comm, ExchangeLists lists, int tag = tags::kExchange);
 
   MPI_Comm comm() const { return comm_; }
   int rank() const { return rank_; }

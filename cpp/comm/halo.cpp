@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/errors.hpp"
+#include "comm/tags.hpp"
 
 namespace pmewald {
 inline namespace comm {
@@ -102,7 +103,7 @@ Halo::Halo(MPI_Comm comm, const std::vector<Box3>& bricks, const Int3& mesh, int
   MPI_Comm_rank(comm, &me);
   brick_ = bricks[me];
   extended_ = halo_extended_box(brick_, ghost);
-  plan_ = std::make_shared<const ExchangePlan>(comm, halo_lists(bricks, mesh, ghost, me), 7411);
+  plan_ = std::make_shared<const ExchangePlan>(comm, halo_lists(bricks, mesh, ghost, me), tags::kHalo);
   exec_ = make_executor<double>(mode, plan_);
 }
 

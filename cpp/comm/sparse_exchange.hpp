@@ -19,7 +19,7 @@ inline namespace comm {
 
 class SparseExchange {
  public:
-  // `base_tag` and `base_tag + 1` are used (alternately, so a fast rank's next
+  // `base_tag` and `base_tag + 1` (comm/tags.hpp) are used (alternately, so a fast rank's next
   // round can never be mistaken for the current round by a slow rank).
   SparseExchange(MPI_Comm comm, int base_tag) : comm_(comm), base_tag_(base_tag) {}
 

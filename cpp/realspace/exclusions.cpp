@@ -6,14 +6,12 @@
 
 #include "base/errors.hpp"
 #include "comm/mpi_helpers.hpp"
+#include "comm/tags.hpp"
 
 namespace pmewald {
 inline namespace realspace {
 
 namespace {
-
-constexpr int kTagDirectory = 3130;  // and 3131
-constexpr int kTagOwners = 3140;     // and 3141
 
 // Directory rank of an atom id: a mixed hash, so consecutive ids spread out.
 inline int directory_of(std::int64_t id, int P) {
@@ -36,7 +34,7 @@ struct PairRecord {
 }  // namespace
 
 ExclusionList::ExclusionList(MPI_Comm comm)
-    : comm_(comm), nbx_dir_(comm, kTagDirectory), nbx_origin_(comm, kTagOwners) {
+    : comm_(comm), nbx_dir_(comm, tags::kExclusionDirectory), nbx_origin_(comm, tags::kExclusionHolders) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "comm/mpi_helpers.hpp"
+#include "comm/tags.hpp"
 #include "geometry/decomposition.hpp"
 #include "base/errors.hpp"
 
@@ -14,11 +15,6 @@ namespace pmewald {
 inline namespace realspace {
 
 namespace {
-
-constexpr int kTagForward = 3100;  // and 3101
-constexpr int kTagGhost = 3110;    // and 3111
-constexpr int kTagReverse = 3120;
-constexpr int kTagGhostReverse = 3125;
 
 struct MigrationRecord {
   double s[3];
@@ -54,7 +50,7 @@ void ensure_rows3(V& v, std::size_t n, const char* label) {
 // ---------------------------------------------------------------------------
 
 Migration::Migration(MPI_Comm comm)
-    : comm_(comm), nbx_forward_(comm, kTagForward), nbx_ghost_(comm, kTagGhost) {
+    : comm_(comm), nbx_forward_(comm, tags::kMigrationForward), nbx_ghost_(comm, tags::kGhostAtoms) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -277,7 +273,7 @@ void Migration::reverse(const double* owned_values, int ncomp, double* local_out
   for (std::size_t k = 0; k < send_dests_.size(); ++k) {
     reqs_.emplace_back();
     check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(send_idx_[k].size() * nc), MPI_DOUBLE,
-                        send_dests_[k], kTagReverse, comm_, &reqs_.back()),
+                        send_dests_[k], tags::kMigrationReverse, comm_, &reqs_.back()),
               "MPI_Irecv");
     off += send_idx_[k].size() * nc;
   }
@@ -289,7 +285,7 @@ void Migration::reverse(const double* owned_values, int ncomp, double* local_out
         p[j * nc + c] = owned_values[static_cast<std::size_t>(recv_slot_[k][j]) * nc + c];
     reqs_.emplace_back();
     check_mpi(MPI_Isend(p, static_cast<int>(recv_slot_[k].size() * nc), MPI_DOUBLE, recv_srcs_[k],
-                        kTagReverse, comm_, &reqs_.back()),
+                        tags::kMigrationReverse, comm_, &reqs_.back()),
               "MPI_Isend");
     off += recv_slot_[k].size() * nc;
   }
@@ -437,7 +433,7 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) 
   for (std::size_t k = 0; k < ghost_dests_.size(); ++k) {
     reqs_.emplace_back();
     check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(3 * ghost_send_idx_[k].size()), MPI_DOUBLE,
-                        ghost_dests_[k], kTagGhostReverse, comm_, &reqs_.back()),
+                        ghost_dests_[k], tags::kGhostForces, comm_, &reqs_.back()),
               "MPI_Irecv");
     off += 3 * ghost_send_idx_[k].size();
   }
@@ -447,7 +443,7 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) 
   for (std::size_t k = 0; k < ghost_srcs_.size(); ++k) {
     reqs_.emplace_back();
     check_mpi(MPI_Isend(ghost_values + off, static_cast<int>(3 * ghost_recv_count_[k]), MPI_DOUBLE,
-                        ghost_srcs_[k], kTagGhostReverse, comm_, &reqs_.back()),
+                        ghost_srcs_[k], tags::kGhostForces, comm_, &reqs_.back()),
               "MPI_Isend");
     off += 3 * ghost_recv_count_[k];
   }

@@ -1,22 +1,13 @@
 #include "comm/exchange.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include "base/errors.hpp"
+#include "base/timers.hpp"
 #include "comm/mpi_helpers.hpp"
 
 namespace pmewald {
 inline namespace comm {
-
-namespace {
-
-double now() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Executor base
@@ -123,7 +114,7 @@ template <class T>
 void ExchangeExecutor<T>::copy_self(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) const {
   const std::int64_t n = plan_->self_count();
   if (n == 0) return;
-  const double t0 = now();
+  ScopedTimer timer(st.self_seconds);
   const Index* from = plan_->self_from(dir).data();
   const Index* to = plan_->self_to(dir).data();
   const std::int64_t nr = static_cast<std::int64_t>(plan_->self_run_pos().extent(0));
@@ -151,7 +142,6 @@ void ExchangeExecutor<T>::copy_self(const T* src, T* dst, Direction dir, UnpackO
   } else {
     Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[to[i]] += src[from[i]]; });
   }
-  st.self_seconds += now() - t0;
 }
 
 template <class T>
@@ -195,31 +185,31 @@ void Pt2PtExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, Exc
   const ExchangeSide& in = p.incoming(dir);
   const MPI_Datatype type = this->mpi_type();
   T* rbuf = recv_buf_.data();
-  double t0 = now();
+  double t0 = wall_seconds();
   for (int m = 0; m < in.count(); ++m)
     MPI_Irecv(rbuf + in.offsets[m], static_cast<int>(in.length(m)), type, in.ranks[m], p.tag(), p.comm(),
               &requests_[m]);
-  double t1 = now();
+  double t1 = wall_seconds();
   st.wait_seconds += t1 - t0;
   T* sbuf = send_buf_.data();
   for (int m = 0; m < out.count(); ++m) {
-    t0 = now();
+    t0 = wall_seconds();
     this->pack(src, out, m, m + 1, sbuf);
-    t1 = now();
+    t1 = wall_seconds();
     MPI_Send(sbuf, static_cast<int>(out.length(m)), type, out.ranks[m], p.tag(), p.comm());
-    const double t2 = now();
+    const double t2 = wall_seconds();
     st.pack_seconds += t1 - t0;
     st.wait_seconds += t2 - t1;
   }
   this->copy_self(src, dst, dir, op, st);
   for (int k = 0; k < in.count(); ++k) {
     int m = MPI_UNDEFINED;
-    t0 = now();
+    t0 = wall_seconds();
     MPI_Waitany(in.count(), requests_.data(), &m, MPI_STATUS_IGNORE);
-    t1 = now();
+    t1 = wall_seconds();
     this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
     st.wait_seconds += t1 - t0;
-    st.unpack_seconds += now() - t1;
+    st.unpack_seconds += wall_seconds() - t1;
   }
 }
 
@@ -254,34 +244,34 @@ void NonblockingExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp o
   const MPI_Datatype type = this->mpi_type();
   T* rbuf = recv_buf_.data();
   T* sbuf = send_buf_.data();
-  double t0 = now();
+  double t0 = wall_seconds();
   for (int m = 0; m < in.count(); ++m)
     MPI_Irecv(rbuf + in.offsets[m], static_cast<int>(in.length(m)), type, in.ranks[m], p.tag(), p.comm(),
               &recv_requests_[m]);
-  double t1 = now();
+  double t1 = wall_seconds();
   st.wait_seconds += t1 - t0;
   for (int m = 0; m < out.count(); ++m) {
-    t0 = now();
+    t0 = wall_seconds();
     this->pack(src, out, m, m + 1, sbuf + out.offsets[m]);
-    t1 = now();
+    t1 = wall_seconds();
     MPI_Isend(sbuf + out.offsets[m], static_cast<int>(out.length(m)), type, out.ranks[m], p.tag(), p.comm(),
               &send_requests_[m]);
     st.pack_seconds += t1 - t0;
-    st.wait_seconds += now() - t1;
+    st.wait_seconds += wall_seconds() - t1;
   }
   this->copy_self(src, dst, dir, op, st);
   for (int k = 0; k < in.count(); ++k) {
     int m = MPI_UNDEFINED;
-    t0 = now();
+    t0 = wall_seconds();
     MPI_Waitany(in.count(), recv_requests_.data(), &m, MPI_STATUS_IGNORE);
-    t1 = now();
+    t1 = wall_seconds();
     this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
     st.wait_seconds += t1 - t0;
-    st.unpack_seconds += now() - t1;
+    st.unpack_seconds += wall_seconds() - t1;
   }
-  t0 = now();
+  t0 = wall_seconds();
   if (out.count() > 0) MPI_Waitall(out.count(), send_requests_.data(), MPI_STATUSES_IGNORE);
-  st.wait_seconds += now() - t0;
+  st.wait_seconds += wall_seconds() - t0;
 }
 
 // ---------------------------------------------------------------------------
@@ -352,30 +342,30 @@ void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op
   }
   T* sbuf = send_buf_.data();
   T* rbuf = recv_buf_.data();
-  double t0 = now();
+  double t0 = wall_seconds();
   this->pack(src, out, 0, out.count(), sbuf);
-  double t1 = now();
+  double t1 = wall_seconds();
   st.pack_seconds += t1 - t0;
   const std::int64_t nself = p.self_count();
   if (self_via_mpi_) {
     this->gather(src, p.self_from(dir).data(), nself, sbuf + self_send_offset_[k]);
-    st.self_seconds += now() - t1;
+    st.self_seconds += wall_seconds() - t1;
   } else {
     this->copy_self(src, dst, dir, op, st);
   }
-  t0 = now();
+  t0 = wall_seconds();
   const MPI_Datatype type = this->mpi_type();
   check_mpi(MPI_Alltoallv(sbuf, send_counts_[k].data(), send_displs_[k].data(), type, rbuf, recv_counts_[k].data(),
                           recv_displs_[k].data(), type, subcomm_),
             "MPI_Alltoallv");
-  t1 = now();
+  t1 = wall_seconds();
   st.wait_seconds += t1 - t0;
   this->unpack(rbuf, in, 0, in.count(), dst, dir, op);
-  const double t2 = now();
+  const double t2 = wall_seconds();
   st.unpack_seconds += t2 - t1;
   if (self_via_mpi_) {
     this->scatter(rbuf + self_recv_offset_[k], p.self_to(dir).data(), nself, dst, dir, op);
-    st.self_seconds += now() - t2;
+    st.self_seconds += wall_seconds() - t2;
   }
 }
 

@@ -1,7 +1,6 @@
 #include "fft/fft3d.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <sstream>
 
 #include "geometry/decomposition.hpp"
@@ -16,7 +15,6 @@ using detail::copy_elements;
 using detail::execute_in_place;
 using detail::execute_out_of_place;
 using detail::normalised;
-using detail::now;
 using detail::scale_elements;
 
 Box3 FFT3d::x_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(0, nranks, mesh, rank); }

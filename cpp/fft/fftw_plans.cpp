@@ -1,21 +1,16 @@
 #include "fft/fftw_plans.hpp"
 
-#include <chrono>
 #include <string>
 #include <vector>
 
 #include "comm/mpi_helpers.hpp"
 #include "geometry/decomposition.hpp"
 #include "base/errors.hpp"
+#include "base/timers.hpp"
 
 namespace pmewald {
 inline namespace fft {
 namespace detail {
-
-double now() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
 
 void check_mesh_and_options(MPI_Comm c, const Int3& mesh, CommMode mode, unsigned flags) {
   std::string err;
@@ -117,19 +112,17 @@ fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, c
 
 void execute_in_place(fftw_plan in_place, Complex* data, double& seconds) {
   if (!in_place) return;
-  const double t0 = now();
+  ScopedTimer timer(seconds);
   fftw_execute_dft(in_place, as_fftw(data), as_fftw(data));
-  seconds += now() - t0;
 }
 
 void execute_out_of_place(fftw_plan in_place, fftw_plan out_of_place, bool aligned, const Complex* src,
                           Complex* dst, std::int64_t n, Complex* const buffers[2], double& seconds) {
   if (n == 0) return;
   if (out_of_place && src != dst && aligned) {
-    const double t0 = now();
+    ScopedTimer timer(seconds);
     // FFTW's out-of-place complex transforms preserve their input by default.
     fftw_execute_dft(out_of_place, as_fftw(src), as_fftw(dst));
-    seconds += now() - t0;
     return;
   }
   auto ours = [&](const Complex* q) { return q == buffers[0] || q == buffers[1]; };

@@ -1,6 +1,6 @@
 // Internal helpers shared by the distributed FFT classes (fft3d.hpp: complex,
 // rfft3d.hpp: real-to-complex): argument checks, FFTW planning of a run of axes
-// of a box stored in some order, element copies and the wall clock.
+// of a box stored in some order, and element copies.
 #pragma once
 
 #include <fftw3.h>
@@ -17,8 +17,6 @@
 namespace pmewald {
 inline namespace fft {
 namespace detail {
-
-double now();
 
 inline fftw_complex* as_fftw(Complex* p) { return reinterpret_cast<fftw_complex*>(p); }
 inline fftw_complex* as_fftw(const Complex* p) { return reinterpret_cast<fftw_complex*>(const_cast<Complex*>(p)); }

@@ -2,12 +2,10 @@
 
 #include <stdexcept>
 
-#include "fft/fftw_plans.hpp"
+#include "base/timers.hpp"
 
 namespace pmewald {
 inline namespace fft {
-
-using detail::now;
 
 FFTWSerial3d::FFTWSerial3d(const Int3& mesh, unsigned flags) {
   n_ = static_cast<size_t>(mesh[0]) * mesh[1] * mesh[2];
@@ -30,10 +28,10 @@ FFTWSerial3d::~FFTWSerial3d() {
 }
 
 double FFTWSerial3d::pair_seconds() {
-  const double t0 = now();
+  const double t0 = wall_seconds();
   fftw_execute(f_);
   fftw_execute(g_);
-  const double t = now() - t0;
+  const double t = wall_seconds() - t0;
   const double s = 1.0 / static_cast<double>(n_);  // keep values bounded (not timed)
   for (size_t i = 0; i < n_; ++i) {
     a_[i][0] *= s;
@@ -76,10 +74,10 @@ FFTWSerialReal3d::~FFTWSerialReal3d() {
 }
 
 double FFTWSerialReal3d::pair_seconds() {
-  const double t0 = now();
+  const double t0 = wall_seconds();
   fftw_execute(f_);
   fftw_execute(g_);
-  const double t = now() - t0;
+  const double t = wall_seconds() - t0;
   const double s = 1.0 / static_cast<double>(n_);  // keep values bounded (not timed)
   for (size_t i = 0; i < n_; ++i) a_[i] *= s;
   return t;

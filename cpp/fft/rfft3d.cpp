@@ -4,6 +4,7 @@
 
 #include "geometry/decomposition.hpp"
 #include "base/errors.hpp"
+#include "base/timers.hpp"
 #include "fft/fftw_plans.hpp"
 
 namespace pmewald {
@@ -14,7 +15,6 @@ using detail::copy_elements;
 using detail::execute_in_place;
 using detail::execute_out_of_place;
 using detail::normalised;
-using detail::now;
 
 Box3 RealFFT3d::x_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(0, nranks, mesh, rank); }
 Box3 RealFFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank, int halved_axis) {
@@ -216,10 +216,11 @@ void RealFFT3d::r2c(const double* src, bool from_storage, Complex* dst) {
   }
   const bool dst_ok = aligned_like(dst, cbuf_[0]);
   Complex* d = dst_ok ? dst : cbuf_[0];
-  const double t0 = now();
-  // r2c out of place preserves its input (FFTW's default for r2c).
-  fftw_execute_dft_r2c(p, const_cast<double*>(s), as_fftw(d));
-  fft_seconds_[0] += now() - t0;
+  {
+    ScopedTimer timer(fft_seconds_[0]);
+    // r2c out of place preserves its input (FFTW's default for r2c).
+    fftw_execute_dft_r2c(p, const_cast<double*>(s), as_fftw(d));
+  }
   if (!dst_ok) {
     copy_elements(cbuf_[0], dst, box_[1].volume());
     ++unaligned_copies_;
@@ -238,9 +239,10 @@ void RealFFT3d::c2r(Complex* src, double* dst, bool to_storage) {
   }
   const bool dst_ok = aligned_like(dst, planned);
   double* d = dst_ok ? dst : planned;
-  const double t0 = now();
-  fftw_execute_dft_c2r(p, as_fftw(s), d);  // overwrites s
-  fft_seconds_[1] += now() - t0;
+  {
+    ScopedTimer timer(fft_seconds_[1]);
+    fftw_execute_dft_c2r(p, as_fftw(s), d);  // overwrites s
+  }
   if (!dst_ok) {
     copy_inbox(rbuf_, dst - in_offset_);
     ++unaligned_copies_;

@@ -1,6 +1,5 @@
 #include "realspace/realspace.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -9,6 +8,7 @@
 #include "comm/mpi_helpers.hpp"
 #include "realspace/erfc_table.hpp"
 #include "base/errors.hpp"
+#include "base/timers.hpp"
 #include "realspace/pair_kernel.hpp"
 #include "realspace/pair_search.hpp"
 
@@ -20,10 +20,6 @@ inline namespace realspace {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-inline double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 using detail::ConstI64;
 using detail::HalfPairKernel;
@@ -68,7 +64,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
   }
 
   std::string err;
-  const double t0 = now();
+  const double t0 = wall_seconds();
   if (n_o > 0) {
     // Cell grid over this rank's domain grown by the ghost margin, in
     // fractional coordinates; cell edges >= (cutoff / height) / reach along
@@ -182,8 +178,8 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
     Kokkos::deep_copy(sforce, 0.0);
 
-    t.t_cells = now() - t0;
-    const double t1 = now();
+    t.t_cells = wall_seconds() - t0;
+    const double t1 = wall_seconds();
     HalfPairKernel kern;
     kern.x = sx_;
     kern.y = sy_;
@@ -229,7 +225,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
       for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
     for (std::size_t g = 0; g < n_g; ++g)
       for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
-    t.t_pairs = now() - t1;
+    t.t_pairs = wall_seconds() - t1;
     t.real = sums(0);
     t.exclusion = sums(1);
     t.candidates = sums(8);
@@ -252,9 +248,8 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
   // Without pair terms only excluded pairs were seen, which never move
   // forces to ghosts.
   if (pair_terms) {
-    const double t2 = now();
+    ScopedTimer timer(t.t_pairs);
     mig.reverse_ghosts(ghost_force_.data(), forces.data());
-    t.t_pairs += now() - t2;
   }
   agree_or_throw(comm_, err);
   return t;
@@ -312,24 +307,24 @@ RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& 
     agree_or_throw(dup.get(), "box, mesh, cutoff, alpha and coulomb_constant must be the same on every rank");
 
   const PeriodicCell cell(box9);
-  double t = now();
+  double t = wall_seconds();
   ExclusionList excl(dup.get());
   excl.update(ids, n_local, exclusions, n_exclusions);
-  const double t_excl = now() - t;
-  t = now();
+  const double t_excl = wall_seconds() - t;
+  t = wall_seconds();
   Migration mig(dup.get());
   mig.set_geometry(cell, mesh);
   mig.forward(positions, charges, ids, n_local, excl.offsets(), excl.partners());
-  const double t_migrate = now() - t;
+  const double t_migrate = wall_seconds() - t;
   RealSpace rs(dup.get());
-  t = now();
+  t = wall_seconds();
   mig.exchange_ghosts(cutoff);
-  const double t_ghosts = now() - t;
+  const double t_ghosts = wall_seconds() - t;
   View2<double> f("realspace_forces", mig.n_owned(), 3);
   const RealSpaceTerms local = rs.compute_local(mig, cutoff, alpha, coulomb_constant, f);
-  t = now();
+  t = wall_seconds();
   mig.reverse(f.data(), 3, forces_out);
-  const double t_reverse = now() - t;
+  const double t_reverse = wall_seconds() - t;
   RealSpaceTerms out = RealSpace::reduce_terms(dup.get(), local, cell, alpha, coulomb_constant);
   out.t_migrate = t_migrate;
   out.t_exclusions = t_excl;

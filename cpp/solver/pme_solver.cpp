@@ -107,7 +107,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
   static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
   const bool ad = opt_.differentiation == Differentiation::AD;
   const Box3& ext = halo_->extended();
-  double t = MPI_Wtime();
+  double t = wall_seconds();
   // Stencils from the migration's own fractional coordinates, so ownership and
   // stencil base agree to the last bit.
   compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
@@ -152,7 +152,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
                                 std::size_t n, const std::int64_t* exclusions, std::size_t m,
                                 double* forces_out) {
   SolverResult res;
-  double t = MPI_Wtime();
+  double t = wall_seconds();
   // Exclusions are routed to the ranks holding their atoms (cached while the
   // ids and pairs do not change) and travel with the atoms as payload.
   exclusions_.update(ids, n, exclusions, m);
@@ -187,7 +187,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   reciprocal(res, f_rec_);
 
   // Total forces on owned atoms, global sums, and forces back to the callers.
-  t = MPI_Wtime();
+  t = wall_seconds();
   auto fr = f_real_;
   auto fk = f_rec_;
   double f2 = 0;

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -64,13 +65,10 @@ View1<const double> charges_arg(const darr& q, py::ssize_t n) {
   return View1<const double>(q.data(), n);
 }
 
-py::array_t<double> virial_matrix(const double* v) {
+py::array_t<double> virial_matrix(const Virial& v) {
   py::array_t<double> W({3, 3});
-  auto w = W.mutable_unchecked<2>();
-  w(0, 0) = v[0]; w(1, 1) = v[1]; w(2, 2) = v[2];
-  w(0, 1) = w(1, 0) = v[3];
-  w(0, 2) = w(2, 0) = v[4];
-  w(1, 2) = w(2, 1) = v[5];
+  const auto w = v.matrix();
+  std::copy(w.begin(), w.end(), W.mutable_data());
   return W;
 }
 
@@ -235,18 +233,18 @@ void bind_kernels(py::module_& m) {
         KSpaceSolver S(box_arg(box), mesh, alpha, order, coulomb_constant, kb, storage_order, layout);
         if (data.size() != kb.volume()) throw ValueError("data size does not match kbox");
         const Differentiation diff = parse_differentiation(differentiation);
-        double vir[6] = {0, 0, 0, 0, 0, 0};
+        Virial vir;
         py::array_t<std::complex<double>> out(data.size());
         const Complex* in = reinterpret_cast<const Complex*>(data.data());
         if (diff == Differentiation::AD) {
           std::copy(data.data(), data.data() + data.size(), out.mutable_data());
-          const double e = S.apply_ad(reinterpret_cast<Complex*>(out.mutable_data()), vir);
+          const double e = S.apply_ad(reinterpret_cast<Complex*>(out.mutable_data()), &vir);
           return py::tuple(py::make_tuple(e, virial_matrix(vir), out));
         }
         py::array_t<std::complex<double>> ey(data.size()), ez(data.size());
         const double e = S.apply_ik(in, reinterpret_cast<Complex*>(out.mutable_data()),
                                     reinterpret_cast<Complex*>(ey.mutable_data()),
-                                    reinterpret_cast<Complex*>(ez.mutable_data()), vir);
+                                    reinterpret_cast<Complex*>(ez.mutable_data()), &vir);
         return py::tuple(py::make_tuple(e, virial_matrix(vir), py::make_tuple(out, ey, ez)));
       },
       py::arg("box"), py::arg("mesh"), py::arg("alpha"), py::arg("order"),

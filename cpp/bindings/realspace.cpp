@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -124,7 +125,8 @@ void bind_realspace(py::module_& m) {
             compute_realspace(comm, box.data(), mesh, n ? pos.data() : nullptr, n ? q.data() : nullptr, idp, n,
                               exp, m_ex, cutoff, alpha, coulomb_constant, forces.mutable_data());
         py::array_t<double> virial({py::ssize_t{3}, py::ssize_t{3}});
-        for (int k = 0; k < 9; ++k) virial.mutable_data()[k] = t.virial[static_cast<std::size_t>(k)];
+        const auto w = t.virial.matrix();
+        std::copy(w.begin(), w.end(), virial.mutable_data());
         py::dict terms;
         terms["real"] = t.real;
         terms["self"] = t.self;
@@ -311,7 +313,7 @@ migration.)doc");
       },
       py::arg("ri"), py::arg("kqi"), py::arg("rj"), py::arg("qj"), py::arg("alpha"), py::arg("vector") = true,
       "The real-space pair kernel on one atom's partners (pair_kernel.hpp): returns (fr d per pair (n, 3), "
-      "[sum e, virial xx xy xz yy yz zz, force on i x y z]). vector=False: the scalar table kernel.");
+      "[sum e, virial xx yy zz xy xz yz, force on i x y z]). vector=False: the scalar table kernel.");
   r.def("pair_kernel_isa", &pair_kernel_isa, "Instruction set of the pair kernel chosen for this CPU.");
 
   r.def(

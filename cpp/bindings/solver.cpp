@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+
 #include "solver/pme_solver.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"
@@ -60,7 +62,8 @@ void bind_pme(py::module_& m) {
                             forces.mutable_data());
             }
             py::array_t<double> virial({3, 3});
-            for (int k = 0; k < 9; ++k) virial.mutable_data()[k] = r.virial[k];
+            const auto w = r.virial.matrix();
+            std::copy(w.begin(), w.end(), virial.mutable_data());
             py::dict d;
             d["energy"] = r.energy;
             d["forces"] = forces;

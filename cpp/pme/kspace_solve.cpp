@@ -185,7 +185,7 @@ void KSpaceSolver::set_box(const Mat3& box) {
 // Mode 0: energy only; 1: AD (in-place scale); 2: ik (three outputs).
 template <int Mode>
 double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex* ey,
-                         Complex* ez, double* virial) const {
+                         Complex* ez, Virial* virial) const {
   // Parallel over rows of the two slower storage axes; along the fastest axis the
   // frequency advances by one (with wrap), so no per-point index division.
   const IndexMap im = make_map(kbox_, perm_, mesh_);
@@ -293,20 +293,20 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
       },
       Kokkos::Sum<Acc7>(acc));
   if (want_vir)
-    for (int i = 0; i < 6; ++i) virial[i] += acc.v[i + 1];
+    for (int i = 0; i < Virial::kComponents; ++i) (*virial)[i] += acc.v[i + 1];
   return acc.v[0];
 }
 
-double KSpaceSolver::apply_ad(Complex* data, double* virial) const {
+double KSpaceSolver::apply_ad(Complex* data, Virial* virial) const {
   return run<1>(data, data, nullptr, nullptr, nullptr, virial);
 }
 
 double KSpaceSolver::apply_ik(const Complex* data, Complex* ex, Complex* ey, Complex* ez,
-                              double* virial) const {
+                              Virial* virial) const {
   return run<2>(nullptr, data, ex, ey, ez, virial);
 }
 
-double KSpaceSolver::energy(const Complex* data, double* virial) const {
+double KSpaceSolver::energy(const Complex* data, Virial* virial) const {
   return run<0>(nullptr, data, nullptr, nullptr, nullptr, virial);
 }
 

@@ -10,8 +10,8 @@
 //   W_ab  = sum_m G(m)|Q^(m)|^2 (delta_ab - 2 (1 + pi^2 |m~|^2/alpha^2) m~_a m~_b / |m~|^2)
 //
 // W is the virial W = -dE/d(eps) under the strain r -> (1+eps) r of positions
-// and box rows (for the total Coulomb energy trace W = E). Virial arrays are
-// 6-vectors ordered (xx, yy, zz, xy, xz, yz) and are ADDED to.
+// and box rows (for the total Coulomb energy trace W = E), ADDED to a Virial
+// (base/virial.hpp).
 //
 // Storage: the rank holds the sub-box kbox (global indices in [0, K), any
 // sub-box of the full mesh) stored with axis storage_order[0] slowest and
@@ -28,6 +28,7 @@
 
 #include "geometry/index_box.hpp"
 #include "base/kokkos_types.hpp"
+#include "base/virial.hpp"
 #include "geometry/lattice.hpp"
 
 namespace pmewald {
@@ -60,17 +61,17 @@ class KSpaceSolver {
   // (2 G data with layout().unnormalised_backward; likewise for ik below).
   // Returns this rank's share of E_rec (computed from the input data) and
   // adds this rank's share of the virial (if virial != nullptr).
-  double apply_ad(Complex* data, double* virial) const;
+  double apply_ad(Complex* data, Virial* virial) const;
 
   // ik: e_a(m) = -i k'_a 2 N G(m) data(m), k' = 2 pi recip @ m' where m' is m
   // with Nyquist components (m_d = K_d/2, K_d even) set to 0 (so the fields are
   // real). Backward FFTs of e_x, e_y, e_z give the field E = -grad phi on the mesh.
   // data is not modified. Returns the energy share, adds the virial share.
   double apply_ik(const Complex* data, Complex* ex, Complex* ey, Complex* ez,
-                  double* virial) const;
+                  Virial* virial) const;
 
   // Energy share (and virial share) only; data untouched.
-  double energy(const Complex* data, double* virial) const;
+  double energy(const Complex* data, Virial* virial) const;
 
   const Box3& kbox() const { return kbox_; }
   const SpectrumLayout& layout() const { return layout_; }
@@ -85,7 +86,7 @@ class KSpaceSolver {
   Influence influence_fn() const;
   template <int Mode>
   double run(Complex* data, const Complex* in, Complex* ex, Complex* ey, Complex* ez,
-             double* virial) const;
+             Virial* virial) const;
 
   Mat3 box_{}, recip_{};
   Int3 mesh_{};

@@ -103,13 +103,13 @@ ReciprocalResult reciprocal_serial(const Mat3& box, View2<const double> position
     for (std::size_t t = 0; t < N; ++t) d[t] *= invN;
   };
   if (diff == Differentiation::AD) {
-    res.energy = solver.apply_ad(q.p, res.virial);
+    res.energy = solver.apply_ad(q.p, &res.virial);
     backward(q.p);
     fill(q.p, eb, mesh, ext);
     gather_ad(st, recip, mesh, charges, eb, ext, forces, potential);
   } else {
     Buf ex{alloc()}, ey{alloc()}, ez{alloc()};
-    res.energy = solver.apply_ik(q.p, ex.p, ey.p, ez.p, res.virial);
+    res.energy = solver.apply_ik(q.p, ex.p, ey.p, ez.p, &res.virial);
     View3<double> gx("ex", es[0], es[1], es[2]), gy("ey", es[0], es[1], es[2]),
         gz("ez", es[0], es[1], es[2]);
     backward(ex.p);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/kokkos_types.hpp"
+#include "base/virial.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
 
@@ -14,7 +15,7 @@ inline namespace pme {
 
 struct ReciprocalResult {
   double energy = 0;
-  double virial[6] = {0, 0, 0, 0, 0, 0};  // xx, yy, zz, xy, xz, yz
+  Virial virial;
 };
 
 // positions (n,3), charges (n); forces (n,3) and potential (n) are overwritten

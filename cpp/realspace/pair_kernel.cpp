@@ -179,7 +179,7 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
     w12 += fyb * dz;
     w22 += fzb * dz;
   }
-  const V* sums[PairBatchAcc::kSize] = {&e, &w00, &w01, &w02, &w11, &w12, &w22, &fxi, &fyi, &fzi};
+  const V* sums[PairBatchAcc::kSize] = {&e, &w00, &w11, &w22, &w01, &w02, &w12, &fxi, &fyi, &fzi};
   for (int s = 0; s < PairBatchAcc::kSize; ++s) {
     double t = 0;
     for (int l = 0; l < L; ++l) t += (*sums[s])[l];

@@ -11,8 +11,8 @@
 // Every pair counts fully (the search hands each pair to exactly one rank).
 // Writes fr d of pair b to (fx, fy, fz)[b] (the caller subtracts it from j;
 // the arrays need room for n rounded up to a multiple of 8, n <= kMaxBatch)
-// and ADDS to acc[0..9]: sum e, the virial sum fr d_a d_b as
-// (xx, xy, xz, yy, yz, zz), and the force on i (fx, fy, fz).
+// and ADDS to acc[0..9]: sum e, the virial sum fr d_a d_b in base/virial.hpp's
+// order (xx, yy, zz, xy, xz, yz), and the force on i (fx, fy, fz).
 //
 // erfc(x) = exp(-x^2) erfcx(x): exp by range reduction and a polynomial,
 // erfcx by a polynomial in (x - 4)/(x + 4) (both ~1e-15 relative), valid for
@@ -24,11 +24,14 @@
 
 #include <cstdint>
 
+#include "base/virial.hpp"
+
 namespace pmewald {
 inline namespace realspace {
 
 struct PairBatchAcc {
-  static constexpr int kSize = 10;  // E, W xx xy xz yy yz zz, F_i x y z
+  static constexpr int kSize = 10;  // E, W xx yy zz xy xz yz (Virial's order), F_i x y z
+  static constexpr int kEnergy = 0, kVirial = 1, kForce = 7;
 
   // One pair in the scalar paths (erfc_pair_batch_scalar, excluded pairs): its
   // force on i f = fr d, the weighted virial w f_a d_b into acc[1..6] and f into
@@ -37,12 +40,12 @@ struct PairBatchAcc {
     f[0] = fr * dx;
     f[1] = fr * dy;
     f[2] = fr * dz;
-    acc[1] += w * f[0] * dx;
-    acc[2] += w * f[0] * dy;
-    acc[3] += w * f[0] * dz;
-    acc[4] += w * f[1] * dy;
-    acc[5] += w * f[1] * dz;
-    acc[6] += w * f[2] * dz;
+    acc[kVirial + Virial::XX] += w * f[0] * dx;
+    acc[kVirial + Virial::YY] += w * f[1] * dy;
+    acc[kVirial + Virial::ZZ] += w * f[2] * dz;
+    acc[kVirial + Virial::XY] += w * f[0] * dy;
+    acc[kVirial + Virial::XZ] += w * f[0] * dz;
+    acc[kVirial + Virial::YZ] += w * f[1] * dz;
     acc[7] += f[0];
     acc[8] += f[1];
     acc[9] += f[2];

@@ -40,7 +40,7 @@ using ScatterForces = Kokkos::Experimental::ScatterView<double**, Kokkos::Layout
 // counts half on each side and only its owned atom gets the force.
 struct HalfPairKernel {
   using value_type = double[];
-  unsigned value_count = 10;  // E_real, E_excl, W00, W01, W02, W11, W12, W22, candidates, pairs
+  unsigned value_count = 10;  // E_real, E_excl, W (6, Virial's order), candidates, pairs
   static constexpr int kBatch = kMaxBatch;
   // Cells per cutoff along each axis (a pair within the cutoff is at most
   // that many cells apart); x cells are finer in orthorhombic boxes.
@@ -239,7 +239,8 @@ struct HalfPairKernel {
     for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
     acc[0] += sums[0];
     acc[1] += e_excl;
-    for (int v = 1; v <= 6; ++v) acc[1 + v] += sums[v] + excl_sums[v];
+    for (int v = 0; v < Virial::kComponents; ++v)
+      acc[2 + v] += sums[PairBatchAcc::kVirial + v] + excl_sums[PairBatchAcc::kVirial + v];
     acc[8] += candidates;
     acc[9] += evaluated;
   }

@@ -230,8 +230,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     t.exclusion = sums(1);
     t.candidates = sums(8);
     t.pairs = sums(9);
-    const double w[6] = {sums(2), sums(3), sums(4), sums(5), sums(6), sums(7)};
-    t.virial = {w[0], w[1], w[2], w[1], w[3], w[4], w[2], w[4], w[5]};
+    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums(2 + k);
 
     for (std::size_t i = 0; i < n_o && err.empty(); ++i)
       for (std::int64_t e = excl_off[i]; e < excl_off[i + 1]; ++e)
@@ -258,19 +257,20 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
 RealSpaceTerms RealSpace::reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
                                        const PeriodicCell& cell, double alpha,
                                        double coulomb_constant) {
-  double in[13] = {local.real, local.exclusion, local.sum_q, local.sum_q2};
-  for (int k = 0; k < 9; ++k) in[4 + k] = local.virial[static_cast<std::size_t>(k)];
-  double out[13];
-  check_mpi(MPI_Allreduce(in, out, 13, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
+  constexpr int kCount = 4 + Virial::kComponents;
+  double in[kCount] = {local.real, local.exclusion, local.sum_q, local.sum_q2};
+  for (int k = 0; k < Virial::kComponents; ++k) in[4 + k] = local.virial[k];
+  double out[kCount];
+  check_mpi(MPI_Allreduce(in, out, kCount, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
   RealSpaceTerms t;
   t.real = out[0];
   t.exclusion = out[1];
   t.sum_q = out[2];
   t.sum_q2 = out[3];
-  for (int k = 0; k < 9; ++k) t.virial[static_cast<std::size_t>(k)] = out[4 + k];
+  for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = out[4 + k];
   t.self = -coulomb_constant * alpha / std::sqrt(kPi) * t.sum_q2;
   t.background = -coulomb_constant * kPi * t.sum_q * t.sum_q / (2.0 * cell.volume * alpha * alpha);
-  for (int d = 0; d < 3; ++d) t.virial[static_cast<std::size_t>(4 * d)] += t.background;
+  t.virial.add_isotropic(t.background);
   return t;
 }
 

@@ -27,19 +27,20 @@
 #include <vector>
 
 #include "base/kokkos_types.hpp"
+#include "base/virial.hpp"
 #include "realspace/migration.hpp"
 #include "realspace/exclusions.hpp"
 
 namespace pmewald {
 inline namespace realspace {
 
-// Energies and virial (row-major 3x3).
+// Energies and virial.
 struct RealSpaceTerms {
   double real = 0;        // erfc pair sum
   double exclusion = 0;   // -erf corrections of excluded pairs
   double self = 0;        // -k alpha / sqrt(pi) sum q^2
   double background = 0;  // -k pi Q^2 / (2 V alpha^2)
-  std::array<double, 9> virial{};  // of real + exclusion + background
+  Virial virial;  // of real + exclusion + background
   double sum_q = 0, sum_q2 = 0;
   // Wall seconds on this rank, by phase (filled by compute_realspace; the
   // pair kernel time also by compute_local as `pairs`, cell list as `cells`).

@@ -118,10 +118,10 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
   t = timers_.lap("ghost", t);
   fft_->forward(grid_.data(), kspace_c_.data());
   t = timers_.lap("fft", t);
-  double vir6[6] = {0, 0, 0, 0, 0, 0};
+  Virial vir;
   double e_rec = 0;
   if (ad) {
-    e_rec = kspace_->apply_ad(kspace_c_.data(), vir6);
+    e_rec = kspace_->apply_ad(kspace_c_.data(), &vir);
     t = timers_.lap("solve", t);
     fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false);
     t = timers_.lap("fft", t);
@@ -131,7 +131,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
                        View1<double>());
     t = timers_.lap("gather", t);
   } else {
-    e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), vir6);
+    e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
     t = timers_.lap("solve", t);
     for (int a = 0; a < 3; ++a) {
       fft_->backward_destroying_input(kfield_[a].data(), field_[a].data(), false);
@@ -143,9 +143,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
     t = timers_.lap("gather", t);
   }
   res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
-  // (xx, yy, zz, xy, xz, yz) -> row-major symmetric
-  const int map[9] = {0, 3, 4, 3, 1, 5, 4, 5, 2};
-  for (int k = 0; k < 9; ++k) res.virial[k] = vir6[map[k]];
+  res.virial = vir;
 }
 
 SolverResult PMESolver::compute(const double* positions, const double* charges, const std::int64_t* ids,
@@ -200,11 +198,12 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
         }
       },
       f2);
-  double sums[11];
+  constexpr int kSums = 2 + Virial::kComponents;  // reciprocal energy, virial, sum |F|^2
+  double sums[kSums];
   sums[0] = res.terms["reciprocal"];
-  for (int k = 0; k < 9; ++k) sums[1 + k] = res.virial[k];
-  sums[10] = f2;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, 11, MPI_DOUBLE, MPI_SUM, comm_.get()), "MPI_Allreduce");
+  for (int k = 0; k < Virial::kComponents; ++k) sums[1 + k] = res.virial[k];
+  sums[kSums - 1] = f2;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, kSums, MPI_DOUBLE, MPI_SUM, comm_.get()), "MPI_Allreduce");
   long long n_local = static_cast<long long>(n), n_total = 0;
   check_mpi(MPI_Allreduce(&n_local, &n_total, 1, MPI_LONG_LONG, MPI_SUM, comm_.get()), "MPI_Allreduce");
   t = timers_.lap("reduce", t);
@@ -217,8 +216,8 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   res.terms["self"] = terms.self;
   res.terms["background"] = terms.background;
   res.energy = sums[0] + terms.energy();
-  for (int k = 0; k < 9; ++k) res.virial[k] = sums[1 + k] + terms.virial[k];
-  res.sum_force2 = sums[10];
+  for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[1 + k] + terms.virial[k];
+  res.sum_force2 = sums[kSums - 1];
   res.sum_q = terms.sum_q;
   res.sum_q2 = terms.sum_q2;
   res.n_atoms = n_total;

@@ -31,6 +31,7 @@
 #include "pme/kspace_solve.hpp"
 #include "pme/spread.hpp"
 #include "base/timers.hpp"
+#include "base/virial.hpp"
 
 namespace pmewald {
 inline namespace solver {
@@ -50,7 +51,7 @@ struct SolverOptions {
 struct SolverResult {
   double energy = 0;
   std::map<std::string, double> terms;  // real, reciprocal, self, background, exclusion
-  std::array<double, 9> virial{};       // row-major, W = -dE/d(eps)
+  Virial virial;                        // W = -dE/d(eps); virial.matrix() is the 3x3
   double sum_force2 = 0;                // sum over all atoms of |F_i|^2
   double sum_q = 0, sum_q2 = 0;
   std::int64_t n_atoms = 0;

@@ -177,20 +177,12 @@ PMEWALD_TARGET_V3 void gather_ik_v3(const GatherArgs& A, std::size_t i0, std::si
 
 template <int P>
 void gather_ad_rows(const GatherArgs& A, std::size_t i0, std::size_t i1) {
-#if PMEWALD_X86_DISPATCH
-  if (simd::isa() == simd::Isa::V4) return gather_ad_v4<P>(A, i0, i1);
-  if (simd::isa() == simd::Isa::V3) return gather_ad_v3<P>(A, i0, i1);
-#endif
-  gather_ad_generic<P>(A, i0, i1);
+  simd::choose(PMEWALD_SIMD_VERSIONS(gather_ad_v4<P>, gather_ad_v3<P>, gather_ad_generic<P>))(A, i0, i1);
 }
 
 template <int P>
 void gather_ik_rows(const GatherArgs& A, std::size_t i0, std::size_t i1) {
-#if PMEWALD_X86_DISPATCH
-  if (simd::isa() == simd::Isa::V4) return gather_ik_v4<P>(A, i0, i1);
-  if (simd::isa() == simd::Isa::V3) return gather_ik_v3<P>(A, i0, i1);
-#endif
-  gather_ik_generic<P>(A, i0, i1);
+  simd::choose(PMEWALD_SIMD_VERSIONS(gather_ik_v4<P>, gather_ik_v3<P>, gather_ik_generic<P>))(A, i0, i1);
 }
 
 // Atoms in chunks of 256, the chunks spread over the execution space's

@@ -106,11 +106,7 @@ PMEWALD_TARGET_V3 void spread_rows_v3(const SpreadArgs& a) {
 
 template <int P>
 void spread_rows(const SpreadArgs& a) {
-#if PMEWALD_X86_DISPATCH
-  if (simd::isa() == simd::Isa::V4) return spread_rows_v4<P>(a);
-  if (simd::isa() == simd::Isa::V3) return spread_rows_v3<P>(a);
-#endif
-  spread_rows_generic<P>(a);
+  simd::choose(PMEWALD_SIMD_VERSIONS(spread_rows_v4<P>, spread_rows_v3<P>, spread_rows_generic<P>))(a);
 }
 
 void check_common(const Int3& mesh, int order, std::size_t n_pos) {

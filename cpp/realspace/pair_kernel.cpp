@@ -422,19 +422,8 @@ int select_base(const NeighbourQuery& qr, int jb, int je, int* list, int n, int*
 }
 
 struct Dispatch {
-  BatchFn fn = batch_base;
-  SelectFn sel = select_base;
-  Dispatch() {
-#if PMEWALD_X86_DISPATCH
-    if (simd::isa() == simd::Isa::V4) {
-      fn = batch_v4;
-      sel = select_v4;
-    } else if (simd::isa() == simd::Isa::V3) {
-      fn = batch_v3;
-      sel = select_v3;
-    }
-#endif
-  }
+  BatchFn fn = simd::choose<BatchFn>(PMEWALD_SIMD_VERSIONS(batch_v4, batch_v3, batch_base));
+  SelectFn sel = simd::choose<SelectFn>(PMEWALD_SIMD_VERSIONS(select_v4, select_v3, select_base));
 };
 
 const Dispatch& dispatch() {

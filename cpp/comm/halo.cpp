@@ -1,5 +1,6 @@
 #include "comm/halo.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "base/errors.hpp"
@@ -54,24 +55,54 @@ Box3 halo_extended_box(const Box3& brick, int ghost) {
   return e;
 }
 
-ExchangeLists halo_lists(const std::vector<Box3>& bricks, const Int3& mesh, int ghost, int me) {
+namespace {
+
+std::vector<Box3> extended_boxes(const std::vector<Box3>& bricks, int ghost) {
+  std::vector<Box3> e;
+  e.reserve(bricks.size());
+  for (const Box3& b : bricks) e.push_back(halo_extended_box(b, ghost));
+  return e;
+}
+
+}  // namespace
+
+HaloLayout::HaloLayout(const std::vector<Box3>& bricks_in, const Int3& mesh_in, int ghost_in)
+    : mesh(mesh_in), ghost(ghost_in), bricks(bricks_in), extended(extended_boxes(bricks_in, ghost_in)) {
   for (int d = 0; d < 3; ++d)
     if (ghost >= mesh[d] && ghost > 0)
       throw ValueError("halo: the mesh (" + std::to_string(mesh[d]) + " points along an axis) must be larger than " +
                        "the ghost width " + std::to_string(ghost) + " (mesh >= spline order)");
-  const int P = static_cast<int>(bricks.size());
+}
+
+ExchangeLists halo_lists(const HaloLayout& layout, int me, std::int64_t* examined) {
+  const int P = layout.size();
+  const Int3& mesh = layout.mesh;
+  const std::vector<Box3>& bricks = layout.bricks.boxes();
+  const std::vector<Box3>& exts = layout.extended.boxes();
   const Box3& my_brick = bricks[me];
-  const Box3 my_ext = halo_extended_box(my_brick, ghost);
+  const Box3& my_ext = exts[me];
   ExchangeLists L;
   L.src_size = L.dst_size = my_ext.volume();
-  // Ring order from me+1, as in the remaps; the self pieces go to the self lists.
-  for (int k = 1; k <= P; ++k) {
-    const int other = (me + k) % P;
+  // Partners: ranks whose extended box holds an image of my brick (I send), and
+  // ranks with an image of their brick in my extended box (I receive).
+  std::vector<int> partners;
+  for (int nx = -1; nx <= 0; ++nx)
+    for (int ny = -1; ny <= 0; ++ny)
+      for (int nz = -1; nz <= 0; ++nz) {
+        const Int3 n{nx, ny, nz}, minus{-nx, -ny, -nz};
+        for (int r : layout.extended.overlapping(shifted(my_brick, n, mesh), examined)) partners.push_back(r);
+        for (int r : layout.bricks.overlapping(shifted(my_ext, minus, mesh), examined)) partners.push_back(r);
+      }
+  // Ring order from me+1, as in the remaps; the self piece (me) comes last.
+  auto ring = [&](int r) { return (r - me - 1 + P) % P; };
+  std::sort(partners.begin(), partners.end(), [&](int a, int b) { return ring(a) < ring(b); });
+  partners.erase(std::unique(partners.begin(), partners.end()), partners.end());
+  if (partners.empty() || partners.back() != me) partners.push_back(me);
+  for (const int other : partners) {
     const bool self = other == me;
     // As owner: my brick points that `other` holds as ghosts.
     std::vector<Index> send;
-    const Box3 other_ext = halo_extended_box(bricks[other], ghost);
-    for_each_shared_point(other_ext, my_brick, mesh, self, [&](int x, int y, int z, const Int3& n) {
+    for_each_shared_point(exts[other], my_brick, mesh, self, [&](int x, int y, int z, const Int3& n) {
       const Index src = local_index(my_ext, x - n[0] * mesh[0], y - n[1] * mesh[1], z - n[2] * mesh[2]);
       if (self) {
         L.self_src.push_back(src);
@@ -95,6 +126,10 @@ ExchangeLists halo_lists(const std::vector<Box3>& bricks, const Int3& mesh, int 
     }
   }
   return L;
+}
+
+ExchangeLists halo_lists(const std::vector<Box3>& bricks, const Int3& mesh, int ghost, int me) {
+  return halo_lists(HaloLayout(bricks, mesh, ghost), me);
 }
 
 Halo::Halo(MPI_Comm comm, const std::vector<Box3>& bricks, const Int3& mesh, int ghost, CommMode mode)

@@ -11,12 +11,17 @@
 // values to ghost points (fill, Assign) and whose Reverse direction carries ghost
 // values back to their owners (reduce, Add). Ranks with an empty brick hold no
 // ghosts. The geometry is computed from the deterministic brick layout, so
-// building the plan needs no communication beyond the plan's own check.
+// building the plan needs no communication beyond the plan's own check, and the
+// lists of any rank can be built without MPI (HaloLayout + halo_lists: what the
+// tests check for virtual rank counts).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm/exchange.hpp"
+#include "geometry/box_index.hpp"
 #include "geometry/index_box.hpp"
 
 namespace pmewald {
@@ -25,8 +30,22 @@ inline namespace comm {
 // Extended box of a brick (empty when the brick is empty).
 Box3 halo_extended_box(const Box3& brick, int ghost);
 
-// The explicit exchange lists of the halo of `me` among `bricks` (one per rank).
-// Pure function (no MPI): tested for virtual rank counts.
+// Every rank's brick and extended box, indexed once (BoxIndex) so that each rank's
+// lists cost O(its partners + the points it moves). Throws ValueError when the
+// ghost width is not smaller than the mesh along every axis.
+struct HaloLayout {
+  HaloLayout(const std::vector<Box3>& bricks, const Int3& mesh, int ghost);
+  Int3 mesh;
+  int ghost;
+  BoxIndex bricks;    // rank r's brick is bricks.boxes()[r]
+  BoxIndex extended;  // its extended box (halo_extended_box)
+  int size() const { return bricks.size(); }
+};
+
+// The explicit exchange lists of the halo of rank `me`: messages in ring order from
+// me + 1, the self piece (periodic images of a rank's own brick) apart. Pure: no
+// MPI. `examined` (optional) is increased by the candidate boxes looked at.
+ExchangeLists halo_lists(const HaloLayout& layout, int me, std::int64_t* examined = nullptr);
 ExchangeLists halo_lists(const std::vector<Box3>& bricks, const Int3& mesh, int ghost, int me);
 
 class Halo {

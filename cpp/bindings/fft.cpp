@@ -212,11 +212,11 @@ void bind_fft(py::module_& m) {
              MPI_Comm c = comm_from_python(comm, "comm");
              const Box3 in = box_from_python(inbox, "inbox");
              const Box3 out = box_from_python(outbox, "outbox");
-             CommMode cm;
-             unsigned flags;
-             options_from_python(c, mode, planner, cm, flags);
+             FFTOptions o;
+             options_from_python(c, mode, planner, o.mode, o.fftw_flags);
+             o.collective_self_via_mpi = self_via_mpi;
              // The GIL stays held: FFTW's planner is not thread-safe.
-             return std::make_unique<FFT3d>(c, mesh, in, out, cm, flags, self_via_mpi);
+             return std::make_unique<FFT3d>(c, mesh, in, out, o);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
            py::arg("planner"), py::arg("collective_self_via_mpi") = kCollectiveSelfViaMpi)
@@ -247,12 +247,12 @@ void bind_fft(py::module_& m) {
              MPI_Comm c = comm_from_python(comm, "comm");
              const Box3 in = box_from_python(inbox, "inbox");
              const Box3 out = box_from_python(outbox, "outbox");
-             std::optional<Box3> storage;
-             if (!in_storage.is_none()) storage = box_from_python(in_storage, "in_storage");
-             CommMode cm;
-             unsigned flags;
-             options_from_python(c, mode, planner, cm, flags);
-             return std::make_unique<RealFFT3d>(c, mesh, in, out, cm, flags, storage, halved_axis, self_via_mpi);
+             RealFFTOptions o;
+             if (!in_storage.is_none()) o.in_storage = box_from_python(in_storage, "in_storage");
+             options_from_python(c, mode, planner, o.mode, o.fftw_flags);
+             o.halved_axis = halved_axis;
+             o.collective_self_via_mpi = self_via_mpi;
+             return std::make_unique<RealFFT3d>(c, mesh, in, out, o);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
            py::arg("planner"), py::arg("in_storage") = py::none(), py::arg("halved_axis") = 0,

@@ -1,20 +1,12 @@
-// Distributed 3-D complex FFT over MPI: remaps (exchange.hpp / remap.hpp) plus
-// batched 1-D FFTW transforms.
-//
-// Stages (s = 0..4) and the remaps between them (t = 0..3, from stage t to t+1):
+// Distributed 3-D complex FFT over MPI: the front end of the pencil pipeline
+// (pencil_pipeline.hpp) over all five stages of stage_plan.hpp:
 //
 //   0 inbox (C order) --in->x--> 1 x-pencils --x->y--> 2 y-pencils --y->z-->
 //   3 z-pencils (C order) --z->out--> 4 outbox (C order)
 //
-// with 1-D FFTs along x at stage 1, y at stage 2 and z at stage 3. A pencil stage
-// is stored with its FFT axis fastest (x-pencils as [y][z][x], y-pencils as
-// [z][x][y], z-pencils as [x][y][z]) so each batch of 1-D FFTs is contiguous,
-// except that when a rank's x- or y-pencil box equals its previous box, the data
-// stays where and as it is (no copy). Stages joined by such skipped remaps form a
-// group whose axes FFTW transforms with one multi-dimensional plan (on one rank:
-// a single 3-D plan).
-// z-pencils are always C order, so a k-space solve can work there directly.
-// A remap that moves nothing on this rank (same box, same order) is skipped; with
+// with 1-D FFTs along x at stage 1, y at stage 2 and z at stage 3 (stages joined by
+// skipped remaps: one multi-dimensional FFTW plan; on one rank a single 3-D plan).
+// z-pencils are always C order, so a k-space solve can work there directly; with
 // outbox == z_pencil_box(...) the last remap disappears.
 //
 // backward() runs the stages in reverse (each remap's exchange reversed) and
@@ -30,11 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/mpi_helpers.hpp"
-#include "comm/exchange.hpp"
-#include "geometry/index_box.hpp"
 #include "base/kokkos_types.hpp"
+#include "comm/exchange.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "fft/pencil_pipeline.hpp"
 #include "fft/remap.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald {
 inline namespace fft {
@@ -47,14 +40,9 @@ class FFT3d {
   // Collective over `comm` (duplicated internally). `inbox` and `outbox` are this
   // rank's boxes; over all ranks each set must tile the mesh exactly (checked
   // collectively: ValueError on every rank otherwise; likewise when mesh, mode or
-  // flags differ between ranks). `fftw_flags`: FFTW_ESTIMATE, FFTW_MEASURE, ...
-  // `collective_self_via_mpi`: see CollectiveExecutor (measurement knob).
+  // flags differ between ranks).
   FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox,
-        CommMode mode = CommMode::Nonblocking, unsigned fftw_flags = FFTW_MEASURE,
-        bool collective_self_via_mpi = kCollectiveSelfViaMpi);
-  ~FFT3d();
-  FFT3d(const FFT3d&) = delete;
-  FFT3d& operator=(const FFT3d&) = delete;
+        const FFTOptions& options = FFTOptions{});
 
   // Pencil boxes of `rank` of `nranks` (decomposition.hpp's pencil_box).
   static Box3 x_pencil_box(const Int3& mesh, int nranks, int rank);
@@ -71,59 +59,36 @@ class FFT3d {
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   const Int3& mesh() const { return mesh_; }
-  CommMode mode() const { return mode_; }
-  unsigned fftw_flags() const { return flags_; }
-  const Box3& inbox() const { return box_[0]; }
-  const Box3& outbox() const { return box_[4]; }
-  const Box3& x_pencil() const { return box_[1]; }
-  const Box3& y_pencil() const { return box_[2]; }
-  const Box3& z_pencil() const { return box_[3]; }
-  const Box3& stage_box(int s) const { return box_.at(s); }
-  const Order3& stage_order(int s) const { return order_.at(s); }
+  CommMode mode() const { return options_.mode; }
+  unsigned fftw_flags() const { return options_.fftw_flags; }
+  const FFTOptions& options() const { return options_; }
+  const Box3& inbox() const { return stage_box(0); }
+  const Box3& outbox() const { return stage_box(4); }
+  const Box3& x_pencil() const { return stage_box(1); }
+  const Box3& y_pencil() const { return stage_box(2); }
+  const Box3& z_pencil() const { return stage_box(3); }
+  const Box3& stage_box(int s) const { return pipeline_->stages().box.at(s); }
+  const Order3& stage_order(int s) const { return pipeline_->stages().order.at(s); }
 
-  // Remap t (0..3): "in->x", "x->y", "y->z", "z->out" forward; the backward
-  // transform runs them reversed as "x->in", "y->x", "z->y", "out->z".
-  static std::string remap_name(int t, Direction d);
+  // Remap names: see stage_plan.hpp's remap_name.
+  static std::string remap_name(int t, Direction d) { return fft::remap_name(t, d); }
   // Whether this rank moves data in remap t (false: skipped here).
-  bool remap_active(int t) const { return !remaps_.at(t)->identity(); }
+  bool remap_active(int t) const { return !pipeline_->remap_identity(t); }
   // Exchange counters of remap t in direction d (zeros when no exchange was built).
-  const ExchangeStats& remap_stats(int t, Direction d) const;
-  const RemapPlan& remap_plan(int t) const { return *remaps_.at(t); }
-  double fft_seconds(Direction d) const { return fft_seconds_[static_cast<int>(d)]; }
+  const ExchangeStats& remap_stats(int t, Direction d) const { return pipeline_->remap_stats(t, d); }
+  const RemapPlan& remap_plan(int t) const { return pipeline_->remap(t); }
+  double fft_seconds(Direction d) const { return pipeline_->fft_seconds(d); }
   std::int64_t executions(Direction d) const { return executions_[static_cast<int>(d)]; }
   void reset_stats();
   // The FFT groups on this rank, e.g. "xyz" (one rank: one 3-D FFTW plan) or "xy,z".
-  std::string fft_groups() const;
+  std::string fft_groups() const { return pipeline_->stages().groups(); }
 
  private:
-  void fft_in_place(int stage, Complex* data, Direction d);
-  // Transforms stage `stage` from src into dst (dst != src may be a caller's
-  // array): FFTW out of place when alignments allow, else copy + in place.
-  void fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d);
-  bool fftw_aligned(const void* p) const;
-  Complex* other_buffer(const Complex* p) const { return p == buf_[0] ? buf_[1] : buf_[0]; }
-
   Comm comm_;
   Int3 mesh_;
-  CommMode mode_;
-  unsigned flags_;
-  std::array<Box3, kStages> box_;
-  std::array<Order3, kStages> order_;
-  std::array<std::shared_ptr<RemapPlan>, kRemaps> remaps_;
-  std::array<std::unique_ptr<ExchangeExecutor<Complex>>, kRemaps> exec_;
-  // FFTW plans per FFT stage (1..3) and direction, in place on buf_[0]; null when
-  // the stage is empty on this rank. oop_: out of place (buf_[0] -> buf_[1]) for
-  // the stages whose input comes from, or output goes to, the caller's array.
-  std::array<std::array<fftw_plan, 2>, kStages> plans_{};
-  std::array<std::array<fftw_plan, 2>, kStages> oop_{};
-  // FFT stages joined by skipped remaps share one plan, stored at the group's
-  // first stage: group_first_[s] / group_last_[s] for s = 1..3.
-  std::array<int, kStages> group_first_{}, group_last_{};
-  Complex* buf_[2] = {nullptr, nullptr};
-  std::int64_t buf_size_ = 0;
-  std::array<double, 2> fft_seconds_{0, 0};
+  FFTOptions options_;
+  std::unique_ptr<PencilPipeline> pipeline_;
   std::array<std::int64_t, 2> executions_{0, 0};
-  ExchangeStats zero_stats_;
 };
 
 }  // namespace fft

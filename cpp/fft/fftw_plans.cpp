@@ -1,58 +1,10 @@
 #include "fft/fftw_plans.hpp"
 
-#include <string>
-#include <vector>
-
-#include "comm/mpi_helpers.hpp"
-#include "geometry/decomposition.hpp"
-#include "base/errors.hpp"
 #include "base/timers.hpp"
 
 namespace pmewald {
 inline namespace fft {
 namespace detail {
-
-void check_mesh_and_options(MPI_Comm c, const Int3& mesh, CommMode mode, unsigned flags) {
-  std::string err;
-  for (int d = 0; d < 3; ++d)
-    if (mesh[d] < 1) err = "mesh dimensions must be positive";
-  if (err.empty() && static_cast<std::int64_t>(mesh[0]) * mesh[1] * mesh[2] > INT32_MAX)
-    err = "mesh too large for 32-bit local indices";
-  agree_or_throw(c, err);
-  if (!same_on_all_ranks(c, {double(mesh[0]), double(mesh[1]), double(mesh[2]), double(static_cast<int>(mode)),
-                             double(flags)}))
-    agree_or_throw(c, "the mesh, comm_mode and FFTW flags must be the same on every rank");
-}
-
-void check_tilings(MPI_Comm c, const Int3& in_mesh, const Box3& inbox, const Int3& out_mesh, const Box3& outbox) {
-  int me = 0, P = 1;
-  MPI_Comm_rank(c, &me);
-  MPI_Comm_size(c, &P);
-  int mine[12];
-  for (int d = 0; d < 3; ++d) {
-    mine[d] = inbox.lo[d];
-    mine[3 + d] = inbox.hi[d];
-    mine[6 + d] = outbox.lo[d];
-    mine[9 + d] = outbox.hi[d];
-  }
-  std::vector<int> all(static_cast<size_t>(12) * P);
-  check_mpi(MPI_Allgather(mine, 12, MPI_INT, all.data(), 12, MPI_INT, c), "MPI_Allgather");
-  std::vector<Box3> ins(P), outs(P);
-  for (int r = 0; r < P; ++r)
-    for (int d = 0; d < 3; ++d) {
-      ins[r].lo[d] = all[12 * r + d];
-      ins[r].hi[d] = all[12 * r + 3 + d];
-      outs[r].lo[d] = all[12 * r + 6 + d];
-      outs[r].hi[d] = all[12 * r + 9 + d];
-    }
-  std::string why, err;
-  if (!tiles_exactly(ins, in_mesh, &why))
-    err = "inbox boxes do not tile the mesh: " + why;
-  else if (!tiles_exactly(outs, out_mesh, &why))
-    err = "outbox boxes do not tile the " + std::string(in_mesh == out_mesh ? "mesh" : "spectrum mesh") + ": " + why;
-  // Same verdict on every rank (all ranks judged the same gathered boxes); agree anyway.
-  agree_or_throw(c, me == 0 ? err : std::string());
-}
 
 fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
                         int sign, unsigned flags) {

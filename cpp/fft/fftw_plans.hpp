@@ -1,15 +1,13 @@
-// Internal helpers shared by the distributed FFT classes (fft3d.hpp: complex,
-// rfft3d.hpp: real-to-complex): argument checks, FFTW planning of a run of axes
-// of a box stored in some order, and element copies.
+// FFTW for the distributed FFTs (pencil_pipeline.hpp, rfft3d.hpp): planning the
+// transforms of a run of axes of a box stored in some order, executing them in or
+// out of place, and element copies.
 #pragma once
 
 #include <fftw3.h>
-#include <mpi.h>
 
 #include <array>
 #include <cstdint>
 
-#include "comm/exchange.hpp"
 #include "geometry/index_box.hpp"
 #include "base/kokkos_types.hpp"
 #include "fft/remap.hpp"
@@ -20,21 +18,6 @@ namespace detail {
 
 inline fftw_complex* as_fftw(Complex* p) { return reinterpret_cast<fftw_complex*>(p); }
 inline fftw_complex* as_fftw(const Complex* p) { return reinterpret_cast<fftw_complex*>(const_cast<Complex*>(p)); }
-
-// Empty boxes get hi = lo, so every rank describes them the same way.
-inline Box3 normalised(Box3 b) {
-  if (b.empty()) b.hi = b.lo;
-  return b;
-}
-
-// Collective: the mesh is positive and small enough for 32-bit local indices,
-// and mesh, mode and flags agree between ranks (ValueError on every rank otherwise).
-void check_mesh_and_options(MPI_Comm comm, const Int3& mesh, CommMode mode, unsigned flags);
-
-// Collective: over all ranks the inboxes tile `in_mesh` and the outboxes tile
-// `out_mesh` exactly (ValueError on every rank otherwise).
-void check_tilings(MPI_Comm comm, const Int3& in_mesh, const Box3& inbox, const Int3& out_mesh,
-                   const Box3& outbox);
 
 // Complex plan of the transforms along axes first..last (a run of stages that share
 // one box and storage order) of `box` stored in `order`, from `data` to `out` (the

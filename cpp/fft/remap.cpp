@@ -1,5 +1,9 @@
 #include "fft/remap.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
 #include "comm/mpi_helpers.hpp"
 #include "base/errors.hpp"
 
@@ -27,9 +31,6 @@ std::array<std::int64_t, 3> strides_of(const Box3& box, const Order3& order) {
 
 namespace {
 
-// Per-rank record: inbox lo/hi, outbox lo/hi (12 ints), then in and out orders (6).
-constexpr int kRecordInts = 12;
-
 std::vector<Index> indices_of(const Box3& region, const Box3& storage_box, const Order3& storage_order,
                               const Order3& src_order, const Order3& dst_order) {
   std::vector<Index> out;
@@ -42,92 +43,85 @@ std::vector<Index> indices_of(const Box3& region, const Box3& storage_box, const
   return out;
 }
 
+// Empty boxes get hi = lo, so every rank describes them the same way.
+std::vector<Box3> normalised(std::vector<Box3> boxes) {
+  for (Box3& b : boxes)
+    if (b.empty()) b.hi = b.lo;
+  return boxes;
+}
+
 }  // namespace
 
-RemapPlan::RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const Order3& out_order,
-                     const Order3& in_order, const std::optional<Box3>& in_storage)
-    : inbox_(inbox), outbox_(outbox), in_storage_(in_storage.value_or(inbox)), in_order_(in_order),
-      out_order_(out_order) {
-  int me = 0, P = 1;
-  MPI_Comm_rank(comm, &me);
-  MPI_Comm_size(comm, &P);
-  std::string err;
-  if (!valid_order(in_order) || !valid_order(out_order)) err = "remap: storage order must be a permutation of (0, 1, 2)";
-  if (inbox.volume() > INT32_MAX || outbox.volume() > INT32_MAX || in_storage_.volume() > INT32_MAX)
-    err = "remap: box too large for 32-bit indices";
-  if (in_storage && !contains(*in_storage, inbox)) err = "remap: the input storage box does not contain the inbox";
-  if (in_storage && in_order != kCOrder) err = "remap: an input storage box needs C order";
-  agree_or_throw(comm, err);
-  // Normalise empty boxes so that every rank sees the same (lo = hi) shape.
-  if (inbox_.empty()) inbox_.hi = inbox_.lo;
-  if (outbox_.empty()) outbox_.hi = outbox_.lo;
-  if (!in_storage) in_storage_ = inbox_;
+RemapLayout::RemapLayout(std::vector<Box3> inboxes, std::vector<Order3> in_orders, std::vector<Box3> outboxes,
+                         std::vector<Order3> out_orders)
+    : in_(normalised(std::move(inboxes))), out_(normalised(std::move(outboxes))), in_order_(std::move(in_orders)),
+      out_order_(std::move(out_orders)) {
+  if (in_order_.size() != static_cast<size_t>(in_.size()) || out_.size() != in_.size() ||
+      out_order_.size() != in_order_.size())
+    throw std::invalid_argument("RemapLayout: one box and one order per rank on both ends");
+  for (int r = 0; r < size(); ++r) all_identity_ = all_identity_ && identity(r);
+}
 
-  constexpr int R = kRecordInts + 6;
-  std::array<int, R> rec{};
-  for (int d = 0; d < 3; ++d) {
-    rec[d] = inbox_.lo[d];
-    rec[3 + d] = inbox_.hi[d];
-    rec[6 + d] = outbox_.lo[d];
-    rec[9 + d] = outbox_.hi[d];
-    rec[12 + d] = in_order_[d];
-    rec[15 + d] = out_order_[d];
-  }
-  std::vector<int> all(static_cast<size_t>(R) * P);
-  check_mpi(MPI_Allgather(rec.data(), R, MPI_INT, all.data(), R, MPI_INT, comm), "MPI_Allgather");
-  auto box_at = [&](int r, int off) {
-    Box3 b;
-    for (int d = 0; d < 3; ++d) {
-      b.lo[d] = all[static_cast<size_t>(r) * R + off + d];
-      b.hi[d] = all[static_cast<size_t>(r) * R + off + 3 + d];
-    }
-    return b;
-  };
-  auto order_at = [&](int r, int off) {
-    return Order3{all[static_cast<size_t>(r) * R + off], all[static_cast<size_t>(r) * R + off + 1],
-                  all[static_cast<size_t>(r) * R + off + 2]};
-  };
+bool RemapLayout::identity(int r) const {
+  return inbox(r) == outbox(r) && (inbox(r).empty() || in_order(r) == out_order(r));
+}
 
-  auto local_identity = [&](int r) {
-    const Box3 a = box_at(r, 0), b = box_at(r, 6);
-    return a == b && (a.empty() || order_at(r, 12) == order_at(r, 15));
-  };
-  identity_ = local_identity(me);
-  all_identity_ = true;
-  for (int r = 0; r < P; ++r) all_identity_ = all_identity_ && local_identity(r);
-  if (all_identity_) return;
-
+ExchangeLists remap_lists(const RemapLayout& layout, int me, const Box3& in_storage, std::int64_t* examined) {
+  const int P = layout.size();
+  const Box3& inbox = layout.inbox(me);
+  const Box3& outbox = layout.outbox(me);
+  const Order3& in_order = layout.in_order(me);
+  const Order3& out_order = layout.out_order(me);
   ExchangeLists L;
-  L.src_size = in_storage_.volume();
-  L.dst_size = outbox_.volume();
-  if (!identity_) {
-    // Ring order from rank+1; the self piece (k = P) comes last.
-    for (int k = 1; k <= P; ++k) {
-      const int r = (me + k) % P;
-      // What I send to r: my input inside r's output, in my storage, ordered for (me -> r).
-      const Box3 out_r = box_at(r, 6);
-      const Box3 s = intersect(inbox_, out_r);
-      // What I receive from r: r's input inside my output, in my output storage, ordered for (r -> me).
-      const Box3 in_r = box_at(r, 0);
-      const Box3 q = intersect(in_r, outbox_);
-      if (r == me) {
-        if (!s.empty()) {
-          L.self_src = indices_of(s, in_storage_, in_order_, in_order_, out_order_);
-          L.self_dst = indices_of(s, outbox_, out_order_, in_order_, out_order_);
-        }
-        continue;
-      }
-      if (!s.empty()) {
-        L.send_ranks.push_back(r);
-        L.send_indices.push_back(indices_of(s, in_storage_, in_order_, in_order_, order_at(r, 15)));
-      }
-      if (!q.empty()) {
-        L.recv_ranks.push_back(r);
-        L.recv_indices.push_back(indices_of(q, outbox_, out_order_, order_at(r, 12), out_order_));
-      }
+  L.src_size = in_storage.volume();
+  L.dst_size = outbox.volume();
+  if (layout.identity(me)) return L;
+  // Ring order from me+1; the self piece (r = me) comes last.
+  auto ring = [&](int r) { return (r - me - 1 + P) % P; };
+  auto by_ring = [&](std::vector<int> ranks) {
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return ring(a) < ring(b); });
+    return ranks;
+  };
+  // What I send to r: my input inside r's output, in my storage, ordered for (me -> r).
+  for (const int r : by_ring(layout.out_index().overlapping(inbox, examined))) {
+    const Box3 s = intersect(inbox, layout.outbox(r));
+    if (r == me) {
+      L.self_src = indices_of(s, in_storage, in_order, in_order, out_order);
+      L.self_dst = indices_of(s, outbox, out_order, in_order, out_order);
+      continue;
     }
+    L.send_ranks.push_back(r);
+    L.send_indices.push_back(indices_of(s, in_storage, in_order, in_order, layout.out_order(r)));
   }
-  exchange_ = std::make_shared<const ExchangePlan>(comm, std::move(L));
+  // What I receive from r: r's input inside my output, in my output storage, ordered for (r -> me).
+  for (const int r : by_ring(layout.in_index().overlapping(outbox, examined))) {
+    if (r == me) continue;
+    const Box3 q = intersect(layout.inbox(r), outbox);
+    L.recv_ranks.push_back(r);
+    L.recv_indices.push_back(indices_of(q, outbox, out_order, layout.in_order(r), out_order));
+  }
+  return L;
+}
+
+RemapPlan::RemapPlan(MPI_Comm comm, const RemapLayout& layout, const std::optional<Box3>& in_storage) {
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
+  inbox_ = layout.inbox(me);
+  outbox_ = layout.outbox(me);
+  in_order_ = layout.in_order(me);
+  out_order_ = layout.out_order(me);
+  in_storage_ = in_storage.value_or(inbox_);
+  std::string err;
+  if (!valid_order(in_order_) || !valid_order(out_order_)) err = "remap: storage order must be a permutation of (0, 1, 2)";
+  if (inbox_.volume() > INT32_MAX || outbox_.volume() > INT32_MAX || in_storage_.volume() > INT32_MAX)
+    err = "remap: box too large for 32-bit indices";
+  if (in_storage && !contains(*in_storage, inbox_)) err = "remap: the input storage box does not contain the inbox";
+  if (in_storage && in_order_ != kCOrder) err = "remap: an input storage box needs C order";
+  agree_or_throw(comm, err);
+  identity_ = layout.identity(me);
+  all_identity_ = layout.all_identity();
+  if (all_identity_) return;
+  exchange_ = std::make_shared<const ExchangePlan>(comm, remap_lists(layout, me, in_storage_));
 }
 
 }  // namespace fft

@@ -14,7 +14,8 @@
 #include <optional>
 #include <vector>
 
-#include "comm/exchange.hpp"
+#include "comm/exchange_plan.hpp"
+#include "geometry/box_index.hpp"
 #include "geometry/index_box.hpp"
 
 namespace pmewald {
@@ -39,14 +40,48 @@ template <class F>
 void for_each_in_message_order(const Box3& box, const Order3& src_order, const Order3& dst_order, F&& f,
                                int tile = 16);
 
-// A remap plan. Collective over `comm`: all-gathers every rank's boxes and storage
-// orders, finds partners by box intersection (visiting ranks in ring order from
-// rank+1, so the self piece comes last) and builds the generic ExchangePlan whose
-// pack lists read this rank's input storage and whose unpack lists write its
-// output storage (so the permutation happens on unpack).
+// Every rank's two ends of one remap: its input box and storage order, its output box
+// and order (empty boxes normalised to hi = lo), the boxes indexed once (BoxIndex) so
+// that any rank's lists cost O(its partners + the points it moves). Pure: no MPI.
+class RemapLayout {
+ public:
+  RemapLayout(std::vector<Box3> inboxes, std::vector<Order3> in_orders, std::vector<Box3> outboxes,
+              std::vector<Order3> out_orders);
+
+  int size() const { return in_.size(); }
+  const Box3& inbox(int r) const { return in_.boxes()[r]; }
+  const Box3& outbox(int r) const { return out_.boxes()[r]; }
+  const Order3& in_order(int r) const { return in_order_[r]; }
+  const Order3& out_order(int r) const { return out_order_[r]; }
+  // Rank r's data stays where it is (same box and order): no partners, no self copy.
+  bool identity(int r) const;
+  // Every rank is an identity: the remap moves nothing anywhere.
+  bool all_identity() const { return all_identity_; }
+  const BoxIndex& in_index() const { return in_; }
+  const BoxIndex& out_index() const { return out_; }
+
+ private:
+  BoxIndex in_, out_;
+  std::vector<Order3> in_order_, out_order_;
+  bool all_identity_ = true;
+};
+
+// The exchange lists of rank `me` for a remap (pure: what RemapPlan builds its
+// ExchangePlan from, and what the tests check for virtual rank counts). Partners are
+// found by box intersection and visited in ring order from me + 1 (so the self piece,
+// kept apart, comes last); pack lists read `in_storage` (C order, holding the inbox:
+// e.g. a brick with ghost layers; the inbox itself when equal) and unpack lists write
+// the outbox in its order, so the permutation happens on unpack. Empty lists for an
+// identity rank. `examined` (optional) is increased by the candidate boxes looked at.
+ExchangeLists remap_lists(const RemapLayout& layout, int me, const Box3& in_storage,
+                          std::int64_t* examined = nullptr);
+
+// A remap plan of this rank: its lists from remap_lists over every rank's boxes
+// (gathered once by the caller), and the ExchangePlan built from them (collective
+// over `comm`: the plan's own check).
 //
 // The caller guarantees that the input boxes tile the same index set as the output
-// boxes (FFT3d checks tilings collectively before building remaps).
+// boxes (the FFTs check tilings collectively before building remaps).
 //
 // `in_storage`: the input array holds this box (C order), of which the inbox is a
 // part, e.g. a brick with ghost layers; the pack lists then index that array and
@@ -54,8 +89,7 @@ void for_each_in_message_order(const Box3& box, const Order3& src_order, const O
 // in_order = kCOrder. Absent: the input array is the inbox itself.
 class RemapPlan {
  public:
-  RemapPlan(MPI_Comm comm, const Box3& inbox, const Box3& outbox, const Order3& out_order,
-            const Order3& in_order = kCOrder, const std::optional<Box3>& in_storage = std::nullopt);
+  RemapPlan(MPI_Comm comm, const RemapLayout& layout, const std::optional<Box3>& in_storage = std::nullopt);
 
   const Box3& inbox() const { return inbox_; }
   const Box3& outbox() const { return outbox_; }

@@ -1,21 +1,22 @@
 // Distributed 3-D real-to-complex FFT over MPI (the sibling of fft3d.hpp's complex
-// FFT3d, same remaps and stage structure): forward takes a real K_x x K_y x K_z
-// mesh to the half spectrum of (K_x/2 + 1) x K_y x K_z complex values (the r2c
-// halves axis x, the first one transformed); backward is the inverse (c2r).
+// FFT3d: the same stage plan and pencil pipeline plus its real stage): forward takes
+// a real K_x x K_y x K_z mesh to the half spectrum of (K_x/2 + 1) x K_y x K_z complex
+// values (the r2c halves axis x, the first one transformed); backward is the
+// inverse (c2r).
 //
-// Stages (s = 0..4) and the remaps between them (t = 0..3):
+// Stages (stage_plan.hpp):
 //
 //   0 real inbox (C order, inside its storage box) --in->x (real)--> 1 x-pencils:
 //     r2c along x; the x-pencil becomes a complex x-pencil of the spectrum mesh
 //   --x->y--> 2 y-pencils --y->z--> 3 z-pencils (C order) --z->out--> 4 outbox (C order)
 //
-// with complex 1-D FFTs along y at stage 2 and z at stage 3. Remap in->x moves
-// doubles (real x-pencil, stored [y][z][x]); the others move the half spectrum,
-// so every remap after the first carries half the bytes of the complex FFT3d's.
-// As in FFT3d a remap that moves nothing on this rank is skipped, and stages
-// joined by skipped remaps are one FFTW plan: on one rank a single 3-D r2c plan
-// that reads the caller's real array and writes the caller's spectrum (with
-// outbox == z_pencil_box(...)).
+// This class does remap in->x (doubles, real x-pencil stored [y][z][x]) and the
+// r2c / c2r of stage 1's group; the pencil pipeline does the rest, moving the half
+// spectrum, so every remap after the first carries half the bytes of the complex
+// FFT3d's. As in FFT3d a remap that moves nothing on this rank is skipped, and stages
+// joined by skipped remaps are one FFTW plan: on one rank a single 3-D r2c plan that
+// reads the caller's real array and writes the caller's spectrum (with outbox ==
+// z_pencil_box(...)).
 //
 // The inbox may sit inside a larger C-order array (`in_storage`, e.g. a brick with
 // ghost layers): forward reads, and backward writes, only the inbox's elements of
@@ -42,14 +43,24 @@
 #include <string>
 #include <vector>
 
-#include "comm/mpi_helpers.hpp"
-#include "comm/exchange.hpp"
-#include "geometry/index_box.hpp"
 #include "base/kokkos_types.hpp"
+#include "comm/exchange.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "fft/pencil_pipeline.hpp"
 #include "fft/remap.hpp"
+#include "fft/stage_plan.hpp"
+#include "geometry/index_box.hpp"
 
 namespace pmewald {
 inline namespace fft {
+
+// The real FFT's options: FFTOptions and its own.
+struct RealFFTOptions : FFTOptions {
+  // The box of the caller's real arrays (C order), holding the inbox; default the inbox.
+  std::optional<Box3> in_storage;
+  // 0 (x), or 1 / 2 on a single rank only.
+  int halved_axis = 0;
+};
 
 class RealFFT3d {
  public:
@@ -60,23 +71,16 @@ class RealFFT3d {
   // the real mesh, `outbox` its box of the spectrum mesh (spectrum_mesh(mesh));
   // over all ranks each set must tile its mesh exactly (checked collectively:
   // ValueError on every rank otherwise; likewise when mesh, mode or flags differ
-  // between ranks, or in_storage does not contain the inbox). `in_storage`: the
-  // box of the caller's real arrays (C order), default the inbox. `halved_axis`:
-  // 0 (x), or 1 / 2 on a single rank only (ValueError otherwise).
+  // between ranks, or in_storage does not contain the inbox, or a halved axis
+  // other than 0 is asked for on more than one rank).
   RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox,
-            CommMode mode = CommMode::Nonblocking, unsigned fftw_flags = FFTW_MEASURE,
-            const std::optional<Box3>& in_storage = std::nullopt, int halved_axis = 0,
-            bool collective_self_via_mpi = kCollectiveSelfViaMpi);
+            const RealFFTOptions& options = RealFFTOptions{});
   ~RealFFT3d();
   RealFFT3d(const RealFFT3d&) = delete;
   RealFFT3d& operator=(const RealFFT3d&) = delete;
 
   // The mesh of the half spectrum: (K_x/2 + 1, K_y, K_z) for halved axis x.
-  static Int3 spectrum_mesh(const Int3& mesh, int halved_axis = 0) {
-    Int3 s = mesh;
-    s[halved_axis] = mesh[halved_axis] / 2 + 1;
-    return s;
-  }
+  static Int3 spectrum_mesh(const Int3& mesh, int halved_axis = 0) { return fft::spectrum_mesh(mesh, halved_axis); }
   // Pencil boxes of `rank` of `nranks`: x of the real mesh, y and z of the spectrum mesh.
   static Box3 x_pencil_box(const Int3& mesh, int nranks, int rank);
   static Box3 y_pencil_box(const Int3& mesh, int nranks, int rank, int halved_axis = 0);
@@ -98,74 +102,61 @@ class RealFFT3d {
   int size() const { return comm_.size(); }
   const Int3& mesh() const { return mesh_; }
   const Int3& spectrum_mesh() const { return cmesh_; }
-  int halved_axis() const { return half_; }
-  CommMode mode() const { return mode_; }
-  unsigned fftw_flags() const { return flags_; }
-  const Box3& inbox() const { return inbox_; }
+  int halved_axis() const { return options_.halved_axis; }
+  CommMode mode() const { return options_.mode; }
+  unsigned fftw_flags() const { return options_.fftw_flags; }
+  const RealFFTOptions& options() const { return options_; }
+  const Box3& inbox() const { return stages().box[0]; }
   const Box3& in_storage() const { return storage_; }
-  const Box3& outbox() const { return box_[4]; }
+  const Box3& outbox() const { return stages().box[4]; }
   // The real x-pencil (real mesh) and the spectrum's x-, y- and z-pencils.
-  const Box3& real_x_pencil() const { return rx_; }
-  const Box3& x_pencil() const { return box_[1]; }
-  const Box3& y_pencil() const { return box_[2]; }
-  const Box3& z_pencil() const { return box_[3]; }
-  // Spectrum stages 1..4 (stage 0 is the real inbox, in C order).
-  const Box3& stage_box(int s) const { return s == 0 ? inbox_ : box_.at(s); }
-  const Order3& stage_order(int s) const { return s == 0 ? kCOrder : order_.at(s); }
-  const Order3& real_x_order() const { return rx_order_; }
+  const Box3& real_x_pencil() const { return stages().real_x; }
+  const Box3& x_pencil() const { return stages().box[1]; }
+  const Box3& y_pencil() const { return stages().box[2]; }
+  const Box3& z_pencil() const { return stages().box[3]; }
+  // Stage 0 is the real inbox (C order), stages 1..4 the spectrum's.
+  const Box3& stage_box(int s) const { return stages().box.at(s); }
+  const Order3& stage_order(int s) const { return stages().order.at(s); }
+  const Order3& real_x_order() const { return stages().real_x_order; }
 
   // Names as FFT3d::remap_name; remap 0 moves doubles, 1..3 complex values.
-  static std::string remap_name(int t, Direction d);
-  bool remap_active(int t) const { return !remap(t).identity(); }
+  static std::string remap_name(int t, Direction d) { return fft::remap_name(t, d); }
+  bool remap_active(int t) const { return !stages().identity.at(t); }
   const ExchangeStats& remap_stats(int t, Direction d) const;
-  double fft_seconds(Direction d) const { return fft_seconds_[static_cast<int>(d)]; }
+  double fft_seconds(Direction d) const { return pipeline_->fft_seconds(d); }
   std::int64_t executions(Direction d) const { return executions_[static_cast<int>(d)]; }
   // Transforms that went through an internal copy because a caller's array was not
   // aligned like the planning buffers (FFTW plans are alignment specific).
   std::int64_t unaligned_copies() const { return unaligned_copies_; }
   void reset_stats();
   // The FFT groups on this rank, e.g. "xyz" (one rank: one 3-D r2c plan) or "xy,z".
-  std::string fft_groups() const;
+  std::string fft_groups() const { return stages().groups(); }
 
  private:
-  const RemapPlan& remap(int t) const { return t == 0 ? *remap0_ : *remaps_.at(t); }
+  const RankStages& stages() const { return pipeline_->stages(); }
   void backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy);
   // The real group (stage 1 and the stages joined to it).
   void r2c(const double* src, bool src_is_storage, Complex* dst);
   void c2r(Complex* src, double* dst, bool dst_is_storage);
-  // A complex group starting at `stage` (2 or 3): in place on our buffers, or out
-  // of place between ours and a caller's array.
-  void fft_in_place(int stage, Complex* data, Direction d);
-  void fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d);
-  bool aligned_like(const void* p, const void* planned) const;
-  Complex* other_buffer(const Complex* p) const { return p == cbuf_[0] ? cbuf_[1] : cbuf_[0]; }
   // Copy (or scale) the inbox's elements of a storage-shaped array.
   void copy_inbox(const double* src, double* dst) const;
   void scale_inbox(double* data, double s) const;
 
   Comm comm_;
   Int3 mesh_, cmesh_;
-  int half_ = 0;
-  CommMode mode_;
-  unsigned flags_;
-  Box3 inbox_, storage_, rx_;
-  Order3 rx_order_ = kCOrder;
+  RealFFTOptions options_;
+  Box3 storage_;
   std::int64_t in_offset_ = 0;  // element offset of the inbox's first point in storage
-  std::array<Box3, kStages> box_;  // spectrum stages 1..4 (box_[0] unused)
-  std::array<Order3, kStages> order_;
+  // The real stage: remap in->x of doubles and the r2c / c2r plans between rbuf_
+  // (+ in_offset_ when the group reads the caller's storage) and the pipeline's
+  // first buffer; rbuf_ holds the real x-pencil, or a storage-shaped scratch copy of
+  // the caller's array when in->x is skipped.
   std::shared_ptr<RemapPlan> remap0_;
   std::unique_ptr<ExchangeExecutor<double>> exec0_;
-  std::array<std::shared_ptr<RemapPlan>, kRemaps> remaps_;  // 1..3
-  std::array<std::unique_ptr<ExchangeExecutor<Complex>>, kRemaps> exec_;
-  // Real group: r2c / c2r plans between rbuf_ (+ in_offset_ when the group reads
-  // the caller's storage) and cbuf_[0]. Complex groups as in FFT3d.
   std::array<fftw_plan, 2> real_plans_{};
-  std::array<std::array<fftw_plan, 2>, kStages> plans_{};
-  std::array<std::array<fftw_plan, 2>, kStages> oop_{};
-  std::array<int, kStages> group_first_{}, group_last_{};
   double* rbuf_ = nullptr;
-  Complex* cbuf_[2] = {nullptr, nullptr};
-  std::array<double, 2> fft_seconds_{0, 0};
+  // The spectrum's stages 1..4 (remaps 1..3, FFT groups of stages 2..3).
+  std::unique_ptr<PencilPipeline> pipeline_;
   std::array<std::int64_t, 2> executions_{0, 0};
   std::int64_t unaligned_copies_ = 0;
   ExchangeStats zero_stats_;

@@ -69,9 +69,13 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   // One rank: a single 3-D r2c plan, halving z (the contiguous axis: measured
   // faster); across ranks the r2c runs in the x-pencils, halving x.
   const int halved = P == 1 ? 2 : 0;
+  RealFFTOptions fft_options;
+  fft_options.mode = opt_.mode;
+  fft_options.fftw_flags = FFTW_MEASURE;
+  fft_options.in_storage = halo_->extended();
+  fft_options.halved_axis = halved;
   fft_ = std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],
-                                     RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), opt_.mode, FFTW_MEASURE,
-                                     halo_->extended(), halved);
+                                     RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), fft_options);
   SpectrumLayout layout;
   layout.half_axis = halved;
   layout.unnormalised_backward = true;

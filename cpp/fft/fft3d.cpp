@@ -12,17 +12,12 @@ Box3 FFT3d::y_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil
 Box3 FFT3d::z_pencil_box(const Int3& mesh, int nranks, int rank) { return pencil_box(2, nranks, mesh, rank); }
 
 FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox, const FFTOptions& options)
-    : comm_(comm), mesh_(mesh), options_(options) {
+    : PencilFFT(comm, mesh, options) {
   const MPI_Comm c = comm_.get();
   check_mesh_and_options(c, mesh, options);
   const auto boxes = gather_boxes(c, inbox, mesh, outbox, mesh);
   const FFTStages stages = plan_stages(FFTKind::Complex, mesh, 0, boxes.first, boxes.second);
   pipeline_ = std::make_unique<PencilPipeline>(c, stages, 0, options);
-}
-
-void FFT3d::reset_stats() {
-  pipeline_->reset_stats();
-  executions_ = {0, 0};
 }
 
 void FFT3d::forward(const Complex* in, Complex* out) {

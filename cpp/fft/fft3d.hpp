@@ -25,6 +25,7 @@
 #include "base/kokkos_types.hpp"
 #include "comm/exchange.hpp"
 #include "comm/mpi_helpers.hpp"
+#include "fft/pencil_fft.hpp"
 #include "fft/pencil_pipeline.hpp"
 #include "fft/remap.hpp"
 #include "geometry/index_box.hpp"
@@ -32,11 +33,8 @@
 namespace pmewald {
 inline namespace fft {
 
-class FFT3d {
+class FFT3d : public PencilFFT {
  public:
-  static constexpr int kStages = 5;
-  static constexpr int kRemaps = 4;
-
   // Collective over `comm` (duplicated internally). `inbox` and `outbox` are this
   // rank's boxes; over all ranks each set must tile the mesh exactly (checked
   // collectively: ValueError on every rank otherwise; likewise when mesh, mode or
@@ -55,40 +53,11 @@ class FFT3d {
   void forward(const Complex* in, Complex* out);
   void backward(const Complex* in, Complex* out);
 
-  MPI_Comm comm() const { return comm_.get(); }
-  int rank() const { return comm_.rank(); }
-  int size() const { return comm_.size(); }
-  const Int3& mesh() const { return mesh_; }
-  CommMode mode() const { return options_.mode; }
-  unsigned fftw_flags() const { return options_.fftw_flags; }
   const FFTOptions& options() const { return options_; }
-  const Box3& inbox() const { return stage_box(0); }
-  const Box3& outbox() const { return stage_box(4); }
-  const Box3& x_pencil() const { return stage_box(1); }
-  const Box3& y_pencil() const { return stage_box(2); }
-  const Box3& z_pencil() const { return stage_box(3); }
-  const Box3& stage_box(int s) const { return pipeline_->stages().box.at(s); }
-  const Order3& stage_order(int s) const { return pipeline_->stages().order.at(s); }
-
-  // Remap names: see stage_plan.hpp's remap_name.
-  static std::string remap_name(int t, Direction d) { return fft::remap_name(t, d); }
-  // Whether this rank moves data in remap t (false: skipped here).
-  bool remap_active(int t) const { return !pipeline_->remap_identity(t); }
   // Exchange counters of remap t in direction d (zeros when no exchange was built).
   const ExchangeStats& remap_stats(int t, Direction d) const { return pipeline_->remap_stats(t, d); }
   const RemapPlan& remap_plan(int t) const { return pipeline_->remap(t); }
-  double fft_seconds(Direction d) const { return pipeline_->fft_seconds(d); }
-  std::int64_t executions(Direction d) const { return executions_[static_cast<int>(d)]; }
-  void reset_stats();
-  // The FFT groups on this rank, e.g. "xyz" (one rank: one 3-D FFTW plan) or "xy,z".
-  std::string fft_groups() const { return pipeline_->stages().groups(); }
-
- private:
-  Comm comm_;
-  Int3 mesh_;
-  FFTOptions options_;
-  std::unique_ptr<PencilPipeline> pipeline_;
-  std::array<std::int64_t, 2> executions_{0, 0};
+  void reset_stats() { reset_counters(); }
 };
 
 }  // namespace fft

@@ -132,32 +132,44 @@ void PencilPipeline::fft_out_of_place(int stage, const Complex* src, Complex* ds
                                src, dst, s_.box[stage].volume(), buf_, fft_seconds_[k]);
 }
 
+// Remap t of the current data in direction d: into the caller's `out` when it is the
+// last step, else into a buffer; an identity here moves nothing (but the last step
+// still leaves the result in `out`).
+void PencilPipeline::remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user) {
+  if (!s_.identity[t]) {
+    Complex* next = last ? out : (user ? buf_[0] : other_buffer(cur));
+    exec_[t]->execute(cur, next, d);
+    cur = next;
+    user = last;
+  } else if (last && cur != out) {
+    copy_elements(cur, out, s_.box[d == Direction::Forward ? 4 : 0].volume());
+    cur = out;
+  }
+}
+
+// The FFT group whose plans live at stage g, in direction d: out of place into the
+// caller's `out` (to_out) or out of the caller's array into a buffer, else in place.
+void PencilPipeline::group_step(int g, Direction d, bool to_out, Complex* out, const Complex*& cur, bool& user) {
+  if (user || to_out) {
+    Complex* dst = to_out ? out : (user ? buf_[0] : other_buffer(cur));
+    fft_out_of_place(g, cur, dst, d);
+    cur = dst;
+    user = to_out;
+  } else {
+    fft_in_place(g, const_cast<Complex*>(cur), d);
+  }
+}
+
 void PencilPipeline::forward(const Complex* in, bool in_is_caller, Complex* out) {
   const Complex* cur = in;
   bool user = in_is_caller;
   for (int t = t0_; t < 4; ++t) {
     const bool last = t == 3;
-    if (!s_.identity[t]) {
-      Complex* next = last ? out : (user ? buf_[0] : other_buffer(cur));
-      exec_[t]->execute(cur, next, Direction::Forward);
-      cur = next;
-      user = last;
-    } else if (last && cur != out) {
-      copy_elements(cur, out, s_.box[4].volume());
-      cur = out;
-    }
+    remap_step(t, Direction::Forward, last, out, cur, user);
     if (last) break;
     const int s = t + 1;
     if (s_.group_first[s] != s) continue;  // transformed with its group already
-    const bool to_user = s_.group_last[s] == 3 && s_.identity[3];
-    if (user || to_user) {
-      Complex* dst = to_user ? out : (user ? buf_[0] : other_buffer(cur));
-      fft_out_of_place(s, cur, dst, Direction::Forward);
-      cur = dst;
-      user = to_user;
-    } else {
-      fft_in_place(s, const_cast<Complex*>(cur), Direction::Forward);
-    }
+    group_step(s, Direction::Forward, s_.group_last[s] == 3 && s_.identity[3], out, cur, user);
   }
 }
 
@@ -166,29 +178,12 @@ std::pair<Complex*, bool> PencilPipeline::backward(const Complex* in, Complex* o
   bool user = true;
   for (int t = 3; t >= t0_; --t) {
     const bool last = t == 0;  // only a complex FFT's remap 0 writes the caller's output
-    if (!s_.identity[t]) {
-      Complex* next = last ? out : (user ? buf_[0] : other_buffer(cur));
-      exec_[t]->execute(cur, next, Direction::Reverse);
-      cur = next;
-      user = last;
-    } else if (last && cur != out) {
-      copy_elements(cur, out, s_.box[0].volume());
-      cur = out;
-    }
+    remap_step(t, Direction::Reverse, last, out, cur, user);
     if (last) break;
-    const int s = t;
-    if (s_.group_last[s] != s) continue;  // transformed with its group already
-    const int g = s_.group_first[s];      // plans live at the group's first stage
+    if (s_.group_last[t] != t) continue;  // transformed with its group already
+    const int g = s_.group_first[t];      // plans live at the group's first stage
     if (g <= t0_) break;                  // the real stage's group: the caller's
-    const bool to_user = g == 1 && s_.identity[0];
-    if (user || to_user) {
-      Complex* dst = to_user ? out : (user ? buf_[0] : other_buffer(cur));
-      fft_out_of_place(g, cur, dst, Direction::Reverse);
-      cur = dst;
-      user = to_user;
-    } else {
-      fft_in_place(g, const_cast<Complex*>(cur), Direction::Reverse);
-    }
+    group_step(g, Direction::Reverse, g == 1 && s_.identity[0], out, cur, user);
   }
   return {const_cast<Complex*>(cur), user};
 }

@@ -88,6 +88,8 @@ class PencilPipeline {
   bool aligned_like_buffers(const void* p) const;
 
  private:
+  void remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user);
+  void group_step(int g, Direction d, bool to_out, Complex* out, const Complex*& cur, bool& user);
   void fft_in_place(int stage, Complex* data, Direction d);
   void fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d);
   Complex* other_buffer(const Complex* p) const { return p == buf_[0] ? buf_[1] : buf_[0]; }

@@ -32,7 +32,7 @@ Box3 RealFFT3d::z_pencil_box(const Int3& mesh, int nranks, int rank, int halved_
 
 RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox,
                      const RealFFTOptions& options)
-    : comm_(comm), mesh_(mesh), options_(options) {
+    : PencilFFT(comm, mesh, options), real_options_(options) {
   const MPI_Comm c = comm_.get();
   const int P = comm_.size();
   const int halved_axis = options.halved_axis;
@@ -105,8 +105,7 @@ const ExchangeStats& RealFFT3d::remap_stats(int t, Direction d) const {
 
 void RealFFT3d::reset_stats() {
   if (exec0_) exec0_->reset_stats();
-  pipeline_->reset_stats();
-  executions_ = {0, 0};
+  reset_counters();
   unaligned_copies_ = 0;
 }
 
@@ -191,7 +190,7 @@ void RealFFT3d::forward(const double* in, Complex* out) {
     exec0_->execute(in, rbuf_, Direction::Forward);
     rsrc = rbuf_;
   }
-  const RankStages& s = stages();
+  const RankStages& s = pipeline_->stages();
   Complex* dst = (s.group_last[1] == 3 && s.identity[3]) ? out : pipeline_->buffer(0);
   r2c(rsrc, from_storage, dst);
   pipeline_->forward(dst, false, out);

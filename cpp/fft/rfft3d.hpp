@@ -46,6 +46,7 @@
 #include "base/kokkos_types.hpp"
 #include "comm/exchange.hpp"
 #include "comm/mpi_helpers.hpp"
+#include "fft/pencil_fft.hpp"
 #include "fft/pencil_pipeline.hpp"
 #include "fft/remap.hpp"
 #include "fft/stage_plan.hpp"
@@ -62,11 +63,8 @@ struct RealFFTOptions : FFTOptions {
   int halved_axis = 0;
 };
 
-class RealFFT3d {
+class RealFFT3d : public PencilFFT {
  public:
-  static constexpr int kStages = 5;
-  static constexpr int kRemaps = 4;
-
   // Collective over `comm` (duplicated internally). `inbox` is this rank's box of
   // the real mesh, `outbox` its box of the spectrum mesh (spectrum_mesh(mesh));
   // over all ranks each set must tile its mesh exactly (checked collectively:
@@ -76,8 +74,6 @@ class RealFFT3d {
   RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& outbox,
             const RealFFTOptions& options = RealFFTOptions{});
   ~RealFFT3d();
-  RealFFT3d(const RealFFT3d&) = delete;
-  RealFFT3d& operator=(const RealFFT3d&) = delete;
 
   // The mesh of the half spectrum: (K_x/2 + 1, K_y, K_z) for halved axis x.
   static Int3 spectrum_mesh(const Int3& mesh, int halved_axis = 0) { return fft::spectrum_mesh(mesh, halved_axis); }
@@ -97,43 +93,22 @@ class RealFFT3d {
   // As backward, but `in` may be overwritten (saves that copy on one rank).
   void backward_destroying_input(Complex* in, double* out, bool normalise = true);
 
-  MPI_Comm comm() const { return comm_.get(); }
-  int rank() const { return comm_.rank(); }
-  int size() const { return comm_.size(); }
-  const Int3& mesh() const { return mesh_; }
   const Int3& spectrum_mesh() const { return cmesh_; }
-  int halved_axis() const { return options_.halved_axis; }
-  CommMode mode() const { return options_.mode; }
-  unsigned fftw_flags() const { return options_.fftw_flags; }
-  const RealFFTOptions& options() const { return options_; }
-  const Box3& inbox() const { return stages().box[0]; }
+  int halved_axis() const { return real_options_.halved_axis; }
+  const RealFFTOptions& options() const { return real_options_; }
   const Box3& in_storage() const { return storage_; }
-  const Box3& outbox() const { return stages().box[4]; }
-  // The real x-pencil (real mesh) and the spectrum's x-, y- and z-pencils.
-  const Box3& real_x_pencil() const { return stages().real_x; }
-  const Box3& x_pencil() const { return stages().box[1]; }
-  const Box3& y_pencil() const { return stages().box[2]; }
-  const Box3& z_pencil() const { return stages().box[3]; }
-  // Stage 0 is the real inbox (C order), stages 1..4 the spectrum's.
-  const Box3& stage_box(int s) const { return stages().box.at(s); }
-  const Order3& stage_order(int s) const { return stages().order.at(s); }
-  const Order3& real_x_order() const { return stages().real_x_order; }
+  // The real x-pencil (real mesh); x_pencil() is the spectrum's.
+  const Box3& real_x_pencil() const { return pipeline_->stages().real_x; }
+  const Order3& real_x_order() const { return pipeline_->stages().real_x_order; }
 
-  // Names as FFT3d::remap_name; remap 0 moves doubles, 1..3 complex values.
-  static std::string remap_name(int t, Direction d) { return fft::remap_name(t, d); }
-  bool remap_active(int t) const { return !stages().identity.at(t); }
+  // Remap 0 moves doubles, 1..3 complex values (zeros when no exchange was built).
   const ExchangeStats& remap_stats(int t, Direction d) const;
-  double fft_seconds(Direction d) const { return pipeline_->fft_seconds(d); }
-  std::int64_t executions(Direction d) const { return executions_[static_cast<int>(d)]; }
   // Transforms that went through an internal copy because a caller's array was not
   // aligned like the planning buffers (FFTW plans are alignment specific).
   std::int64_t unaligned_copies() const { return unaligned_copies_; }
   void reset_stats();
-  // The FFT groups on this rank, e.g. "xyz" (one rank: one 3-D r2c plan) or "xy,z".
-  std::string fft_groups() const { return stages().groups(); }
 
  private:
-  const RankStages& stages() const { return pipeline_->stages(); }
   void backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy);
   // The real group (stage 1 and the stages joined to it).
   void r2c(const double* src, bool src_is_storage, Complex* dst);
@@ -142,22 +117,19 @@ class RealFFT3d {
   void copy_inbox(const double* src, double* dst) const;
   void scale_inbox(double* data, double s) const;
 
-  Comm comm_;
-  Int3 mesh_, cmesh_;
-  RealFFTOptions options_;
+  Int3 cmesh_;
+  RealFFTOptions real_options_;
   Box3 storage_;
   std::int64_t in_offset_ = 0;  // element offset of the inbox's first point in storage
   // The real stage: remap in->x of doubles and the r2c / c2r plans between rbuf_
   // (+ in_offset_ when the group reads the caller's storage) and the pipeline's
   // first buffer; rbuf_ holds the real x-pencil, or a storage-shaped scratch copy of
-  // the caller's array when in->x is skipped.
+  // the caller's array when in->x is skipped. The pipeline does the spectrum's
+  // stages 1..4 (remaps 1..3, FFT groups of stages 2..3).
   std::shared_ptr<RemapPlan> remap0_;
   std::unique_ptr<ExchangeExecutor<double>> exec0_;
   std::array<fftw_plan, 2> real_plans_{};
   double* rbuf_ = nullptr;
-  // The spectrum's stages 1..4 (remaps 1..3, FFT groups of stages 2..3).
-  std::unique_ptr<PencilPipeline> pipeline_;
-  std::array<std::int64_t, 2> executions_{0, 0};
   std::int64_t unaligned_copies_ = 0;
   ExchangeStats zero_stats_;
 };

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/errors.hpp"
+#include "base/kokkos_runtime.hpp"
 #include "comm/mpi_helpers.hpp"
 
 namespace pmewald {
@@ -129,6 +130,7 @@ bool has_repeats(const std::vector<std::vector<Index>>& lists, const std::vector
 }  // namespace
 
 ExchangePlan::ExchangePlan(MPI_Comm comm, ExchangeLists L, int tag) : comm_(comm), tag_(tag) {
+  ensure_kokkos_initialized();
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
   std::string err = tidy_side(L.send_ranks, L.send_indices, L.src_size, rank_, size_, "send lists");

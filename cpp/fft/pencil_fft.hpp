@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "base/kokkos_runtime.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "fft/pencil_pipeline.hpp"
 #include "fft/stage_plan.hpp"
@@ -53,7 +54,9 @@ class PencilFFT {
 
  protected:
   PencilFFT(MPI_Comm comm, const Int3& mesh, const FFTOptions& options)
-      : comm_(comm), mesh_(mesh), options_(options) {}
+      : comm_(comm), mesh_(mesh), options_(options) {
+    ensure_kokkos_initialized();
+  }
   ~PencilFFT() = default;
   void reset_counters() {
     pipeline_->reset_stats();

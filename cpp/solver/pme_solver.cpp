@@ -5,6 +5,7 @@
 
 #include "geometry/decomposition.hpp"
 #include "base/errors.hpp"
+#include "base/kokkos_runtime.hpp"
 #include "pme/gather.hpp"
 
 namespace pmewald {
@@ -55,6 +56,7 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
 
 PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     : comm_(comm), opt_(options), migration_(comm_.get()), exclusions_(comm_.get()), realspace_(comm_.get()) {
+  ensure_kokkos_initialized();
   agree_or_throw(comm_.get(), check_options(opt_));
   if (!same_on_all_ranks(comm_.get(), options_fingerprint(opt_)))
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "

@@ -14,7 +14,7 @@ import pytest
 
 from pmewald import _core
 
-rs = _core.realspace
+rs = _core._testing.realspace
 
 ERFC = np.frompyfunc(math.erfc, 1, 1)
 ERF = np.frompyfunc(math.erf, 1, 1)

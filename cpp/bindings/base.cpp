@@ -1,7 +1,10 @@
-// Build configuration and the communicator check, for show_config() and tests.
+// Build configuration and the communicator checks, for show_config() and tests;
+// the virial conversion the other binding files share.
 #include <mpi.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <algorithm>
 
 #include "comm/mpi_helpers.hpp"
 #include "base/config.hpp"
@@ -12,7 +15,14 @@ namespace py = pybind11;
 
 namespace pmewald::bindings {
 
-void bind_config(py::module_& m) {
+py::array_t<double> virial_to_python(const Virial& v) {
+  py::array_t<double> W({3, 3});
+  const auto w = v.matrix();
+  std::copy(w.begin(), w.end(), W.mutable_data());
+  return W;
+}
+
+void bind_base(py::module_& m) {
   m.def("build_config", &build_config,
         "Versions of pmewald, MPI, FFTW and Kokkos this extension was built with.");
   m.def("comm_info",

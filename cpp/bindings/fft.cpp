@@ -1,4 +1,5 @@
-// Python view of the distributed FFT (FFT3d) and of the generic exchange plan.
+// Python view of the distributed FFTs (FFT3d, RealFFT3d) and FFTW's serial
+// references; test hooks: every rank's stage plan and remap lists without MPI.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -15,7 +16,9 @@
 #include "comm/exchange.hpp"
 #include "fft/fft3d.hpp"
 #include "fft/fftw_serial.hpp"
+#include "fft/remap.hpp"
 #include "fft/rfft3d.hpp"
+#include "fft/stage_plan.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"
 
@@ -62,21 +65,6 @@ std::string check_array(const py::handle& obj, const char* name, const Int3& sha
   return "";
 }
 
-py::dict stats_dict(const ExchangeStats& s) {
-  py::dict d;
-  d["executions"] = s.executions;
-  d["messages_sent"] = s.messages_sent;
-  d["messages_received"] = s.messages_received;
-  d["bytes_sent"] = s.bytes_sent;
-  d["bytes_received"] = s.bytes_received;
-  d["self_bytes"] = s.self_bytes;
-  d["pack_seconds"] = s.pack_seconds;
-  d["wait_seconds"] = s.wait_seconds;
-  d["unpack_seconds"] = s.unpack_seconds;
-  d["self_seconds"] = s.self_seconds;
-  return d;
-}
-
 // Runs fft.forward / backward on numpy arrays after a collective argument check.
 // The FFT's comm mode and planner from their names, agreed over `comm` first:
 // a bad name on one rank only must not leave the others waiting in the
@@ -101,7 +89,7 @@ py::dict fft_stats(const F& f) {
   py::dict d;
   for (Direction dir : {Direction::Forward, Direction::Reverse})
     for (int t = 0; t < F::kRemaps; ++t) {
-      py::dict s = stats_dict(f.remap_stats(t, dir));
+      py::dict s = exchange_stats_to_python(f.remap_stats(t, dir));
       s["active"] = f.remap_active(t);
       d[py::str(F::remap_name(t, dir))] = s;
     }
@@ -178,34 +166,9 @@ py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& o
   return dst;
 }
 
-// A Python handle on a generic exchange: owns a duplicate communicator, the plan,
-// and executors for float64 and complex128 data (tests and experiments).
-struct PyExchange {
-  std::unique_ptr<Comm> comm;
-  std::shared_ptr<const ExchangePlan> plan;
-  std::unique_ptr<ExchangeExecutor<double>> real;
-  std::unique_ptr<ExchangeExecutor<Complex>> cplx;
-};
-
-template <class T>
-void run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array src, py::array dst, Direction dir,
-                  UnpackOp op) {
-  std::string err;
-  if (src.size() != plan.source_size(dir) || dst.size() != plan.destination_size(dir))
-    err = "src must hold " + std::to_string(plan.source_size(dir)) + " and dst " +
-          std::to_string(plan.destination_size(dir)) + " elements";
-  else if (!(src.flags() & py::array::c_style) || !(dst.flags() & py::array::c_style) || !dst.writeable())
-    err = "src and dst must be C-contiguous (and dst writeable)";
-  agree_or_throw(plan.comm(), err);
-  const T* s = reinterpret_cast<const T*>(src.data());
-  T* d = reinterpret_cast<T*>(dst.mutable_data());
-  py::gil_scoped_release release;
-  ex.execute(s, d, dir, op);
-}
-
 }  // namespace
 
-void bind_fft(py::module_& m) {
+void bind_fft(py::module_& m, py::module_& testing) {
   py::class_<FFT3d>(m, "FFT3d", "Distributed 3-D complex FFT (C++ core of pmewald.DistributedFFT).")
       .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,
                        const std::string& mode, const std::string& planner, bool self_via_mpi) {
@@ -286,8 +249,6 @@ void bind_fft(py::module_& m) {
            })
       .def("reset_stats", &RealFFT3d::reset_stats);
 
-  m.def("buffer_allocations", &buffer_allocations,
-        "Process-wide count of buffers allocated by the exchange, remap and FFT layers.");
   m.def(
       "fftw_serial_pair_times",
       [](const Int3& mesh, int repeats, const std::string& planner) {
@@ -324,48 +285,59 @@ void bind_fft(py::module_& m) {
         return f.pair_seconds();
       });
 
-  py::class_<PyExchange>(m, "Exchange", "Generic exchange plan with executors (for tests).")
-      .def(py::init([](py::object comm, const std::string& mode, std::vector<int> send_ranks,
-                       std::vector<std::vector<Index>> send_indices, std::vector<int> recv_ranks,
-                       std::vector<std::vector<Index>> recv_indices, std::vector<Index> self_src,
-                       std::vector<Index> self_dst, std::int64_t src_size, std::int64_t dst_size) {
-             MPI_Comm c = comm_from_python(comm, "comm");
-             const CommMode cm = comm_mode_from_string(mode);
-             auto h = std::make_unique<PyExchange>();
-             h->comm = std::make_unique<Comm>(c);
-             ExchangeLists L{std::move(send_ranks), std::move(send_indices), std::move(recv_ranks),
-                             std::move(recv_indices), std::move(self_src), std::move(self_dst), src_size, dst_size};
-             h->plan = std::make_shared<const ExchangePlan>(h->comm->get(), std::move(L));
-             h->real = make_executor<double>(cm, h->plan);
-             h->cplx = make_executor<Complex>(cm, h->plan);
-             return h;
-           }),
-           py::arg("comm"), py::arg("comm_mode"), py::arg("send_ranks"), py::arg("send_indices"),
-           py::arg("recv_ranks"), py::arg("recv_indices"), py::arg("self_src"), py::arg("self_dst"),
-           py::arg("src_size"), py::arg("dst_size"))
-      .def(
-          "execute",
-          [](PyExchange& h, py::array src, py::array dst, bool reverse, bool add) {
-            const Direction dir = reverse ? Direction::Reverse : Direction::Forward;
-            const UnpackOp op = add ? UnpackOp::Add : UnpackOp::Assign;
-            std::string err;
-            const bool is_real = src.dtype().is(py::dtype::of<double>()) && dst.dtype().is(py::dtype::of<double>());
-            const bool is_cplx = src.dtype().is(py::dtype::of<std::complex<double>>()) &&
-                                 dst.dtype().is(py::dtype::of<std::complex<double>>());
-            if (!is_real && !is_cplx) err = "src and dst must both be float64 or both complex128";
-            agree_or_throw(h.plan->comm(), err);
-            if (is_real)
-              run_exchange(*h.real, *h.plan, src, dst, dir, op);
-            else
-              run_exchange(*h.cplx, *h.plan, src, dst, dir, op);
-          },
-          py::arg("src"), py::arg("dst"), py::arg("reverse") = false, py::arg("add") = false)
-      .def_property_readonly("component", [](const PyExchange& h) { return h.plan->component(); })
-      .def("stats", [](const PyExchange& h, bool reverse, bool complex_data) {
-             const Direction dir = reverse ? Direction::Reverse : Direction::Forward;
-             return stats_dict(complex_data ? h.cplx->stats(dir) : h.real->stats(dir));
-           },
-           py::arg("reverse") = false, py::arg("complex_data") = false);
+  auto t = testing.def_submodule("fft", "The distributed FFTs' stage plans and remap lists, without MPI.");
+  t.def(
+      "remap_plans",
+      [](const std::string& kind, const Int3& mesh, const py::list& inboxes, const py::list& outboxes,
+         int halved_axis) {
+        if (kind != "complex" && kind != "real") throw ValueError("kind must be 'complex' or 'real'");
+        std::vector<Box3> ins, outs;
+        for (auto b : inboxes) ins.push_back(box_from_python(b, "inboxes[i]"));
+        for (auto b : outboxes) outs.push_back(box_from_python(b, "outboxes[i]"));
+        const bool real = kind == "real";
+        const std::string why =
+            tiling_problem(ins, mesh, outs, real ? spectrum_mesh(mesh, halved_axis) : mesh);
+        if (!why.empty()) throw ValueError(why);
+        const FFTStages st =
+            plan_stages(real ? FFTKind::RealToComplex : FFTKind::Complex, mesh, halved_axis, ins, outs);
+        const int P = st.size();
+        auto boxes = [](auto&& box_of, int n) {
+          py::list l;
+          for (int r = 0; r < n; ++r) l.append(box_to_python(box_of(r)));
+          return l;
+        };
+        py::list remaps;
+        for (int k = 0; k < 4; ++k) {
+          const RemapLayout layout = st.remap_layout(k);
+          std::vector<std::int64_t> examined(static_cast<size_t>(P), 0);
+          py::dict d = lists_to_python(P, [&](int r) { return remap_lists(layout, r, layout.inbox(r), &examined[r]); });
+          d["inbox"] = boxes([&](int r) { return layout.inbox(r); }, P);
+          d["outbox"] = boxes([&](int r) { return layout.outbox(r); }, P);
+          py::list io, oo, id;
+          for (int r = 0; r < P; ++r) {
+            io.append(py::make_tuple(layout.in_order(r)[0], layout.in_order(r)[1], layout.in_order(r)[2]));
+            oo.append(py::make_tuple(layout.out_order(r)[0], layout.out_order(r)[1], layout.out_order(r)[2]));
+            id.append(layout.identity(r));
+          }
+          d["in_order"] = io;
+          d["out_order"] = oo;
+          d["identity"] = id;
+          d["examined"] = py::array_t<std::int64_t>(examined.size(), examined.data());
+          remaps.append(d);
+        }
+        py::list groups;
+        for (const RankStages& r : st.ranks) groups.append(r.groups());
+        py::dict out;
+        out["remaps"] = remaps;
+        out["groups"] = groups;
+        out["spectrum"] = st.spectrum;
+        return out;
+      },
+      py::arg("kind"), py::arg("mesh"), py::arg("inboxes"), py::arg("outboxes"), py::arg("halved_axis") = 0,
+      "Every rank's stage plan (fft/stage_plan.hpp) of a distributed FFT over these boxes and the "
+      "lists of each of its four remaps (fft/remap.hpp's remap_lists, as _testing.comm.halo_plans "
+      "gives them), built without MPI: remaps[t] holds the lists, every rank's boxes and orders at "
+      "both ends, identity flags and the candidate boxes each rank's index looked at.");
 }
 
 }  // namespace pmewald::bindings

@@ -1,6 +1,11 @@
-// Python view of the pure geometry layer (boxes, processor grids, bricks, pencils).
+// Python view of the pure geometry layer (boxes, processor grids, bricks, pencils)
+// and the box / lattice conversions the other binding files share.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <cmath>
+
+#include "base/errors.hpp"
 
 #include "geometry/decomposition.hpp"
 #include "geometry/index_box.hpp"
@@ -24,6 +29,24 @@ Box3 box_from_python(const py::handle& obj, const char* argument) {
                          " must be a pair of integer triples ((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))");
   }
 }
+
+Mat3 mat3_from_python(const darr& b) {
+  Mat3 m{};
+  if (b.ndim() == 1 && b.shape(0) == 3) {
+    m[0] = b.at(0);
+    m[4] = b.at(1);
+    m[8] = b.at(2);
+  } else if (b.ndim() == 2 && b.shape(0) == 3 && b.shape(1) == 3) {
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) m[3 * i + j] = b.at(i, j);
+  } else {
+    throw ValueError("box must be a (3, 3) array (rows = lattice vectors) or a length-3 array");
+  }
+  for (double v : m)
+    if (!std::isfinite(v)) throw ValueError("box contains NaN or inf");
+  return m;
+}
+
 
 void bind_geometry(py::module_& m) {
   auto g = m.def_submodule("geometry", "Pure index-box geometry (no MPI).");

@@ -1,5 +1,6 @@
-// Python view of the real-space pipeline (migration, ghosts, pair kernel) and
-// of the erfc table, for tests and for users who want the real-space part alone.
+// Test hooks of the real-space layer: the pipeline (migration, ghosts, pair kernel)
+// on caller-split atoms, the pair kernel and the erfc table. Registered as
+// pmewald._core._testing.realspace: the suite's (and benchmarks'), not an API.
 #include <mpi.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -59,8 +60,9 @@ IArr as_int(const py::object& obj, const char* name, std::string& err) {
 
 }  // namespace
 
-void bind_realspace(py::module_& m) {
-  auto r = m.def_submodule("realspace", "Real-space Ewald part over MPI (migration, ghosts, pairs).");
+void bind_realspace(py::module_& testing) {
+  auto r = testing.def_submodule(
+      "realspace", "The real-space Ewald part over MPI (migration, ghosts, pairs) and its kernels.");
 
   r.def(
       "compute",
@@ -124,9 +126,7 @@ void bind_realspace(py::module_& m) {
         const RealSpaceTerms t =
             compute_realspace(comm, box.data(), mesh, n ? pos.data() : nullptr, n ? q.data() : nullptr, idp, n,
                               exp, m_ex, cutoff, alpha, coulomb_constant, forces.mutable_data());
-        py::array_t<double> virial({py::ssize_t{3}, py::ssize_t{3}});
-        const auto w = t.virial.matrix();
-        std::copy(w.begin(), w.end(), virial.mutable_data());
+        py::array_t<double> virial = virial_to_python(t.virial);
         py::dict terms;
         terms["real"] = t.real;
         terms["self"] = t.self;

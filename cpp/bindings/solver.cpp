@@ -4,8 +4,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
-
 #include "solver/pme_solver.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"
@@ -19,22 +17,16 @@ namespace {
 using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
-Mat3 mat3_from(const CArray& a) {
-  if (a.size() != 9) throw ValueError("box must be a 3x3 array");
-  Mat3 m;
-  for (int k = 0; k < 9; ++k) m[k] = a.data()[k];
-  return m;
-}
 
 }  // namespace
 
-void bind_pme(py::module_& m) {
+void bind_solver(py::module_& m) {
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
-      .def(py::init([](py::object comm, CArray box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
+      .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
                        bool real_space) {
              SolverOptions o;
-             o.box = mat3_from(box);
+             o.box = mat3_from_python(box);
              o.mesh = mesh;
              o.order = order;
              o.alpha = alpha;
@@ -61,13 +53,10 @@ void bind_pme(py::module_& m) {
               r = s.compute(positions.data(), charges.data(), ids.data(), n, exclusions.data(), m,
                             forces.mutable_data());
             }
-            py::array_t<double> virial({3, 3});
-            const auto w = r.virial.matrix();
-            std::copy(w.begin(), w.end(), virial.mutable_data());
             py::dict d;
             d["energy"] = r.energy;
             d["forces"] = forces;
-            d["virial"] = virial;
+            d["virial"] = virial_to_python(r.virial);
             d["terms"] = r.terms;
             d["sum_force2"] = r.sum_force2;
             d["sum_q"] = r.sum_q;
@@ -77,8 +66,8 @@ void bind_pme(py::module_& m) {
           },
           py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"))
       .def("set_box",
-           [](PMESolver& s, CArray box) {
-             const auto b = mat3_from(box);
+           [](PMESolver& s, darr box) {
+             const auto b = mat3_from_python(box);
              py::gil_scoped_release nogil;
              s.set_box(b);
            })

@@ -64,14 +64,14 @@ struct Plan {
 
 }  // namespace
 
-ReciprocalResult reciprocal_serial(const Mat3& box, View2<const double> positions,
+SerialReferenceResult serial_reference(const Mat3& box, View2<const double> positions,
                                    View1<const double> charges, double alpha,
                                    const Int3& mesh, int order, Differentiation diff,
                                    double coulomb_constant, View2<double> forces,
                                    View1<double> potential) {
   const std::size_t n = positions.extent(0);
   if (charges.extent(0) != n || forces.extent(0) != n || potential.extent(0) != n)
-    throw ValueError("reciprocal_serial: positions, charges, forces and potential lengths differ");
+    throw ValueError("serial_reference: positions, charges, forces and potential lengths differ");
   const Mat3 recip = reciprocal_of(box);
   const Box3 brick = full_box(mesh);
   const Box3 eb = extended_box(brick, order);
@@ -96,7 +96,7 @@ ReciprocalResult reciprocal_serial(const Mat3& box, View2<const double> position
   fwd.exec(q.p);
 
   KSpaceSolver solver(box, mesh, alpha, order, coulomb_constant, brick);
-  ReciprocalResult res;
+  SerialReferenceResult res;
   const double invN = 1.0 / static_cast<double>(N);
   auto backward = [&](Complex* d) {
     bwd.exec(d);

@@ -13,7 +13,7 @@
 namespace pmewald {
 inline namespace pme {
 
-struct ReciprocalResult {
+struct SerialReferenceResult {
   double energy = 0;
   Virial virial;
 };
@@ -21,7 +21,7 @@ struct ReciprocalResult {
 // positions (n,3), charges (n); forces (n,3) and potential (n) are overwritten
 // (potential = dE_rec/dq_i, the reciprocal potential at atom i including its
 // own mesh contribution; for "ik" it is interpolated from the same phi mesh).
-ReciprocalResult reciprocal_serial(const Mat3& box, View2<const double> positions,
+SerialReferenceResult serial_reference(const Mat3& box, View2<const double> positions,
                                    View1<const double> charges, double alpha,
                                    const Int3& mesh, int order, Differentiation diff,
                                    double coulomb_constant, View2<double> forces,

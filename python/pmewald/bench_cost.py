@@ -17,7 +17,7 @@ phase it describes (``pme.timings()``: ``fft``, ``solve``, ``spread``, ``gather`
 
 * the fitted constants, and the C++ body of ``default_cost_model()`` to paste;
 * measured against modelled time for every configuration, with both the fitted and the
-  built-in constants (``_core.kernels.cost_model()``), so a stale model shows up.
+  built-in constants (``_core.tuning.cost_model()``), so a stale model shows up.
 
 Only ratios of the constants matter to the choice. Run it on a quiet machine, without
 ``mpirun``, after any change to the FFT, solve, spread or gather kernels.
@@ -99,9 +99,9 @@ def calibrate(rows, transforms=(2, 4)):
 
 
 def modelled(cost, diff, order, mesh, n):
-    from ._core import kernels
+    from ._core import tuning
 
-    return kernels.reciprocal_cost(tuple(mesh), order, diff, n, cost=cost)
+    return tuning.reciprocal_cost(tuple(mesh), order, diff, n, cost=cost)
 
 
 def cpp_snippet(c):
@@ -148,7 +148,7 @@ def bench_cost(args) -> int:
         ph = {k: min(t[k] for t in ts) for k in PHASES}
         rows.append(dict(diff=d, order=p, mesh=[m, m, m], n=n, phases=ph, total=sum(ph.values())))
     fitted = calibrate(rows)
-    builtin = _core.kernels.cost_model()
+    builtin = _core.tuning.cost_model()
     rows.sort(key=lambda r: (r["diff"], r["order"], r["mesh"][0]))
     print("\n| diff | order | mesh | measured ms | fitted model ms | built-in model ms |")
     print("|---|---|---|---|---|---|")

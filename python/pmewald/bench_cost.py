@@ -2,8 +2,8 @@
 
 The automatic parameter choice (:class:`pmewald.PME` with ``differentiation="auto"`` and
 ``order=None``) picks the cheapest (differentiation, order, alpha, mesh) by a cost model
-whose constants live in one place, ``default_cost_model()`` in ``cpp/parameters.cpp``
-(documented in ``cpp/parameters.hpp``). For a mesh of N points, order p and n atoms, one
+whose constants live in one place, ``default_cost_model()`` in ``cpp/tuning/cost_model.cpp``
+(documented in ``cpp/tuning/cost_model.hpp``). For a mesh of N points, order p and n atoms, one
 reciprocal step on one rank costs
 
     t = fft * transforms(diff) * N log2 N                  (ad: 2 transforms, ik: 4)
@@ -165,7 +165,7 @@ def bench_cost(args) -> int:
     print("\nfitted constants (seconds):", {k: (float(f"{v:.3g}") if isinstance(v, float) else v)
                                            for k, v in fitted.items()})
     print("built-in constants:        ", builtin)
-    print("\nTo adopt the fit, replace default_cost_model() in cpp/parameters.cpp with:\n")
+    print("\nTo adopt the fit, replace default_cost_model() in cpp/tuning/cost_model.cpp with:\n")
     print(cpp_snippet(fitted))
     if args.json:
         with open(args.json, "w") as f:

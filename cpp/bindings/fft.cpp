@@ -166,6 +166,19 @@ py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& o
   return dst;
 }
 
+template <class Reference>
+void bind_fftw_serial(py::module_& m, const char* name, const char* doc) {
+  py::class_<Reference>(m, name, doc)
+      .def(py::init([](const Int3& mesh, const std::string& planner) {
+             return std::make_unique<Reference>(mesh, fftw_flags_from_string(planner));
+           }),
+           py::arg("mesh"), py::arg("planner") = "measure")
+      .def("pair_seconds", [](Reference& f) {
+        py::gil_scoped_release release;
+        return f.pair_seconds();
+      });
+}
+
 }  // namespace
 
 void bind_fft(py::module_& m, py::module_& testing) {
@@ -265,25 +278,8 @@ void bind_fft(py::module_& m, py::module_& testing) {
       py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
       "Seconds of each r2c+c2r pair of FFTW's serial 3-D real transform (fftw_plan_dft_r2c_3d / c2r_3d).");
 
-  py::class_<FFTWSerialReal3d>(m, "FFTWSerialReal3d", "FFTW's serial 3-D real transform, for benchmark references.")
-      .def(py::init([](const Int3& mesh, const std::string& planner) {
-             return std::make_unique<FFTWSerialReal3d>(mesh, fftw_flags_from_string(planner));
-           }),
-           py::arg("mesh"), py::arg("planner") = "measure")
-      .def("pair_seconds", [](FFTWSerialReal3d& f) {
-        py::gil_scoped_release release;
-        return f.pair_seconds();
-      });
-
-  py::class_<FFTWSerial3d>(m, "FFTWSerial3d", "FFTW's serial 3-D transform, for benchmark references.")
-      .def(py::init([](const Int3& mesh, const std::string& planner) {
-             return std::make_unique<FFTWSerial3d>(mesh, fftw_flags_from_string(planner));
-           }),
-           py::arg("mesh"), py::arg("planner") = "measure")
-      .def("pair_seconds", [](FFTWSerial3d& f) {
-        py::gil_scoped_release release;
-        return f.pair_seconds();
-      });
+  bind_fftw_serial<FFTWSerialReal3d>(m, "FFTWSerialReal3d", "FFTW's serial 3-D real transform, for benchmark references.");
+  bind_fftw_serial<FFTWSerial3d>(m, "FFTWSerial3d", "FFTW's serial 3-D transform, for benchmark references.");
 
   auto t = testing.def_submodule("fft", "The distributed FFTs' stage plans and remap lists, without MPI.");
   t.def(

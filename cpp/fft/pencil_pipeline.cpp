@@ -30,12 +30,13 @@ std::pair<std::vector<Box3>, std::vector<Box3>> gather_boxes(MPI_Comm c, const B
   int me = 0, P = 1;
   MPI_Comm_rank(c, &me);
   MPI_Comm_size(c, &P);
+  const Box3 in = normalised(inbox), out = normalised(outbox);
   int mine[12];
   for (int d = 0; d < 3; ++d) {
-    mine[d] = inbox.lo[d];
-    mine[3 + d] = inbox.empty() ? inbox.lo[d] : inbox.hi[d];
-    mine[6 + d] = outbox.lo[d];
-    mine[9 + d] = outbox.empty() ? outbox.lo[d] : outbox.hi[d];
+    mine[d] = in.lo[d];
+    mine[3 + d] = in.hi[d];
+    mine[6 + d] = out.lo[d];
+    mine[9 + d] = out.hi[d];
   }
   std::vector<int> all(static_cast<size_t>(12) * P);
   check_mpi(MPI_Allgather(mine, 12, MPI_INT, all.data(), 12, MPI_INT, c), "MPI_Allgather");

@@ -43,10 +43,8 @@ std::vector<Index> indices_of(const Box3& region, const Box3& storage_box, const
   return out;
 }
 
-// Empty boxes get hi = lo, so every rank describes them the same way.
 std::vector<Box3> normalised(std::vector<Box3> boxes) {
-  for (Box3& b : boxes)
-    if (b.empty()) b.hi = b.lo;
+  for (Box3& b : boxes) b = geometry::normalised(b);
   return boxes;
 }
 

@@ -9,11 +9,6 @@ inline namespace fft {
 
 namespace {
 
-Box3 normalised(Box3 b) {
-  if (b.empty()) b.hi = b.lo;
-  return b;
-}
-
 constexpr Order3 kXFastest{1, 2, 0};  // x-pencils: [y][z][x]
 constexpr Order3 kYFastest{2, 0, 1};  // y-pencils: [z][x][y]
 

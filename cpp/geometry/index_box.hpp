@@ -42,6 +42,13 @@ Box3 intersect(const Box3& a, const Box3& b);
 // True when `inner` is empty or lies entirely inside `outer`.
 bool contains(const Box3& outer, const Box3& inner);
 
+// The box with an empty box's hi moved to its lo, so that every rank describes an
+// empty box the same way (what plans gather and compare).
+inline Box3 normalised(Box3 b) {
+  if (b.empty()) b.hi = b.lo;
+  return b;
+}
+
 // The whole mesh as a box.
 inline Box3 full_box(const Int3& mesh) { return Box3{{0, 0, 0}, mesh}; }
 

@@ -14,10 +14,10 @@ inline namespace pme {
 
 namespace {
 
-// Sum the extended grid (ghosts included) periodically into the full mesh.
-void fold(const View3<double>& ext, const Box3& eb, const Int3& K, Complex* mesh) {
-  const std::size_t N = static_cast<std::size_t>(K[0]) * K[1] * K[2];
-  for (std::size_t t = 0; t < N; ++t) mesh[t] = Complex(0, 0);
+// f(i, j, k, t) for every point (i, j, k) of the extended grid over `eb` (ghosts
+// included), t its periodic image's index in the full C-order mesh K.
+template <class F>
+void for_each_periodic_point(const Box3& eb, const Int3& K, F&& f) {
   const Int3 s = eb.shape();
   for (int i = 0; i < s[0]; ++i) {
     const int gi = ((eb.lo[0] + i) % K[0] + K[0]) % K[0];
@@ -25,25 +25,22 @@ void fold(const View3<double>& ext, const Box3& eb, const Int3& K, Complex* mesh
       const int gj = ((eb.lo[1] + j) % K[1] + K[1]) % K[1];
       for (int k = 0; k < s[2]; ++k) {
         const int gk = ((eb.lo[2] + k) % K[2] + K[2]) % K[2];
-        mesh[(static_cast<std::size_t>(gi) * K[1] + gj) * K[2] + gk] += ext(i, j, k);
+        f(i, j, k, (static_cast<std::size_t>(gi) * K[1] + gj) * K[2] + gk);
       }
     }
   }
 }
 
+// Sum the extended grid (ghosts included) periodically into the full mesh.
+void fold(const View3<double>& ext, const Box3& eb, const Int3& K, Complex* mesh) {
+  const std::size_t N = static_cast<std::size_t>(K[0]) * K[1] * K[2];
+  for (std::size_t t = 0; t < N; ++t) mesh[t] = Complex(0, 0);
+  for_each_periodic_point(eb, K, [&](int i, int j, int k, std::size_t t) { mesh[t] += ext(i, j, k); });
+}
+
 // Fill the extended grid (ghosts included) from the real part of the mesh.
 void fill(const Complex* mesh, const Box3& eb, const Int3& K, View3<double>& ext) {
-  const Int3 s = eb.shape();
-  for (int i = 0; i < s[0]; ++i) {
-    const int gi = ((eb.lo[0] + i) % K[0] + K[0]) % K[0];
-    for (int j = 0; j < s[1]; ++j) {
-      const int gj = ((eb.lo[1] + j) % K[1] + K[1]) % K[1];
-      for (int k = 0; k < s[2]; ++k) {
-        const int gk = ((eb.lo[2] + k) % K[2] + K[2]) % K[2];
-        ext(i, j, k) = mesh[(static_cast<std::size_t>(gi) * K[1] + gj) * K[2] + gk].real();
-      }
-    }
-  }
+  for_each_periodic_point(eb, K, [&](int i, int j, int k, std::size_t t) { ext(i, j, k) = mesh[t].real(); });
 }
 
 struct Plan {

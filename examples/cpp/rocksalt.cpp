@@ -114,6 +114,21 @@ std::complex<double> wave(const pmewald::Int3& k, const pmewald::Int3& K, int x,
   return {std::cos(ph), std::sin(ph)};
 }
 
+// Largest deviation of a spectrum (this rank's `box`, C order) from `height` at
+// frequency k and zero elsewhere.
+double spike_error(const pmewald::Box3& box, const std::vector<pmewald::Complex>& spec, const pmewald::Int3& k,
+                   double height) {
+  double err = 0;
+  std::size_t t = 0;
+  for (int x = box.lo[0]; x < box.hi[0]; ++x)
+    for (int y = box.lo[1]; y < box.hi[1]; ++y)
+      for (int z = box.lo[2]; z < box.hi[2]; ++z, ++t) {
+        const double want = (x == k[0] && y == k[1] && z == k[2]) ? height : 0.0;
+        err = std::fmax(err, std::abs(std::complex<double>(spec[t].real() - want, spec[t].imag())));
+      }
+  return err;
+}
+
 void ffts(int rank, int size) {
   const pmewald::Int3 K{12, 10, 8}, k{2, 3, 1};
   const double N = double(K[0]) * K[1] * K[2];
@@ -131,15 +146,7 @@ void ffts(int rank, int size) {
       }
   back.resize(a.size());
   fft.forward(a.data(), spec.data());
-  const pmewald::Box3& ob = fft.outbox();
-  double err = 0;
-  std::size_t t = 0;
-  for (int x = ob.lo[0]; x < ob.hi[0]; ++x)
-    for (int y = ob.lo[1]; y < ob.hi[1]; ++y)
-      for (int z = ob.lo[2]; z < ob.hi[2]; ++z, ++t) {
-        const double want = (x == k[0] && y == k[1] && z == k[2]) ? N : 0.0;
-        err = std::fmax(err, std::abs(std::complex<double>(spec[t].real() - want, spec[t].imag())));
-      }
+  double err = spike_error(fft.outbox(), spec, k, N);
   check(global_max(err) <= 1e-9 * N, "FFT3d of a plane wave: largest error", global_max(err) / N, 1e-9);
   fft.backward(spec.data(), back.data());
   err = 0;
@@ -153,15 +160,7 @@ void ffts(int rank, int size) {
   rback.assign(r.size(), 0.0);
   std::vector<pmewald::Complex> half(static_cast<std::size_t>(rfft.outbox().volume()));
   rfft.forward(r.data(), half.data());
-  const pmewald::Box3& hb = rfft.outbox();
-  err = 0;
-  t = 0;
-  for (int x = hb.lo[0]; x < hb.hi[0]; ++x)
-    for (int y = hb.lo[1]; y < hb.hi[1]; ++y)
-      for (int z = hb.lo[2]; z < hb.hi[2]; ++z, ++t) {
-        const double want = (x == k[0] && y == k[1] && z == k[2]) ? N / 2 : 0.0;
-        err = std::fmax(err, std::abs(std::complex<double>(half[t].real() - want, half[t].imag())));
-      }
+  err = spike_error(rfft.outbox(), half, k, N / 2);
   check(global_max(err) <= 1e-9 * N, "RealFFT3d of a cosine: largest error", global_max(err) / N, 1e-9);
   rfft.backward(half.data(), rback.data());
   err = 0;

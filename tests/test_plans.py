@@ -104,7 +104,7 @@ def _element_ranks(plan, side):
     return np.repeat(owner, length)
 
 
-def check_remap(plan, mesh):
+def check_remap(plan, mesh, cost_factor=4):
     P = len(plan["inbox"])
     ilo, ihi = _boxes(plan["inbox"])
     olo, ohi = _boxes(plan["outbox"])
@@ -141,7 +141,7 @@ def check_remap(plan, mesh):
     # Planning cost: the index looks at a few candidates per partner, not at every rank.
     examined = plan["examined"]
     partners = np.diff(plan["send_rank_start"]) + np.diff(plan["recv_rank_start"]) + 2
-    assert np.all(examined <= 4 * partners), (examined.max(), partners[np.argmax(examined)])
+    assert np.all(examined <= cost_factor * partners), (examined.max(), partners[np.argmax(examined)])
     return n_messages
 
 
@@ -242,6 +242,36 @@ def test_fft_remap_lists_custom_slabs(P):
     plans = tfft.remap_plans("complex", mesh, _slabs(mesh, P, 2), _slabs(mesh, P, 0))
     messages = sum(check_remap(p, mesh) for p in plans["remaps"])
     assert messages > 0
+
+
+def _random_tiling(mesh, P, rng, empty=3):
+    """P boxes tiling the mesh by recursive bisection at random planes (uneven, with cuts
+    that line up with nothing: the box index's irregular case), `empty` of them empty."""
+    boxes = [((0, 0, 0), tuple(mesh))] + [((1, 2, 3), (1, 2, 3))] * min(empty, P - 1)
+    while len(boxes) < P:
+        k = int(np.argmax([np.prod(np.subtract(hi, lo)) for lo, hi in boxes]))
+        lo, hi = boxes.pop(k)
+        d = int(np.argmax(np.subtract(hi, lo)))
+        if hi[d] - lo[d] < 2:
+            boxes += [(lo, hi), (lo, lo)]  # nothing left to cut: an empty box
+            continue
+        cut = int(rng.integers(lo[d] + 1, hi[d]))
+        hi1, lo2 = list(hi), list(lo)
+        hi1[d], lo2[d] = cut, cut
+        boxes += [(lo, tuple(hi1)), (tuple(lo2), hi)]
+    order = rng.permutation(len(boxes))
+    return [boxes[i] for i in order]
+
+
+@pytest.mark.parametrize("P", [7, 64, 300])
+def test_fft_remap_lists_irregular_boxes(P):
+    """A caller's irregular decompositions at both ends (random bisections, shuffled over
+    the ranks, three empty boxes each): the box index thins its cuts (64 and 300 ranks:
+    5,700 and 16,016 buckets before thinning) and still finds every partner."""
+    rng = np.random.default_rng(P)
+    mesh = (30, 26, 22)
+    plans = tfft.remap_plans("complex", mesh, _random_tiling(mesh, P, rng), _random_tiling(mesh, P, rng))
+    assert sum(check_remap(p, mesh, cost_factor=16) for p in plans["remaps"]) > 0
 
 
 @pytest.mark.parametrize("mesh,P", CASES)

@@ -1,13 +1,16 @@
-#include "pycomm.hpp"
+#include "bindings/pycomm.hpp"
 
 #include <mpi4py/mpi4py.h>
 
 #include <stdexcept>
 #include <string>
 
+#include "base/errors.hpp"
+#include "comm/mpi_helpers.hpp"
+
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 void import_mpi4py_api() {
   if (import_mpi4py() < 0) throw py::error_already_set();
@@ -23,6 +26,15 @@ void require_mpi_running() {
   MPI_Initialized(&initialized);
   if (!initialized)
     throw std::runtime_error("MPI is not initialized (mpi4py.rc.initialize = False?): call MPI.Init() first");
+}
+
+void agree_on_arguments(MPI_Comm comm, const std::string& err, bool agreed) {
+  if (agreed) {
+    if (!err.empty()) throw ValueError(err);
+    return;
+  }
+  py::gil_scoped_release nogil;
+  agree_or_throw(comm, err);
 }
 
 py::object comm_to_python(MPI_Comm comm) {
@@ -54,4 +66,4 @@ MPI_Comm comm_from_python(const py::object& obj, const char* argument) {
   return *handle;
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

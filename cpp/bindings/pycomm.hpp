@@ -2,9 +2,11 @@
 #pragma once
 
 #include <mpi.h>
+
+#include <string>
 #include <pybind11/pybind11.h>
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 // Returns the MPI_Comm inside an mpi4py intracommunicator. `None` means
 // mpi4py's MPI.COMM_WORLD. Raises TypeError (pybind11::type_error) naming
@@ -25,4 +27,9 @@ void require_mpi_running();
 // object run on its own duplicated communicator.
 pybind11::object comm_to_python(MPI_Comm comm);
 
-}  // namespace pmewald::py_bindings
+// The collective verdict on a local argument check: agreed over `comm` with the
+// GIL released (other Python threads may need it to reach their collectives),
+// or, when the Python layer has agreed already (`agreed`), raised locally.
+void agree_on_arguments(MPI_Comm comm, const std::string& err, bool agreed);
+
+}  // namespace pmewald::bindings

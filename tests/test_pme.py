@@ -822,7 +822,7 @@ def test_automatic_choice(monkeypatch):
     """differentiation="auto" and order=None: the cost model decides (ik where it is the
     cheaper), explicit values are honoured, the parameters property reports the choice,
     and the accuracy criteria of the sweep hold either way."""
-    import pmewald.pme as pme_module
+    import pmewald._tuning as tuning_module
     from pmewald._core import tuning
 
     s, ref = _reference_cached("triclinic-charged")
@@ -830,7 +830,7 @@ def test_automatic_choice(monkeypatch):
     tol = 1e-5
     bad = []
     for cost, want in ((IK_CHEAP, "ik"), (AD_CHEAP, "ad"), (None, None)):
-        monkeypatch.setattr(pme_module, "_COST", cost)
+        monkeypatch.setattr(tuning_module, "_COST", cost)
         pme = PME(s.box, cutoff, tolerance=tol)
         before = pme.parameters
         assert (before["differentiation"], before["order"], before["mesh"]) == ("auto", None, None)
@@ -848,7 +848,7 @@ def test_automatic_choice(monkeypatch):
             assert pme.parameters[key] == p[key], key
         assert res.estimated_error <= tol
     # explicit values are honoured whatever the model prefers
-    monkeypatch.setattr(pme_module, "_COST", IK_CHEAP)
+    monkeypatch.setattr(tuning_module, "_COST", IK_CHEAP)
     for kw in (dict(differentiation="ad"), dict(order=6), dict(differentiation="ad", order=5),
                dict(differentiation="ik", order=4, alpha=0.9)):
         pme = PME(s.box, cutoff, tolerance=tol, **kw)

@@ -26,8 +26,7 @@ from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
 from ._tuning import Tuning
-from ._validate import as_int, check_atoms
-from .reference import cell_heights
+from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
 _MODES = ("pt2pt", "nonblocking", "collective")
 _DIFFS = ("auto", "ad", "ik")
@@ -76,42 +75,6 @@ class PMEResult:
     rms_force: float
     n_atoms: int = 0
     total_charge: float = 0.0
-
-
-def _as_box(box) -> np.ndarray:
-    b = np.asarray(box, dtype=np.float64)
-    if b.shape == (3,):
-        b = np.diag(b)
-    if b.shape != (3, 3):
-        raise ValueError(f"box must be a 3x3 array of lattice vectors (rows) or 3 edge lengths, got shape {b.shape}")
-    if not np.isfinite(b).all():
-        raise ValueError("box contains NaN or inf")
-    vol = abs(np.linalg.det(b))
-    scale = np.prod(np.linalg.norm(b, axis=1))
-    if not vol > 1e-10 * scale or scale == 0:
-        raise ValueError("box is degenerate: its lattice vectors are (nearly) linearly dependent")
-    return np.ascontiguousarray(b)
-
-
-def _checked_box(box, cutoff, which="the"):
-    """The validated 3x3 box, checking that the cutoff is at most half its smallest height."""
-    b = _as_box(box)
-    half = 0.5 * float(cell_heights(b).min())
-    if cutoff > half * (1 + 1e-12):
-        raise ValueError(f"cutoff {cutoff} is longer than half the smallest cell height of {which} box "
-                         f"({half:.6g})")
-    return b
-
-
-def _canonical_box(b):
-    """The same periodic lattice with every row whose diagonal entry is negative negated.
-
-    Negating a lattice vector changes the basis, not the lattice: positions, energy,
-    forces and virial are the same, and mesh axis d still runs along row d. A
-    left-handed cell (np.diag([-L, L, L]), which ASE allows) is thus computed in its
-    right-handed equivalent."""
-    flip = np.where(np.diag(b) < 0, -1.0, 1.0)
-    return np.ascontiguousarray(b * flip[:, None]) if (flip < 0).any() else b
 
 
 class PME(Tuning):
@@ -199,7 +162,7 @@ class PME(Tuning):
             rc = float(cutoff)
             if not (math.isfinite(rc) and rc > 0):
                 raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
-            b = _checked_box(box, rc)
+            b = checked_box(box, rc)
             tol = float(tolerance)
             if not (0 < tol < 1):
                 raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
@@ -241,7 +204,7 @@ class PME(Tuning):
     def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space):
         self._busy = Busy("PME")
         self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
-        self._box, self._cutoff, self._tolerance = _canonical_box(b), rc, tol
+        self._box, self._cutoff, self._tolerance = canonical_box(b), rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, real_space
@@ -318,9 +281,9 @@ class PME(Tuning):
         """
         require_mpi()
         with self._busy:
-            b = agreed(self._comm, lambda: _checked_box(box, self._cutoff, "the new"))
+            b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
             same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
-            c = _canonical_box(b)
+            c = canonical_box(b)
             if self._solver is not None:
                 self._solver.set_box(c)
             self._user_box, self._box = b, c
@@ -411,7 +374,7 @@ class PME(Tuning):
         ids = np.concatenate([p[0] for p in parts])
         where = np.concatenate([p[1] for p in parts])
         pairs = np.concatenate([p[2] for p in parts])
-        hit = _coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
+        hit = coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
         if hit is not None:
             a, b, x = hit
             raise ValueError(f"atoms with ids {a} and {b} are at the same position ({x[0]:.6g}, {x[1]:.6g}, "
@@ -455,36 +418,3 @@ class PME(Tuning):
     def brick(self):
         """This rank's brick of the mesh, ((lo), (hi))."""
         return self._solver.brick if self._solver is not None else None
-
-
-def _coincident_pair(box, positions, ids, exclusions, r0):
-    """(id_a, id_b, position) of the first pair (by ids) of atoms closer than r0 (minimum
-    image) that is not an excluded pair, or None. On the failure path only (it looks at
-    every atom): cells at least 2 r0 wide along each cell height, in the 8 grids offset by
-    half a cell, so that any two atoms within r0 share a cell of one of them."""
-    from .reference import minimum_image
-
-    frac = positions @ np.linalg.inv(box)
-    frac -= np.floor(frac)
-    cells = np.maximum(1.0, np.floor(cell_heights(box) / (2.0 * r0)))
-    found = set()
-    for offset in np.array(np.meshgrid([0, 0.5], [0, 0.5], [0, 0.5])).reshape(3, -1).T:
-        key = np.floor(frac * cells + offset) % cells
-        order = np.lexsort(key.T[::-1])
-        k = key[order]
-        starts = np.concatenate(([0], np.flatnonzero((k[1:] != k[:-1]).any(axis=1)) + 1, [len(k)]))
-        for a, b in zip(starts[:-1], starts[1:]):
-            for i in range(a, b):
-                for j in range(i + 1, b):
-                    found.add((min(order[i], order[j]), max(order[i], order[j])))
-    excluded = {(int(min(a, b)), int(max(a, b))) for a, b in exclusions}
-    candidates = []
-    for i, j in found:
-        if np.linalg.norm(minimum_image(box, positions[i] - positions[j])) < r0:
-            pair = tuple(sorted((int(ids[i]), int(ids[j]))))
-            if pair not in excluded:
-                candidates.append((pair, int(i)))
-    if not candidates:
-        return None
-    (a, b), i = min(candidates)
-    return a, b, positions[i]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-CPP = Path(__file__).resolve().parent.parent / "cpp"
+CPP = Path(__file__).resolve().parents[2] / "cpp"
 
 # folder -> the folders it may include (besides itself). The order of the keys is the layer
 # order, bottom first; `pmewald` holds only the public umbrella header.

@@ -8,8 +8,8 @@ Parses every ``#include "..."`` under cpp/ (no compiler needed) and checks that
 - the graph of files has no include cycle;
 - no file is longer than 600 lines unless its first comment says why ("Longer than 600 lines").
 
-And that no Python file of the package (python/pmewald/) is longer than 600 lines unless its
-module docstring says why, and that every test file lives in one of the folders of
+And that no Python file of the package (python/pmewald/) or of the tests is longer than 600
+lines unless its module docstring says why, and that every test file lives in one of the folders of
 TEST_FOLDERS (none loose in tests/, none with a name another test file has: pytest imports
 them by file name).
 """
@@ -154,7 +154,7 @@ def check_tests(root=TESTS):
 
 
 def test_python_files_are_short():
-    problems = check_python()
+    problems = check_python() + check_python(TESTS)
     assert not problems, "\n".join(problems)
 
 

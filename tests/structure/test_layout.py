@@ -11,7 +11,7 @@ Parses every ``#include "..."`` under cpp/ (no compiler needed) and checks that
 And that no Python file of the package (python/pmewald/) or of the tests is longer than 600
 lines unless its module docstring says why, and that every test file lives in one of the folders of
 TEST_FOLDERS (none loose in tests/, none with a name another test file has: pytest imports
-them by file name).
+them by file name) and imports no other test file.
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ LAYERS = {
     "bindings": {"base", "geometry", "comm", "fft", "pme", "realspace", "tuning", "solver"},
 }
 MAX_LINES = 600
+TEST_IMPORT = re.compile(r"^\s*(import|from)\s+test_\w+", re.M)
 # tests/<folder>/ -> what it tests (docs/testing.md has the same table).
 TEST_FOLDERS = {
     "base": "cpp/base (build configuration, SIMD versions), pmewald._config",
@@ -150,6 +151,9 @@ def check_tests(root=TESTS):
             problems.append(f"tests/{rel}: the name is taken by tests/{seen[path.name]} (pytest imports test "
                             "files by name)")
         seen.setdefault(path.name, rel)
+        if TEST_IMPORT.search(path.read_text()):
+            problems.append(f"tests/{rel}: imports another test file; what tests share goes in a helper next to "
+                            "conftest.py (tests/*_cases.py)")
     return problems
 
 
@@ -164,7 +168,7 @@ def test_tests_mirror_the_layout():
     assert {p.parent.name for p in TESTS.glob("*/test_*.py")} == set(TEST_FOLDERS), "a folder without tests"
 
 
-@pytest.mark.parametrize("case", ["long_python", "loose_test", "unknown_folder", "same_name"])
+@pytest.mark.parametrize("case", ["long_python", "loose_test", "unknown_folder", "same_name", "imports_test"])
 def test_python_and_test_checkers_catch(tmp_path, case):
     """The Python and test-layout checkers fail on each kind of problem (a tree made for each)."""
     (tmp_path / "pkg").mkdir()
@@ -181,6 +185,8 @@ def test_python_and_test_checkers_catch(tmp_path, case):
     elif case == "same_name":
         (tmp_path / "tests" / "pme").mkdir()
         (tmp_path / "tests" / "pme" / "test_a.py").write_text("")
+    elif case == "imports_test":
+        (tmp_path / "tests" / "fft" / "test_d.py").write_text("def f():\n    import test_a as t\n")
     problems = check_python(tmp_path / "pkg") + check_tests(tmp_path / "tests")
     assert len(problems) == 1, (case, problems)
     (tmp_path / "pkg" / "long.py").unlink(missing_ok=True)

@@ -3,7 +3,7 @@
 The pages are the Markdown files in this folder (read with myst-parser); the API
 reference (api.md, api/*.md) is generated from the docstrings with autodoc and
 napoleon. Build: ``sphinx-build -W -b html docs docs/_build/html`` (the test
-suite runs exactly that, warnings as errors, in tests/test_docs.py).
+suite runs exactly that, warnings as errors, in tests/docs/test_docs.py).
 """
 
 from __future__ import annotations

@@ -117,8 +117,9 @@ SAN_FLAGS=(-DPMEWALD_SANITIZE="address;undefined" -DCMAKE_BUILD_TYPE=Debug "-DCM
 # the SIMD versions) on 1 and 2 ranks, less the numerical sweeps that only
 # repeat the same code paths at more parameters (about 10 of the 14 minutes
 # the whole files take under the sanitizers).
-SAN_TESTS=(tests/test_fft.py tests/test_exchange.py tests/test_kernels.py tests/test_realspace.py
-           tests/test_pme.py tests/test_simd.py)
+SAN_TESTS=(tests/fft/test_fft.py tests/fft/test_real_fft.py tests/comm/test_exchange.py tests/pme/test_kernels.py
+           tests/tuning/test_error_estimates.py tests/realspace/test_realspace.py tests/pme/test_pme.py
+           tests/base/test_simd.py)
 SAN_SELECT="not mpi3 and not mpi4 and not accuracy_sweep and not accuracy_mpi and not test_independence
             and not automatic_choice and not choose_cheapest"
 

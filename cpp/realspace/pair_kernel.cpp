@@ -32,7 +32,7 @@ inline double coincident2(double alpha) { return 1e-20 / (alpha * alpha); }
 // a 60-node Chebyshev interpolation at 40 digits (mpmath) truncated after 22
 // terms and converted exactly to powers of u (coefficients all below 0.33).
 // Measured max relative error of the double-precision Horner sum 7.7e-16 on
-// [0, 8]; tests/test_realspace.py checks the kernel's erfc and exp(-x^2).
+// [0, 8]; tests/realspace/test_realspace.py checks the kernel's erfc and exp(-x^2).
 constexpr int kErfcxDegree = 21;
 constexpr double kErfcx[kErfcxDegree + 1] = {
     0.25539567631050575,

@@ -1,7 +1,8 @@
 """Local argument checks of the public API (agreed over the ranks by the callers).
 
-Each function converts one kind of argument or raises ValueError (TypeError where the
-caller says so) naming it; nothing here communicates: pme.py and fft.py run these checks
+Each function converts one kind of argument (atoms, boxes) or raises ValueError (TypeError
+where the caller says so) naming it, and :func:`coincident_pair` names the atoms that made a
+result infinite; nothing here communicates: pme.py and fft.py run these checks
 through :func:`pmewald._collective.agree`, so every rank raises what one rank found.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .reference import cell_heights, minimum_image
 
 # Positions beyond this many box lengths from the origin are refused: wrapping them
 # into the cell would keep no significant digits of their place in it.
@@ -92,3 +95,72 @@ def check_atoms(positions, charges, ids, exclusions, box):
             raise ValueError(f"exclusions must have shape (m, 2), got {e.shape}")
         ex = e
     return pos, q, idv, ex
+
+
+def as_box(box) -> np.ndarray:
+    """The box as a C-contiguous 3x3 array of lattice vectors (rows; 3 numbers are an
+    orthorhombic box), finite and not degenerate."""
+    b = np.asarray(box, dtype=np.float64)
+    if b.shape == (3,):
+        b = np.diag(b)
+    if b.shape != (3, 3):
+        raise ValueError(f"box must be a 3x3 array of lattice vectors (rows) or 3 edge lengths, got shape {b.shape}")
+    if not np.isfinite(b).all():
+        raise ValueError("box contains NaN or inf")
+    vol = abs(np.linalg.det(b))
+    scale = np.prod(np.linalg.norm(b, axis=1))
+    if not vol > 1e-10 * scale or scale == 0:
+        raise ValueError("box is degenerate: its lattice vectors are (nearly) linearly dependent")
+    return np.ascontiguousarray(b)
+
+
+def checked_box(box, cutoff, which="the"):
+    """The validated 3x3 box, checking that the cutoff is at most half its smallest height."""
+    b = as_box(box)
+    half = 0.5 * float(cell_heights(b).min())
+    if cutoff > half * (1 + 1e-12):
+        raise ValueError(f"cutoff {cutoff} is longer than half the smallest cell height of {which} box "
+                         f"({half:.6g})")
+    return b
+
+
+def canonical_box(b):
+    """The same periodic lattice with every row whose diagonal entry is negative negated.
+
+    Negating a lattice vector changes the basis, not the lattice: positions, energy,
+    forces and virial are the same, and mesh axis d still runs along row d. A
+    left-handed cell (np.diag([-L, L, L]), which ASE allows) is thus computed in its
+    right-handed equivalent."""
+    flip = np.where(np.diag(b) < 0, -1.0, 1.0)
+    return np.ascontiguousarray(b * flip[:, None]) if (flip < 0).any() else b
+
+
+def coincident_pair(box, positions, ids, exclusions, r0):
+    """(id_a, id_b, position) of the first pair (by ids) of atoms closer than r0 (minimum
+    image) that is not an excluded pair, or None. On the failure path only (it looks at
+    every atom): cells at least 2 r0 wide along each cell height, in the 8 grids offset by
+    half a cell, so that any two atoms within r0 share a cell of one of them."""
+    frac = positions @ np.linalg.inv(box)
+    frac -= np.floor(frac)
+    cells = np.maximum(1.0, np.floor(cell_heights(box) / (2.0 * r0)))
+    found = set()
+    for offset in np.array(np.meshgrid([0, 0.5], [0, 0.5], [0, 0.5])).reshape(3, -1).T:
+        key = np.floor(frac * cells + offset) % cells
+        order = np.lexsort(key.T[::-1])
+        k = key[order]
+        starts = np.concatenate(([0], np.flatnonzero((k[1:] != k[:-1]).any(axis=1)) + 1, [len(k)]))
+        for a, b in zip(starts[:-1], starts[1:]):
+            for i in range(a, b):
+                for j in range(i + 1, b):
+                    found.add((min(order[i], order[j]), max(order[i], order[j])))
+    excluded = {(int(min(a, b)), int(max(a, b))) for a, b in exclusions}
+    candidates = []
+    for i, j in found:
+        if np.linalg.norm(minimum_image(box, positions[i] - positions[j])) < r0:
+            pair = tuple(sorted((int(ids[i]), int(ids[j]))))
+            if pair not in excluded:
+                candidates.append((pair, int(i)))
+    if not candidates:
+        return None
+    (a, b), i = min(candidates)
+    return a, b, positions[i]

@@ -139,7 +139,140 @@ def _checked_arrays(comm, arrays):
     return out
 
 
-class DistributedFFT:
+class _PencilFFT:
+    """What the complex and the real distributed FFT share (the C++ side's pencil pipeline,
+    ``cpp/fft/pencil_pipeline``): the collective construction with its argument checks, the
+    boxes, the forward and backward plumbing and the statistics. A subclass says what is
+    its own: its options (:meth:`_options`), its default output box, its footprint, its core
+    object, its pencils and its input dtype."""
+
+    #: dtype of the input of :meth:`forward` (and of the output of :meth:`backward`).
+    _in_dtype = np.complex128
+
+    def __init__(self, shape, comm, comm_mode, inbox, outbox, planner, collective_self_via_mpi):
+        require_mpi()
+        comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
+        extra = {} if collective_self_via_mpi is None else {"collective_self_via_mpi": bool(collective_self_via_mpi)}
+
+        def check():
+            mesh = _mesh_of(shape)
+            own = self._options(mesh, comm)
+            _choice(comm_mode, COMM_MODES, "comm_mode")
+            _choice(planner, _PLANNERS, "planner")
+            ib, ob = _box(inbox, "inbox"), _box(outbox, "outbox")
+            own.update(self._boxes(mesh, comm))
+            if ib is None:
+                ib = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
+            if ob is None:
+                ob = self._default_outbox(mesh, comm, ib, own)
+            return {"mesh": mesh, "inbox": ib, "outbox": ob, **own,
+                    "same": (mesh, comm_mode, planner, *self._same(own), tuple(sorted(extra.items())))}
+
+        def footprint(a):
+            return self._footprint(a, comm.Get_size(), comm.Get_rank())
+
+        def make(a):
+            return self._make(comm, a, comm_mode, planner, extra)
+
+        args, self._fft = _construct(comm, check, make, footprint)
+        self.shape = args["mesh"]
+        self.comm_mode = comm_mode
+        self._inbox, self._outbox = args["inbox"], args["outbox"]
+        self._storage = args["storage"] if args.get("storage") is not None else args["inbox"]
+        self._comm = self._fft.comm  # the object's own duplicate: its collectives never mix with the caller's
+        self._busy = Busy(type(self).__name__)
+        self._adopt(args)
+
+    # -- what a subclass adds ---------------------------------------------
+    def _options(self, mesh, comm):
+        """The subclass's own options, checked (before comm_mode and planner): a dict."""
+        return {}
+
+    def _boxes(self, mesh, comm):
+        """The subclass's own boxes, checked (after inbox and outbox): a dict."""
+        return {}
+
+    def _same(self, own):
+        """What of the subclass's options must be the same on every rank."""
+        return ()
+
+    def _default_outbox(self, mesh, comm, inbox, own):
+        return inbox
+
+    def _footprint(self, a, size, rank):
+        return fft_footprint(a["mesh"], size, rank, (a["inbox"], a["outbox"]))
+
+    def _make(self, comm, a, comm_mode, planner, extra):
+        """The core object (``_core.FFT3d`` or ``_core.RealFFT3d``) for the checked arguments `a`."""
+        raise NotImplementedError
+
+    def _adopt(self, args):
+        """Keep what the subclass needs of the checked arguments and of the core object."""
+
+    # -- geometry ---------------------------------------------------------
+    @property
+    def inbox(self):
+        """This rank's input box ``((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))`` (of the real mesh for the real
+        FFT), half-open, global indices, as given."""
+        return self._inbox
+
+    @property
+    def outbox(self):
+        """This rank's output box (of the half spectrum, ``spectrum_shape``, for the real FFT), half-open,
+        global indices, as given."""
+        return self._outbox
+
+    @property
+    def inshape(self):
+        """Shape of this rank's input arrays (``hi - lo`` of :attr:`inbox`; of ``storage`` for the real FFT)."""
+        return _shape_of(self._storage)
+
+    @property
+    def outshape(self):
+        """Shape of this rank's output array (``hi - lo`` of :attr:`outbox`)."""
+        return _shape_of(self.outbox)
+
+    # -- transforms -------------------------------------------------------
+    def _transform(self, forward, a, out, *options):
+        """The collective array checks, then the core's transform (`options` after its
+        arrays), and the result in this rank's shape."""
+        require_mpi()
+        src, dst = (self.inshape, self.outshape) if forward else (self.outshape, self.inshape)
+        src_t, dst_t = (self._in_dtype, np.complex128) if forward else (np.complex128, self._in_dtype)
+        with self._busy:
+            a, out = _checked_arrays(self._comm, [("a" if forward else "b", a, src, src_t, False),
+                                                  ("out", out, dst, dst_t, True)])
+            res = (self._fft.forward if forward else self._fft.backward)(a, out, *options, agreed=True)
+        return res if out is not None or res.shape == dst else res.reshape(dst)
+
+    # -- measurements -----------------------------------------------------
+    def stats(self):
+        """Counters and timers of this rank.
+
+        Returns a dict with one entry per remap and direction — ``"in->x"``,
+        ``"x->y"``, ``"y->z"``, ``"z->out"`` (forward) and ``"out->z"``,
+        ``"z->y"``, ``"y->x"``, ``"x->in"`` (backward) — each a dict of
+        ``active`` (whether this rank moves data in it), ``executions``,
+        ``messages_sent``, ``messages_received``, ``bytes_sent``,
+        ``bytes_received``, ``self_bytes``, ``pack_seconds``, ``wait_seconds``,
+        ``unpack_seconds`` and ``self_seconds`` (cumulative). ``"fft"`` holds
+        the seconds and counts of the 1-D FFT work per direction,
+        ``"allocations"`` the process-wide count of buffers allocated by
+        pmewald's exchange/FFT layers (constant while transforms run), and
+        ``"comm_mode"`` the mode.
+        """
+        return self._fft.stats()
+
+    def reset_stats(self):
+        """Zero the counters and timers of :meth:`stats` (allocations excepted)."""
+        self._fft.reset_stats()
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(shape={self.shape}, comm_mode={self.comm_mode!r}, "
+                f"inbox={self.inbox}, outbox={self.outbox})")
+
+
+class DistributedFFT(_PencilFFT):
     """A distributed 3-D complex-to-complex FFT of a ``shape`` mesh.
 
     Parameters
@@ -188,55 +321,10 @@ class DistributedFFT:
 
     def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
                  _collective_self_via_mpi=None):
-        require_mpi()
-        comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
-        extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
+        super().__init__(shape, comm, comm_mode, inbox, outbox, planner, _collective_self_via_mpi)
 
-        def check():
-            mesh = _mesh_of(shape)
-            _choice(comm_mode, COMM_MODES, "comm_mode")
-            _choice(planner, _PLANNERS, "planner")
-            ib, ob = _box(inbox, "inbox"), _box(outbox, "outbox")
-            if ib is None:
-                ib = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
-            return {"mesh": mesh, "inbox": ib, "outbox": ob if ob is not None else ib,
-                    "same": (mesh, comm_mode, planner, tuple(sorted(extra.items())))}
-
-        def footprint(a):
-            return fft_footprint(a["mesh"], comm.Get_size(), comm.Get_rank(), (a["inbox"], a["outbox"]))
-
-        def make(a):
-            return _core.FFT3d(comm, a["mesh"], a["inbox"], a["outbox"], comm_mode, planner, **extra)
-
-        args, self._fft = _construct(comm, check, make, footprint)
-        self.shape = args["mesh"]
-        self.comm_mode = comm_mode
-        self._inbox, self._outbox = args["inbox"], args["outbox"]
-        self._comm = self._fft.comm  # the object's own duplicate: its collectives never mix with the caller's
-        self._busy = Busy("DistributedFFT")
-
-    # -- geometry ---------------------------------------------------------
-    @property
-    def inbox(self):
-        """This rank's input box ``((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))``, half-open, as given."""
-        return self._inbox
-
-    @property
-    def outbox(self):
-        """This rank's output box, half-open, global indices, as given."""
-        return self._outbox
-
-    @property
-    def inshape(self):
-        """Shape of this rank's input array (``hi - lo`` of :attr:`inbox`)."""
-        lo, hi = self.inbox
-        return tuple(h - l for l, h in zip(lo, hi))
-
-    @property
-    def outshape(self):
-        """Shape of this rank's output array (``hi - lo`` of :attr:`outbox`)."""
-        lo, hi = self.outbox
-        return tuple(h - l for l, h in zip(lo, hi))
+    def _make(self, comm, a, comm_mode, planner, extra):
+        return _core.FFT3d(comm, a["mesh"], a["inbox"], a["outbox"], comm_mode, planner, **extra)
 
     @property
     def pencils(self):
@@ -272,43 +360,8 @@ class DistributedFFT:
         """
         return self._transform(False, b, out)
 
-    def _transform(self, forward, a, out):
-        require_mpi()
-        src, dst = (self.inshape, self.outshape) if forward else (self.outshape, self.inshape)
-        with self._busy:
-            a, out = _checked_arrays(self._comm, [("a" if forward else "b", a, src, np.complex128, False),
-                                                  ("out", out, dst, np.complex128, True)])
-            res = (self._fft.forward if forward else self._fft.backward)(a, out, agreed=True)
-        return res if out is not None or res.shape == dst else res.reshape(dst)
 
-    # -- measurements -----------------------------------------------------
-    def stats(self):
-        """Counters and timers of this rank.
-
-        Returns a dict with one entry per remap and direction — ``"in->x"``,
-        ``"x->y"``, ``"y->z"``, ``"z->out"`` (forward) and ``"out->z"``,
-        ``"z->y"``, ``"y->x"``, ``"x->in"`` (backward) — each a dict of
-        ``active`` (whether this rank moves data in it), ``executions``,
-        ``messages_sent``, ``messages_received``, ``bytes_sent``,
-        ``bytes_received``, ``self_bytes``, ``pack_seconds``, ``wait_seconds``,
-        ``unpack_seconds`` and ``self_seconds`` (cumulative). ``"fft"`` holds
-        the seconds and counts of the 1-D FFT work per direction,
-        ``"allocations"`` the process-wide count of buffers allocated by
-        pmewald's exchange/FFT layers (constant while transforms run), and
-        ``"comm_mode"`` the mode.
-        """
-        return self._fft.stats()
-
-    def reset_stats(self):
-        """Zero the counters and timers of :meth:`stats` (allocations excepted)."""
-        self._fft.reset_stats()
-
-    def __repr__(self):
-        return (f"DistributedFFT(shape={self.shape}, comm_mode={self.comm_mode!r}, "
-                f"inbox={self.inbox}, outbox={self.outbox})")
-
-
-class DistributedRealFFT:
+class DistributedRealFFT(_PencilFFT):
     """A distributed 3-D real-to-complex FFT of a real ``shape`` mesh.
 
     :meth:`forward` takes this rank's part of a real ``(n_x, n_y, n_z)`` mesh to
@@ -366,73 +419,49 @@ class DistributedRealFFT:
     >>> a2 = fft.backward(b)                         # == a
     """
 
+    _in_dtype = np.float64
+
     def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
                  storage=None, halved_axis=0, _collective_self_via_mpi=None):
-        require_mpi()
-        comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
-        extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
+        self._storage_arg, self._halved_arg = storage, halved_axis  # read by the checks below
+        super().__init__(shape, comm, comm_mode, inbox, outbox, planner, _collective_self_via_mpi)
 
-        def check():
-            mesh = _mesh_of(shape)
-            if isinstance(halved_axis, (bool, np.bool_)) or halved_axis not in (0, 1, 2):
-                raise ValueError(f"halved_axis must be 0, 1 or 2, not {halved_axis!r}")
-            if halved_axis != 0 and comm.Get_size() != 1:
-                raise ValueError(f"halving axis {halved_axis} needs a single rank (across ranks the r2c runs in the "
-                                 "first pencil stage, along x)")
-            _choice(comm_mode, COMM_MODES, "comm_mode")
-            _choice(planner, _PLANNERS, "planner")
-            ib, ob, st = _box(inbox, "inbox"), _box(outbox, "outbox"), _box(storage, "storage")
-            if ib is None:
-                ib = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
-            if ob is None:
-                ob = self.z_pencil_box(mesh, comm, int(halved_axis))
-            return {"mesh": mesh, "inbox": ib, "outbox": ob, "storage": st, "halved": int(halved_axis),
-                    "same": (mesh, comm_mode, planner, int(halved_axis), tuple(sorted(extra.items())))}
+    # -- what the real FFT adds -------------------------------------------
+    def _options(self, mesh, comm):
+        halved_axis = self._halved_arg
+        if isinstance(halved_axis, (bool, np.bool_)) or halved_axis not in (0, 1, 2):
+            raise ValueError(f"halved_axis must be 0, 1 or 2, not {halved_axis!r}")
+        if halved_axis != 0 and comm.Get_size() != 1:
+            raise ValueError(f"halving axis {halved_axis} needs a single rank (across ranks the r2c runs in the "
+                             "first pencil stage, along x)")
+        return {"halved": int(halved_axis)}
 
-        def footprint(a):
-            boxes = (a["inbox"], a["outbox"]) + ((a["storage"],) if a["storage"] is not None else ())
-            return fft_footprint(a["mesh"], comm.Get_size(), comm.Get_rank(), boxes, real=True,
-                                 halved_axis=a["halved"])
+    def _boxes(self, mesh, comm):
+        return {"storage": _box(self._storage_arg, "storage")}
 
-        def make(a):
-            return _core.RealFFT3d(comm, a["mesh"], a["inbox"], a["outbox"], comm_mode, planner, a["storage"],
-                                   a["halved"], **extra)
-
-        args, self._fft = _construct(comm, check, make, footprint)
+    def _adopt(self, args):
         self.halved_axis = args["halved"]
-        self.shape = args["mesh"]
         self.spectrum_shape = tuple(self._fft.spectrum_mesh)
-        self.comm_mode = comm_mode
-        self._inbox, self._outbox = args["inbox"], args["outbox"]
-        self._storage = args["storage"] if args["storage"] is not None else args["inbox"]
-        self._comm = self._fft.comm  # the object's own duplicate
-        self._busy = Busy("DistributedRealFFT")
+
+    def _same(self, own):
+        return (own["halved"],)
+
+    def _default_outbox(self, mesh, comm, inbox, own):
+        return self.z_pencil_box(mesh, comm, own["halved"])
+
+    def _footprint(self, a, size, rank):
+        boxes = (a["inbox"], a["outbox"]) + ((a["storage"],) if a["storage"] is not None else ())
+        return fft_footprint(a["mesh"], size, rank, boxes, real=True, halved_axis=a["halved"])
+
+    def _make(self, comm, a, comm_mode, planner, extra):
+        return _core.RealFFT3d(comm, a["mesh"], a["inbox"], a["outbox"], comm_mode, planner, a["storage"],
+                               a["halved"], **extra)
 
     # -- geometry ---------------------------------------------------------
-    @property
-    def inbox(self):
-        """This rank's box of the real mesh, half-open, global indices, as given."""
-        return self._inbox
-
     @property
     def storage(self):
         """The box of this rank's real arrays (``inbox`` unless given)."""
         return self._storage
-
-    @property
-    def outbox(self):
-        """This rank's box of the half spectrum (``spectrum_shape``), half-open, as given."""
-        return self._outbox
-
-    @property
-    def inshape(self):
-        """Shape of this rank's real arrays (``hi - lo`` of :attr:`storage`)."""
-        return _shape_of(self.storage)
-
-    @property
-    def outshape(self):
-        """Shape of this rank's spectrum array (``hi - lo`` of :attr:`outbox`)."""
-        return _shape_of(self.outbox)
 
     @property
     def pencils(self):
@@ -466,12 +495,7 @@ class DistributedRealFFT:
         written into ``out`` when given. ``a`` is not modified. Collective; a
         wrong dtype or shape on any rank raises ``ValueError`` on every rank.
         """
-        require_mpi()
-        with self._busy:
-            a, out = _checked_arrays(self._comm, [("a", a, self.inshape, np.float64, False),
-                                                  ("out", out, self.outshape, np.complex128, True)])
-            res = self._fft.forward(a, out, agreed=True)
-        return res if out is not None or res.shape == self.outshape else res.reshape(self.outshape)
+        return self._transform(True, a, out)
 
     def backward(self, b, out=None, normalise=True):
         """Complex-to-real inverse, scaled by 1/N (like ``numpy.fft.irfftn``) unless ``normalise=False``.
@@ -482,12 +506,7 @@ class DistributedRealFFT:
         where only the :attr:`inbox` elements are written; a new array is zero
         outside the inbox. ``b`` is not modified. Collective.
         """
-        require_mpi()
-        with self._busy:
-            b, out = _checked_arrays(self._comm, [("b", b, self.outshape, np.complex128, False),
-                                                  ("out", out, self.inshape, np.float64, True)])
-            res = self._fft.backward(b, out, bool(normalise), agreed=True)
-        return res if out is not None or res.shape == self.inshape else res.reshape(self.inshape)
+        return self._transform(False, b, out, bool(normalise))
 
     # -- measurements -----------------------------------------------------
     def stats(self):
@@ -498,12 +517,4 @@ class DistributedRealFFT:
         went through an internal copy because a caller's array was not aligned
         like FFTW's planning buffers (numpy's arrays are).
         """
-        return self._fft.stats()
-
-    def reset_stats(self):
-        """Zero the counters and timers of :meth:`stats` (allocations excepted)."""
-        self._fft.reset_stats()
-
-    def __repr__(self):
-        return (f"DistributedRealFFT(shape={self.shape}, comm_mode={self.comm_mode!r}, "
-                f"inbox={self.inbox}, outbox={self.outbox})")
+        return super().stats()

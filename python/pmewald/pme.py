@@ -25,26 +25,12 @@ from . import _core
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
-from ._validate import as_int, check_atoms
-from .reference import cell_heights
+from ._tuning import Tuning
+from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
 _MODES = ("pt2pt", "nonblocking", "collective")
 _DIFFS = ("auto", "ad", "ik")
-# Orders the automatic choice (order=None) considers.
-_ORDERS = (4, 8)
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
-# Cost-model constants for the automatic choice: None uses the calibrated ones built into
-# the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
-# entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
-_COST = None
-# Fraction of the tolerance the automatic mesh aims at (the estimate is good to ~20%).
-_MARGIN = 0.8
-# Smallest force scale, as a fraction of the typical force k q_rms^2 / d^2: below it the
-# relative measure is meaningless (forces that cancel by symmetry, perfect crystals).
-_FORCE_FLOOR = 0.01
-# Smallest energy scale for the energy check, as a fraction of k sum q^2 / d (systems
-# whose energy is a cancellation to ~0).
-_ENERGY_FLOOR = 1e-4
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
 # call fails, so a failed first call leaves the object as it was.
 _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
@@ -91,43 +77,7 @@ class PMEResult:
     total_charge: float = 0.0
 
 
-def _as_box(box) -> np.ndarray:
-    b = np.asarray(box, dtype=np.float64)
-    if b.shape == (3,):
-        b = np.diag(b)
-    if b.shape != (3, 3):
-        raise ValueError(f"box must be a 3x3 array of lattice vectors (rows) or 3 edge lengths, got shape {b.shape}")
-    if not np.isfinite(b).all():
-        raise ValueError("box contains NaN or inf")
-    vol = abs(np.linalg.det(b))
-    scale = np.prod(np.linalg.norm(b, axis=1))
-    if not vol > 1e-10 * scale or scale == 0:
-        raise ValueError("box is degenerate: its lattice vectors are (nearly) linearly dependent")
-    return np.ascontiguousarray(b)
-
-
-def _checked_box(box, cutoff, which="the"):
-    """The validated 3x3 box, checking that the cutoff is at most half its smallest height."""
-    b = _as_box(box)
-    half = 0.5 * float(cell_heights(b).min())
-    if cutoff > half * (1 + 1e-12):
-        raise ValueError(f"cutoff {cutoff} is longer than half the smallest cell height of {which} box "
-                         f"({half:.6g})")
-    return b
-
-
-def _canonical_box(b):
-    """The same periodic lattice with every row whose diagonal entry is negative negated.
-
-    Negating a lattice vector changes the basis, not the lattice: positions, energy,
-    forces and virial are the same, and mesh axis d still runs along row d. A
-    left-handed cell (np.diag([-L, L, L]), which ASE allows) is thus computed in its
-    right-handed equivalent."""
-    flip = np.where(np.diag(b) < 0, -1.0, 1.0)
-    return np.ascontiguousarray(b * flip[:, None]) if (flip < 0).any() else b
-
-
-class PME:
+class PME(Tuning):
     """Smooth particle-mesh Ewald electrostatics over MPI.
 
     Parameters
@@ -212,7 +162,7 @@ class PME:
             rc = float(cutoff)
             if not (math.isfinite(rc) and rc > 0):
                 raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
-            b = _checked_box(box, rc)
+            b = checked_box(box, rc)
             tol = float(tolerance)
             if not (0 < tol < 1):
                 raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
@@ -254,7 +204,7 @@ class PME:
     def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space):
         self._busy = Busy("PME")
         self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
-        self._box, self._cutoff, self._tolerance = _canonical_box(b), rc, tol
+        self._box, self._cutoff, self._tolerance = canonical_box(b), rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, real_space
@@ -302,44 +252,6 @@ class PME:
         return _core.PMESolver(comm, self._box, mesh, order, alpha, self._cutoff, differentiation,
                                self._comm_mode, self._k, real_space)
 
-    def _choose(self, target, sum_q2, n_atoms, scan_alpha, differentiation=None, order=None, mesh_target=None):
-        """The cheapest (differentiation, order, alpha, mesh) by the cost model whose
-        estimated absolute RMS force error meets `target` (tuning.choose_cheapest); alpha
-        is scanned when `scan_alpha`, else the current one is kept. `mesh_target` bounds
-        the ad reciprocal estimate of the mesh (an energy requirement). Targets go in
-        units of the Coulomb constant, rounded, so the choice is the same in any units."""
-        from ._core import tuning
-
-        order = order if order is not None else self._fixed["order"]
-        r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
-                                    _model_atoms(n_atoms), differentiation=differentiation or self._diff_request,
-                                    coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
-                                    orders=_ORDERS, cost=_COST,
-                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
-        for key in ("est_real", "est_recip", "est_total"):
-            r[key] *= self._k
-        return r
-
-    def _use(self, choice):
-        self._choice = choice
-        self._build(choice["alpha"], choice["mesh"], choice["order"], choice["differentiation"])
-
-    def _estimate(self, sum_q2, n_atoms):
-        """(absolute estimate, parts) for the current parameters; cached, since the
-        reciprocal estimate sums over the mesh. set_box and _build clear the cache."""
-        from ._core import tuning
-
-        p = self._params
-        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
-        if self._cache_estimate is None or self._cache_estimate[0] != key:
-            e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
-                                        p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                        coulomb_constant=self._k)
-            # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
-            # the real-space error, so the estimate and the mesh choice are the same either way.
-            self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
-        return self._cache_estimate[1]
-
     @property
     def parameters(self) -> dict:
         """Parameters and error estimates.
@@ -369,9 +281,9 @@ class PME:
         """
         require_mpi()
         with self._busy:
-            b = agreed(self._comm, lambda: _checked_box(box, self._cutoff, "the new"))
+            b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
             same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
-            c = _canonical_box(b)
+            c = canonical_box(b)
             if self._solver is not None:
                 self._solver.set_box(c)
             self._user_box, self._box = b, c
@@ -462,7 +374,7 @@ class PME:
         ids = np.concatenate([p[0] for p in parts])
         where = np.concatenate([p[1] for p in parts])
         pairs = np.concatenate([p[2] for p in parts])
-        hit = _coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
+        hit = coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
         if hit is not None:
             a, b, x = hit
             raise ValueError(f"atoms with ids {a} and {b} are at the same position ({x[0]:.6g}, {x[1]:.6g}, "
@@ -479,160 +391,6 @@ class PME:
         return PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
                          terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
                          rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
-
-    def _typical_force(self, n_atoms, sum_q2):
-        """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""
-        vol = abs(np.linalg.det(self._box))
-        return self._k * (sum_q2 / n_atoms) / (vol / n_atoms) ** (2.0 / 3.0)
-
-    def _force_scale(self, rms, typical):
-        """The force scale the relative tolerance refers to, rounded to 2 significant digits
-        (in units of the Coulomb constant) so the choice never hinges on the last bits of a
-        reduction, whatever the rank count or units."""
-        x = max(rms, _FORCE_FLOOR * typical) / self._k
-        return float(f"{x:.1e}") * self._k if x > 0 else typical
-
-    def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
-        """Choose the parameters on the first call (or after set_box).
-
-        The target is an absolute RMS force error of ``_MARGIN x tolerance x F``, F the
-        force scale: first the charge-based typical force, then (real_space=True) the RMS
-        force measured by a probe on a coarse mesh, then that of the chosen parameters. They
-        are chosen again with the measured scale unless the estimate already lies between a
-        quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
-        fine. Finally (real_space=True) the energy error is checked (_check_energy).
-        """
-        self._recheck = False
-        if self._fixed["mesh"] is not None:
-            self._build(self._alpha, self._fixed["mesh"], self._order, self._differentiation)
-            return self._run(self._solver, pos, q, idv, ex)
-        typical = self._typical_force(n_atoms, sum_q2)
-        scan = self._real_space and self._fixed["alpha"] is None
-        probe = None
-
-        def acceptable(raw):
-            scale = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
-            est = self._estimate(sum_q2, n_atoms)[0]
-            return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
-
-        if self._solver is not None:  # after set_box: keep the parameters while they meet the tolerance
-            raw = self._run(self._solver, pos, q, idv, ex)
-            if not self._real_space:
-                return raw
-            scale = acceptable(raw)[1]
-            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * scale:
-                return raw
-        else:
-            scale = self._force_scale(typical, typical)
-            if self._real_space:
-                # A cheap probe on a coarse mesh measures the force scale (it only has to be
-                # right to the two digits _force_scale keeps): the cheapest parameters at the
-                # provisional alpha. Its mesh is usually coarser than the final one, so the
-                # energy check can reuse it (and its FFT plans).
-                coarse = min(0.3, 30.0 * self._tolerance) * scale
-                self._use(self._choose(coarse, sum_q2, n_atoms, False))
-                raw = self._run(self._solver, pos, q, idv, ex)
-                probe = self._energy_point(raw)
-                scale = acceptable(raw)[1]
-        for _ in range(3):
-            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan))
-            raw = self._run(self._solver, pos, q, idv, ex)
-            if not self._real_space:
-                return raw  # the total forces are the caller's: keep the charge-based scale
-            ok, measured = acceptable(raw)
-            if ok or measured == scale:
-                break
-            scale = measured
-        return self._check_energy(raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
-
-    def _energy_point(self, raw):
-        """What the energy check needs of a result: its parameters and reciprocal energy."""
-        return dict(self._params, reciprocal=float(raw["terms"]["reciprocal"]))
-
-    def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
-        """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
-
-        The energy of another mesh (same alpha and order) differs from this one by about
-        the difference of their errors; both errors scale like the reciprocal force-error
-        estimates, so this mesh's energy error is about |E_other - E| x est / |est_other -
-        est|. The other point is a coarser mesh when one is allowed: the probe when it has
-        the same alpha and order, else a reciprocal-only calculation (the energy does not
-        depend on the differentiation) on a mesh 0.75x as fine; when the mesh is already
-        the coarsest the order allows (a single charge, a tiny cell), a finer one (1.5x).
-        The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|,
-        |E| at least 1% of k sum q^2 / d (d the mean spacing) for energies that cancel to
-        ~0. When it is exceeded, the parameters are chosen again with the mesh itself
-        bounded: its ad estimate at most the current one times the missing factor,
-        whatever the differentiation (the energy does not depend on it, so ik then needs as
-        fine a mesh as ad and usually loses to it). This matters for small systems, whose
-        energy error is relatively larger, for systems whose energy is a small difference
-        of large terms, and for those whose forces vanish by symmetry (a single charge, a
-        perfect crystal), whose force-based choice says nothing about the energy.
-        """
-        from ._core import tuning
-
-        self._energy_error = None
-        probe_mesh = coarse["mesh"] if coarse is not None else None
-        floor = _ENERGY_FLOOR * self._k * sum_q2 / (abs(np.linalg.det(self._box)) / n_atoms) ** (1.0 / 3.0)
-        for _ in range(3):
-            p = self._params
-            rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
-            if coarse is None or (coarse["alpha"], coarse["order"]) != (p["alpha"], p["order"]):
-                coarse = self._other_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
-                if coarse is None:
-                    break
-
-            def recip_estimate(mesh, diff):
-                return tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
-                                               _model_atoms(n_atoms), coulomb_constant=self._k)["recip"]
-
-            est_c = recip_estimate(coarse["mesh"], p["differentiation"])
-            if not max(est_c, rec) > 1.5 * min(est_c, rec):
-                break
-            d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / abs(est_c - rec)
-            allowed = 0.3 * self._tolerance * max(abs(raw["energy"]), floor)
-            self._energy_error = d_e
-            if d_e <= allowed:
-                break
-            factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
-            est_ad = rec if p["differentiation"] == "ad" else recip_estimate(p["mesh"], "ad")
-            coarse = self._energy_point(raw)
-            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
-                                   mesh_target=est_ad * factor))
-            raw = self._run(self._solver, pos, q, idv, ex)
-        return raw
-
-    def _other_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
-        """The reciprocal energy at the current alpha and order on another mesh (reciprocal
-        part only, ad): the probe's mesh when it is coarse enough for the extrapolation (its
-        FFT plans exist already), else one about 0.75x (0.6x) as fine, else, when no coarser
-        mesh is allowed, one 1.5x (2x) as fine; None when neither exists."""
-        from ._core import tuning
-
-        p = self._params
-        tries = [] if probe_mesh is None else [tuple(probe_mesh)]
-        tries += [tuple(max(p["order"], tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
-                  for f in (0.75, 0.6)]
-        finer = [tuple(min(4096, tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"]) for f in (1.5, 2.0)]
-        chosen = None
-        for mesh in tries + finer:
-            coarser = mesh in tries
-            if mesh == p["mesh"] or min(mesh) < p["order"]:
-                continue
-            if coarser and any(a > b for a, b in zip(mesh, p["mesh"])):
-                continue
-            est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
-                                          p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                          coulomb_constant=self._k)["recip"]
-            if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
-                chosen = mesh
-                break
-        if chosen is None:
-            return None
-        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False)
-        raw = self._run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
-        return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
-                "reciprocal": float(raw["terms"]["reciprocal"])}
 
     def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
         est_abs, parts = self._estimate(sum_q2, n_atoms)
@@ -660,50 +418,3 @@ class PME:
     def brick(self):
         """This rank's brick of the mesh, ((lo), (hi))."""
         return self._solver.brick if self._solver is not None else None
-
-
-def _model_atoms(n_atoms):
-    """The atom count of the error model: a single charge is modelled as two. The
-    estimate of one charge is its self-force error alone (~0 on any mesh), which says
-    nothing about its energy error; two carry the aliasing error that both share, with
-    the right dependence on the mesh for the energy check."""
-    return max(n_atoms, 2)
-
-
-def _for_choice(x):
-    """x to 12 significant digits: sums reduced in a different order on another rank count
-    then give the same parameters (the choice never hinges on their last bits)."""
-    return float(f"{x:.11e}")
-
-
-def _coincident_pair(box, positions, ids, exclusions, r0):
-    """(id_a, id_b, position) of the first pair (by ids) of atoms closer than r0 (minimum
-    image) that is not an excluded pair, or None. On the failure path only (it looks at
-    every atom): cells at least 2 r0 wide along each cell height, in the 8 grids offset by
-    half a cell, so that any two atoms within r0 share a cell of one of them."""
-    from .reference import minimum_image
-
-    frac = positions @ np.linalg.inv(box)
-    frac -= np.floor(frac)
-    cells = np.maximum(1.0, np.floor(cell_heights(box) / (2.0 * r0)))
-    found = set()
-    for offset in np.array(np.meshgrid([0, 0.5], [0, 0.5], [0, 0.5])).reshape(3, -1).T:
-        key = np.floor(frac * cells + offset) % cells
-        order = np.lexsort(key.T[::-1])
-        k = key[order]
-        starts = np.concatenate(([0], np.flatnonzero((k[1:] != k[:-1]).any(axis=1)) + 1, [len(k)]))
-        for a, b in zip(starts[:-1], starts[1:]):
-            for i in range(a, b):
-                for j in range(i + 1, b):
-                    found.add((min(order[i], order[j]), max(order[i], order[j])))
-    excluded = {(int(min(a, b)), int(max(a, b))) for a, b in exclusions}
-    candidates = []
-    for i, j in found:
-        if np.linalg.norm(minimum_image(box, positions[i] - positions[j])) < r0:
-            pair = tuple(sorted((int(ids[i]), int(ids[j]))))
-            if pair not in excluded:
-                candidates.append((pair, int(i)))
-    if not candidates:
-        return None
-    (a, b), i = min(candidates)
-    return a, b, positions[i]

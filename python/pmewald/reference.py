@@ -5,6 +5,10 @@ with real-space and reciprocal-space cutoffs chosen from a requested accuracy
 so that results are converged to about 1e-13 relative.  It depends on NumPy
 and the Python standard library only.
 
+Longer than 600 lines because it is one independent reference: its own erfc, periodic
+images, real and reciprocal sums and exclusion terms, sharing no code with the solver it
+validates (splitting it would only add imports between its parts).
+
 Conventions
 -----------
 Box

@@ -10,6 +10,10 @@ cation-anion distance) and ``madelung_reference`` (the literature Madelung
 constant ``M``), defined by ``E = -M k z^2 N_pairs / r0`` with ``N_pairs`` the
 number of cation-anion pairs (half the number of ions) and ``z`` the ionic
 charge.
+
+Longer than 600 lines because it is a catalogue of independent builders (crystals with
+their Madelung constants, random charges, the water box, displacements and supercells),
+one import for every test and benchmark that needs a system.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import _mpi_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "cpp-example"
 CMAKE = shutil.which("cmake")
 

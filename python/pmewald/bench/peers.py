@@ -33,16 +33,15 @@ intramolecular pairs excluded (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exce
 Units: LAMMPS ``real``; errors are unit-free.
 
 Writes ``results.json``, ``results.md`` (tables) and ``<system>_<P>rank.png`` (time vs
-measured error per code) into ``--out``.
+measured error per code) into ``--out``. This module runs the codes; LAMMPS's files and log
+are :mod:`pmewald.bench.peers_lammps`, the tables and plots :mod:`pmewald.bench.peers_report`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -52,13 +51,13 @@ from pathlib import Path
 
 import numpy as np
 
-K_REAL = 332.06371           # LAMMPS's qqr2e for units real (kcal/mol A e^-2)
+from . import peers_report as report
+from .peers_lammps import K_REAL, run_lammps, write_lammps_data
+from .peers_report import PME_PHASES
+
 K_OPENMM = 138.935456        # OpenMM's ONE_4PI_EPS0 (kJ/mol nm e^-2)
-PME_PHASES = ["spread", "ghost", "fft", "solve", "gather", "real_space", "ghost_atoms", "exclusions",
-              "migrate", "reduce"]
 RECIP_PHASES = ["spread", "ghost", "fft", "solve", "gather"]
 REAL_PHASES = ["real_space", "ghost_atoms", "exclusions"]
-TARGETS = (1e-4, 1e-5)
 
 
 # ---------------------------------------------------------------- progress bar
@@ -96,7 +95,7 @@ class _Progress:
 # ----------------------------------------------------------------- systems
 
 def make_system(kind, size, seed=0):
-    from . import systems
+    from .. import systems
 
     if kind == "nacl":
         n = max(2, int(round((size / 8.0) ** (1.0 / 3.0))))
@@ -112,123 +111,6 @@ def save_system(s, path):
     np.savez(path, box=s.box, positions=s.positions, charges=s.charges, ids=s.ids, exclusions=s.exclusions)
 
 
-def write_lammps_data(s, kind, path):
-    """atom_style full, units real; water molecules get two O-H bonds (bond_style zero) so
-    that LAMMPS's default special_bonds 0 0 0 excludes O-H and H-H pairs."""
-    L = np.diag(s.box)
-    assert np.allclose(s.box, np.diag(L)), "orthorhombic boxes only"
-    pos = np.mod(s.positions, L)
-    pos[pos >= L] = 0.0
-    n = len(s.charges)
-    water = kind == "water"
-    if water:
-        types = np.where(np.arange(n) % 3 == 0, 1, 2)
-        mol = np.arange(n) // 3 + 1
-        masses = {1: 15.9994, 2: 1.008}
-    else:
-        types = np.where(s.charges > 0, 1, 2)
-        mol = np.arange(n) + 1
-        masses = {1: 22.98977, 2: 35.453}
-    with open(path, "w") as f:
-        f.write(f"pmewald bench {kind}\n\n{n} atoms\n2 atom types\n")
-        if water:
-            f.write(f"{2 * (n // 3)} bonds\n1 bond types\n")
-        f.write(f"\n0 {float(L[0])!r} xlo xhi\n0 {float(L[1])!r} ylo yhi\n0 {float(L[2])!r} zlo zhi\n\nMasses\n\n")
-        for t, m in masses.items():
-            f.write(f"{t} {m}\n")
-        f.write("\nAtoms # full\n\n")
-        qs, ps = s.charges.tolist(), pos.tolist()
-        lines = [f"{i + 1} {mol[i]} {types[i]} {qs[i]!r} {ps[i][0]!r} {ps[i][1]!r} {ps[i][2]!r}\n"
-                 for i in range(n)]
-        f.writelines(lines)
-        if water:
-            f.write("\nBonds\n\n")
-            o = np.arange(0, n, 3)
-            k = 1
-            for a in o:
-                f.write(f"{k} 1 {a + 1} {a + 2}\n{k + 1} 1 {a + 1} {a + 3}\n")
-                k += 2
-
-
-# ------------------------------------------------------------------ LAMMPS
-
-def _lammps_input(data, cutoff, acc, diff, steps, dump, water):
-    lines = ["units real", "atom_style full", "boundary p p p"]
-    if water:
-        lines.append("bond_style zero")
-    lines += [f"read_data {data}"]
-    if water:
-        lines.append("bond_coeff *")
-    lines += [f"pair_style coul/long {cutoff}", "pair_coeff * *", f"kspace_style pppm {acc}",
-              f"kspace_modify diff {diff}", "neighbor 2.0 bin", "timer full", "thermo_style one"]
-    if dump:
-        lines += [f"dump d all custom 1 {dump} id fx fy fz", "dump_modify d sort id format float %.17g",
-                  "run 0", "undump d"]
-    lines += [f"run {steps}"]
-    return "\n".join(lines) + "\n"
-
-
-_FLOAT = r"([-+0-9.eE]+)"
-
-
-def parse_lammps_log(text, steps):
-    out = {}
-    for key, pat in [("G", r"G vector \(1/distance\)\s*=\s*" + _FLOAT),
-                     ("order", r"stencil order\s*=\s*(\d+)"),
-                     ("est_abs", r"estimated absolute RMS force accuracy\s*=\s*" + _FLOAT),
-                     ("est_rel", r"estimated relative force accuracy\s*=\s*" + _FLOAT)]:
-        m = re.findall(pat, text)
-        if m:
-            out[key] = float(m[-1])
-    g = re.findall(r"grid\s*=\s*(\d+)\s+(\d+)\s+(\d+)", text)
-    if g:
-        out["mesh"] = [int(v) for v in g[-1]]
-    mem = re.findall(r"Per MPI rank memory allocation \(min/avg/max\) = .*\|\s*" + _FLOAT + r"\s*Mbytes", text)
-    if mem:
-        out["mem_mb"] = float(mem[-1])
-    # Last timing breakdown = the timed run.
-    block = text.rsplit("MPI task timing breakdown:", 1)[-1]
-    for sec in ("Pair", "Kspace", "Neigh", "Comm", "Bond"):
-        m = re.search(rf"^{sec}\s*\|\s*{_FLOAT}\s*\|\s*{_FLOAT}\s*\|", block, re.M)
-        if m:
-            out[sec.lower() + "_s"] = float(m.group(2)) / steps
-    m = re.findall(r"Loop time of " + _FLOAT, text)
-    if m:
-        out["loop_s"] = float(m[-1]) / steps
-    return out
-
-
-def read_lammps_dump(path, n):
-    f = np.loadtxt(path, skiprows=9)
-    order = np.argsort(f[:, 0])
-    f = f[order]
-    assert len(f) == n
-    return f[:, 1:4]
-
-
-def run_lammps(job, ranks, workdir, steps, want_forces, env):
-    """job: dict(data, kind, cutoff, acc, diff, n). Returns parsed dict (+ forces in k=1 units)."""
-    tag = f"{Path(job['data']).stem}_{job['diff']}_{job['acc']:g}_{ranks}"
-    inp = workdir / f"in.{tag}"
-    dump = workdir / f"forces.{tag}.dump" if want_forces else None
-    inp.write_text(_lammps_input(job["data"], job["cutoff"], job["acc"], job["diff"], steps, dump,
-                                 job["kind"] == "water"))
-    log = workdir / f"log.{tag}"
-    cmd = ["lmp", "-in", str(inp), "-log", str(log), "-screen", "none"]
-    if ranks > 1:
-        cmd = ["mpirun", "-n", str(ranks)] + cmd
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"LAMMPS failed ({' '.join(cmd)}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}\n"
-                           f"{log.read_text()[-2000:] if log.exists() else ''}")
-    r = parse_lammps_log(log.read_text(), steps)
-    r["total_s"] = r.get("pair_s", 0.0) + r.get("kspace_s", 0.0)
-    if want_forces:
-        r["forces"] = read_lammps_dump(dump, job["n"]) / K_REAL
-        dump.unlink()
-    return r
-
-
 # ---------------------------------------------------------------- workers
 
 def _maxrss_mb():
@@ -241,8 +123,8 @@ def worker_pme(job):
     """Run under mpirun: time pmewald for each config of the job; rank 0 writes the result."""
     from mpi4py import MPI
 
-    from . import _core
-    from .pme import PME
+    from .. import _core
+    from ..pme import PME
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
@@ -373,8 +255,8 @@ def worker_openmm(job):
 
 def worker_validate(job):
     """pmewald at the reference settings vs pmewald.reference.ewald on a small system."""
-    from .pme import PME
-    from .reference import ewald
+    from ..pme import PME
+    from ..reference import ewald
 
     d = np.load(job["system"])
     ex = d["exclusions"] if len(d["exclusions"]) else None
@@ -405,7 +287,7 @@ def _run_worker(kind, job, ranks, workdir, env):
     path = workdir / f"job_{kind}_{os.getpid()}_{time.time_ns()}.json"
     job = dict(job, result=str(path) + ".out")
     path.write_text(json.dumps(job))
-    cmd = [sys.executable, "-m", "pmewald.bench_peers", "_worker", kind, str(path)]
+    cmd = [sys.executable, "-m", "pmewald.bench.peers", "_worker", kind, str(path)]
     if ranks > 1 or kind == "pme":
         cmd = ["mpirun", "-n", str(ranks)] + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -419,30 +301,6 @@ def _run_worker(kind, job, ranks, workdir, env):
 
 def rel_error(f, ref):
     return float(np.sqrt(((f - ref) ** 2).sum() / (ref ** 2).sum()))
-
-
-def interp_time(points, target):
-    """points: list of (error, time). log-log linear interpolation at `target` error.
-    Returns (time, extrapolated: bool) or (None, None)."""
-    pts = sorted((e, t) for e, t in points if e and t and e > 0 and t > 0)
-    if len(pts) < 2:
-        if len(pts) == 1 and math.isclose(pts[0][0], target, rel_tol=0.1):
-            return pts[0][1], False
-        return None, None
-    le = [math.log(e) for e, _ in pts]
-    lt = [math.log(t) for _, t in pts]
-    x = math.log(target)
-    extra = not (le[0] <= x <= le[-1])
-    if x <= le[0]:
-        i = 0
-    elif x >= le[-1]:
-        i = len(pts) - 2
-    else:
-        i = max(k for k in range(len(pts) - 1) if le[k] <= x)
-    if le[i + 1] == le[i]:
-        return math.exp(0.5 * (lt[i] + lt[i + 1])), extra
-    s = (lt[i + 1] - lt[i]) / (le[i + 1] - le[i])
-    return math.exp(lt[i] + s * (x - le[i])), extra
 
 
 def _uptime():
@@ -528,13 +386,13 @@ def bench_peers(args) -> int:
         """Tables from what has been measured so far (rewritten after every system of every round)."""
         meta["uptime_end"] = _uptime()
         meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z") + (" (partial)" if partial else "")
-        rows = _summarise(raw)
-        ratios = _ratios(rows, systems, args.ranks)
+        rows = report.summarise(raw)
+        ratios = report.ratios(rows, systems, args.ranks)
         result = dict(meta=meta, validation=validation, systems=systems, rows=rows, ratios=ratios)
         (out / "results.json").write_text(json.dumps(result, indent=1, default=float))
-        md = _markdown(result)
+        md = report.markdown(result)
         (out / "results.md").write_text(md)
-        return md, _plots(rows, systems, args.ranks, out)
+        return md, report.plots(rows, systems, args.ranks, out)
 
     def rec(key, r, rnd):
         e = raw.setdefault(key, {"rounds": []})
@@ -608,194 +466,6 @@ def bench_peers(args) -> int:
     return 0
 
 
-def _med(rs, key):
-    v = [r[key] for r in rs if r.get(key) is not None]
-    return statistics.median(v) if v else None
-
-
-def _summarise(raw):
-    rows = []
-    for (sysname, P, variant, setting), e in sorted(raw.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2],
-                                                                                 -kv[0][3])):
-        rs = e["rounds"]
-        first = rs[0]
-        row = dict(system=sysname, ranks=P, code=variant, setting=setting, error=first.get("error"),
-                   n_rounds=len(rs))
-        if variant.startswith("lammps"):
-            row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "pair_s"), recip_s=_med(rs, "kspace_s"),
-                       neigh_s=_med(rs, "neigh_s"), comm_s=_med(rs, "comm_s"), mesh=first.get("mesh"),
-                       alpha=first.get("G"), order=first.get("order"), estimated=first.get("est_rel"),
-                       mem_mb=first.get("mem_mb"), mem_kind="LAMMPS 'per MPI rank memory' (max)")
-        elif variant == "openmm":
-            row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "real_s"), recip_s=_med(rs, "recip_s"),
-                       mesh=first["mesh"], alpha=first["alpha_per_A"], order=5, mem_mb=first["maxrss_mb"],
-                       mem_kind="peak RSS of the worker")
-        else:
-            row.update(total_s=_med(rs, "wall_s"), real_s=_med(rs, "real_s"), recip_s=_med(rs, "recip_s"),
-                       cpp_s=_med(rs, "cpp_phases_s"), raw_cpp_call_s=_med(rs, "raw_cpp_call_s"),
-                       wall_mean_s=_med(rs, "wall_mean_s"), steps=first.get("steps"),
-                       mesh=first["mesh"], alpha=first["alpha"], order=first["order"],
-                       differentiation=first.get("differentiation") or first.get("diff"),
-                       estimated=first["estimated_error"], mem_mb=first["maxrss_mb"],
-                       mem_kind="peak RSS per rank (max over ranks)", fft_pair_s=_med(rs, "fft_pair_s"),
-                       phases={k: statistics.median(r["phases"][k] for r in rs) for k in PME_PHASES},
-                       comm_detail={k: statistics.median(r["comm_detail"][k] for r in rs)
-                                    for k in first["comm_detail"]})
-            if row.get("fft_pair_s"):
-                # ad: 1 forward + 1 backward (one pair); ik: 1 forward + 3 backward (two pairs)
-                n_pairs = 1.0 if row["differentiation"] == "ad" else 2.0
-                row["fft_limit_s"] = n_pairs * row["fft_pair_s"]
-                row["recip_over_fft_limit"] = row["recip_s"] / row["fft_limit_s"]
-        rows.append(row)
-    return rows
-
-
-def _ratios(rows, systems, ranks):
-    out = []
-    for s in systems:
-        for P in ranks:
-            sub = [r for r in rows if r["system"] == s["name"] and r["ranks"] == P and r.get("error")]
-            variants = sorted({r["code"] for r in sub})
-            curves = {v: [(r["error"], r["total_s"]) for r in sub if r["code"] == v] for v in variants}
-            curves_rec = {v: [(r["error"], r["recip_s"]) for r in sub if r["code"] == v] for v in variants}
-            for tgt in TARGETS:
-                at = {v: interp_time(curves[v], tgt) for v in variants}
-                for v in variants:
-                    if not v.startswith("pmewald-") or "@lammps" in v:
-                        continue
-                    t, ex = at[v]
-                    if t is None:
-                        continue
-                    entry = dict(system=s["name"], ranks=P, target_error=tgt, pmewald=v, pmewald_s=t,
-                                 pmewald_extrapolated=ex, peers={})
-                    for peer in variants:
-                        if peer.startswith("pmewald"):
-                            continue
-                        tp, exp_ = at[peer]
-                        if tp:
-                            entry["peers"][peer] = dict(time_s=tp, extrapolated=exp_, ratio=t / tp)
-                    out.append(entry)
-            # Reciprocal part with LAMMPS's own parameters (diff ik): pmewald recip / LAMMPS Kspace.
-            for r in sub:
-                if r["code"].startswith("pmewald-ik@lammps"):
-                    lam = [x for x in sub if x["code"] == "lammps-ik" and x["setting"] == r["setting"]]
-                    if lam:
-                        out.append(dict(system=s["name"], ranks=P, kind="recip@lammps-params", pmewald=r["code"],
-                                        lammps_acc=r["setting"], mesh=r["mesh"], pmewald_recip_s=r["recip_s"],
-                                        lammps_kspace_s=lam[0]["recip_s"],
-                                        ratio=r["recip_s"] / lam[0]["recip_s"]))
-    return out
-
-
-def _fmt_ms(x):
-    return "" if x is None else f"{x * 1e3:.2f}"
-
-
-def _markdown(res):
-    m = res["meta"]
-    L = [f"Run {m['started']} on {m['host']} ({m['cpus']} CPUs); load at start: `{m['uptime_start']}`; "
-         f"at end: `{m['uptime_end']}`.", ""]
-    if res["validation"]:
-        L += ["Reference check (pmewald at the reference settings vs `pmewald.reference.ewald`):", ""]
-        for v in res["validation"]:
-            L.append(f"- {v['system']} ({v['n']} atoms, mesh {v['mesh']}, rc {v['cutoff']:.2f}): relative RMS "
-                     f"force error {v['rel_force_error_vs_ewald']:.1e}")
-        L.append("")
-    L += ["Reference per system: " + "; ".join(
-        f"{s['name']}: mesh {'x'.join(map(str, s['reference']['mesh']))}, order 8, rc {s['reference']['cutoff']:.1f}"
-        for s in res["systems"]), ""]
-    L += ["### All runs", "",
-          "| system | ranks | code | setting | mesh | measured error | total ms | real ms | recip ms | "
-          "FFT-only ms | recip/FFT | mem MB |", "|" + "---|" * 12]
-    for r in res["rows"]:
-        mesh = "x".join(map(str, r["mesh"])) if r.get("mesh") else ""
-        if r["code"].startswith("pmewald") and r.get("differentiation"):
-            mesh += f" {r['differentiation']} p{r['order']}"   # what pmewald chose or was given
-        st = f"{r['setting']:g}"
-        L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {st} | {mesh} | "
-                 f"{r['error']:.2e} | {_fmt_ms(r['total_s'])} | {_fmt_ms(r['real_s'])} | {_fmt_ms(r['recip_s'])} | "
-                 f"{_fmt_ms(r.get('fft_limit_s'))} | "
-                 f"{'' if r.get('recip_over_fft_limit') is None else format(r['recip_over_fft_limit'], '.1f')} | "
-                 f"{'' if r.get('mem_mb') is None else format(r['mem_mb'], '.0f')} |")
-    L += ["", "setting: the nominal tolerance (pmewald, OpenMM `ewaldErrorTolerance`) or PPPM accuracy (LAMMPS); "
-          "for `pmewald-ik@lammps` the LAMMPS accuracy whose G, grid and order were used. pmewald's mesh cell "
-          "also names the differentiation and order used (`pmewald-auto`: the automatic choice). total = LAMMPS Pair + "
-          "Kspace; OpenMM getState(forces); pmewald wall time of `compute()` (slowest rank). FFT-only: FFTW's "
-          "serial real-to-complex 3-D r2c+c2r pair on pmewald's mesh (x2 for ik: 1 forward + 3 backward), 1 rank "
-          "only. mem: LAMMPS's "
-          "own per-rank estimate; OpenMM and pmewald: peak RSS of the worker process (cumulative over the "
-          "settings run before it in that process).", ""]
-    L += ["### Ratios at matched measured error (total time per step)", "",
-          "| system | ranks | error | pmewald variant | pmewald ms | vs LAMMPS ik | vs LAMMPS ad | vs OpenMM |",
-          "|---|---|---|---|---|---|---|---|"]
-    for e in res["ratios"]:
-        if "target_error" not in e:
-            continue
-
-        def cell(peer):
-            p = e["peers"].get(peer)
-            if not p:
-                return ""
-            return f"{p['ratio']:.2f} ({p['time_s'] * 1e3:.1f} ms{', extrap.' if p['extrapolated'] else ''})"
-        L.append(f"| {e['system']} | {e['ranks']} | {e['target_error']:.0e} | {e['pmewald']} | "
-                 f"{e['pmewald_s'] * 1e3:.1f}{' (extrap.)' if e['pmewald_extrapolated'] else ''} | "
-                 f"{cell('lammps-ik')} | {cell('lammps-ad')} | {cell('openmm')} |")
-    L += ["", "Ratio = pmewald time / peer time, both interpolated (log-log) at the same measured relative RMS "
-          "force error; 'extrap.' marks a value outside the code's measured range.", ""]
-    L += ["### Reciprocal part with LAMMPS's own G, grid and order (`diff ik`)", "",
-          "| system | ranks | pmewald variant | LAMMPS accuracy | mesh | pmewald recip ms | LAMMPS Kspace ms | ratio |",
-          "|---|---|---|---|---|---|---|---|"]
-    for e in res["ratios"]:
-        if e.get("kind") == "recip@lammps-params":
-            L.append(f"| {e['system']} | {e['ranks']} | {e['pmewald']} | {e['lammps_acc']:g} | "
-                     f"{'x'.join(map(str, e['mesh']))} | {e['pmewald_recip_s'] * 1e3:.2f} | "
-                     f"{e['lammps_kspace_s'] * 1e3:.2f} | {e['ratio']:.2f} |")
-    L += ["", "### pmewald per phase (ms per call, slowest rank)", "",
-          "| system | ranks | variant | setting | " + " | ".join(PME_PHASES) + " | C++ sum | bare C++ call | "
-          "compute() mean | Python overhead |", "|" + "---|" * (len(PME_PHASES) + 8)]
-    for r in res["rows"]:
-        if r["code"].startswith("pmewald"):
-            over = r["wall_mean_s"] - r["cpp_s"]   # both means over the same calls
-            L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {r['setting']:g} | " +
-                     " | ".join(_fmt_ms(r["phases"][k]) for k in PME_PHASES) +
-                     f" | {_fmt_ms(r['cpp_s'])} | {_fmt_ms(r['raw_cpp_call_s'])} | {_fmt_ms(r['wall_mean_s'])} | "
-                     f"{_fmt_ms(over)} ({100 * over / r['cpp_s']:.0f}%) |")
-    return "\n".join(L) + "\n"
-
-
-def _plots(rows, systems, ranks, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    files = []
-    for s in systems:
-        for P in ranks:
-            sub = [r for r in rows if r["system"] == s["name"] and r["ranks"] == P and r.get("error")]
-            if not sub:
-                continue
-            fig, ax = plt.subplots(figsize=(6.4, 4.6))
-            for v in sorted({r["code"] for r in sub}):
-                pts = sorted((r["error"], r["total_s"] * 1e3) for r in sub if r["code"] == v)
-                style = "o-" if v.startswith("pmewald") else "s--"
-                ax.loglog([p[0] for p in pts], [p[1] for p in pts], style, label=v)
-            for t in TARGETS:
-                ax.axvline(t, color="grey", lw=0.5)
-            ax.set_xlabel("measured relative RMS force error")
-            ax.set_ylabel("time per force evaluation (ms)")
-            ax.set_title(f"{s['name']} ({s['n']} atoms), {P} rank(s)")
-            ax.grid(True, which="both", lw=0.3)
-            ax.legend(fontsize=7)
-            fn = out / f"{s['name']}_{P}rank.png"
-            fig.tight_layout()
-            fig.savefig(fn, dpi=110)
-            plt.close(fig)
-            files.append(fn.name)
-    return files
-
-
 def add_parser(sub):
     p = sub.add_parser("peers", help="pmewald vs LAMMPS PPPM and OpenMM PME at matched measured force error",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -844,7 +514,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
         _worker_main(sys.argv[2:])
     else:
-        ap = argparse.ArgumentParser(prog="python -m pmewald.bench_peers")
+        ap = argparse.ArgumentParser(prog="python -m pmewald.bench.peers")
         sp = ap.add_subparsers(dest="what", required=True)
         add_parser(sp)
         sys.exit(bench_peers(ap.parse_args(sys.argv[1:])))

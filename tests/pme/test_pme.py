@@ -18,20 +18,24 @@ own energy.  The "Done when" list of issue 4 maps onto the tests as follows
 - units; set_box; parameters/timings ............. test_coulomb_constant_scales_linearly,
                                                    test_set_box_matches_fresh_solver,
                                                    test_parameters_terms_and_timings
-- automatic differentiation/order/alpha/mesh ...... test_automatic_choice (issue 6), and
-                                                   test_accuracy_mpi, test_independence
-                                                   (same choice on every rank count)
+- automatic differentiation/order/alpha/mesh ...... tests/tuning/test_automatic_choice.py
+                                                   (issue 6), and test_accuracy_mpi,
+                                                   test_independence (same choice on every
+                                                   rank count)
 
 Conventions used by the assertions (see docs/theory.md):
 relative RMS force error ``sqrt(sum |F - F_ref|^2 / sum |F_ref|^2)``; virial
 ``W = -dE/d(eps)``; the PME's ``terms["exclusion"]`` is
 ``-k sum_excl q_i q_j erf(alpha r)/r`` (OpenMM's way), so only totals are
 compared with the reference, whose exclusion term is the bare Coulomb sum.
+
+Longer than 600 lines because it is issue 4's list above, each test next to the systems,
+splits and references it shares with the others (a split would follow the list: the physics
+claims, then the API surface from test_bad_input_is_agreed_and_harmless on).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 
@@ -41,6 +45,8 @@ from mpi4py import MPI
 
 import pmewald
 from pmewald import reference, systems, units
+from pme_cases import (STRONG, _SYSTEMS, _check_accuracy, _random_exclusions, _reference_cached, half_height_cutoff,
+                       rel_rms)
 
 PME = getattr(pmewald, "PME", None)
 pytestmark = pytest.mark.skipif(PME is None, reason="pmewald.PME (issue 4) is not built yet")
@@ -49,17 +55,9 @@ MODES = ("pt2pt", "nonblocking", "collective")
 TERM_KEYS = {"real", "reciprocal", "self", "background", "exclusion"}
 XI = -2.83729747948062        # charge in a cube, E = xi q^2 / (2L) (reference tests: 1e-12)
 XI_TABLE = -2.837297          # literature value, 7 digits
-STRONG = "strong"
 
 
 # --------------------------------------------------------------------------- helpers
-
-def rel_rms(f, fref):
-    """Relative RMS force error sqrt(sum |F - F_ref|^2 / sum |F_ref|^2) (issue 4's measure)."""
-    f = np.asarray(f, dtype=float)
-    fref = np.asarray(fref, dtype=float)
-    return math.sqrt(float(np.sum((f - fref) ** 2)) / float(np.sum(fref ** 2)))
-
 
 def energy_scale(res):
     """Size of the energy for 'relative' comparisons: |E| or its largest term.
@@ -69,47 +67,6 @@ def energy_scale(res):
     rounding scale.
     """
     return max(abs(res.energy), max(abs(float(v)) for v in res.terms.values()))
-
-
-@functools.lru_cache(maxsize=None)
-def _reference_cached(key):
-    s = _SYSTEMS[key]()
-    return s, reference.ewald(s.box, s.positions, s.charges, exclusions=s.exclusions)
-
-
-def _random_exclusions(s, m, seed, within=None):
-    """m distinct random pairs of ids, each pair once, drawn from the pairs closer than
-    `within` (default 0.9 x the tests' cutoff: excluded pairs must lie within the cutoff)."""
-    within = 0.9 * half_height_cutoff(s.box) if within is None else within
-    i, j = np.triu_indices(s.n_atoms, 1)
-    d = reference.minimum_image(s.box, s.positions[i] - s.positions[j])
-    near = np.nonzero(np.einsum("ij,ij->i", d, d) < within ** 2)[0]
-    assert len(near) >= m
-    pick = np.random.default_rng(seed).choice(near, m, replace=False)
-    return np.stack([i[pick], j[pick]], axis=1).astype(np.int64)
-
-
-def _with_exclusions(s, m, seed):
-    s.exclusions = _random_exclusions(s, m, seed)
-    return s
-
-
-_SYSTEMS = {
-    "ortho-neutral": lambda: systems.random_charges(150, [10.0, 11.0, 12.0], neutral=True, seed=11),
-    "ortho-charged": lambda: systems.random_charges(120, [10.0, 11.0, 12.0], neutral=False, seed=12),
-    "triclinic-neutral": lambda: systems.random_charges(
-        150, systems.triclinic_box(12.0, STRONG), neutral=True, seed=13),
-    "triclinic-charged": lambda: systems.random_charges(
-        120, systems.triclinic_box(12.0, STRONG), neutral=False, seed=14),
-    "water40": lambda: systems.water_box(40, seed=5),
-    "water100": lambda: systems.water_box(100, seed=3),
-    "triclinic-charged-excl": lambda: _with_exclusions(systems.random_charges(
-        90, systems.triclinic_box(9.0, STRONG), neutral=False, seed=31), 25, seed=32),
-}
-
-
-def half_height_cutoff(box, fraction=0.45):
-    return fraction * float(np.min(reference.cell_heights(box)))
 
 
 def split_atoms(n, size, how, seed=0):
@@ -278,25 +235,6 @@ def test_madelung_constants_and_xi(comm):
 # --------------------------------------------------------------------------- 2. accuracy
 
 TOLERANCES = (1e-3, 1e-4, 1e-5, 1e-6)
-
-
-def _check_accuracy(s, ref, pme, res, forces, tol, label):
-    """Return a list of failure strings (empty when all criteria hold)."""
-    bad = []
-    err = rel_rms(forces, ref.forces)
-    est = float(res.estimated_error)
-    if not err <= tol:
-        bad.append(f"{label}: measured force error {err:.3e} > tolerance {tol:g}")
-    if not (err / 3.0 <= est <= 3.0 * err):
-        bad.append(f"{label}: estimate {est:.3e} not within 3x of measured {err:.3e}")
-    de = abs(res.energy - ref.energy)
-    if not de <= tol * abs(ref.energy):
-        bad.append(f"{label}: energy error {de:.3e} > tol*|E| = {tol * abs(ref.energy):.3e}")
-    wscale = max(abs(ref.energy), float(np.max(np.abs(ref.virial))))
-    dw = float(np.max(np.abs(np.asarray(res.virial) - ref.virial)))
-    if not dw <= 10.0 * tol * wscale:
-        bad.append(f"{label}: virial error {dw:.3e} > 10 tol scale {10 * tol * wscale:.3e}")
-    return bad
 
 
 @pytest.mark.slow
@@ -810,56 +748,6 @@ def test_set_box_matches_fresh_solver(comm):
 
 
 # --------------------------------------------------------------------------- 10. automatic choice
-
-# Cost models (entries of tuning.cost_model()) under which one differentiation is always
-# the cheaper: ik costing what ad does per transform and point but needing fewer
-# transforms, and the reverse.
-IK_CHEAP = {"transforms_ad": 2, "transforms_ik": 1, "mesh_ik": 0.0, "atom_ik": 0.0, "point_ik": 0.0}
-AD_CHEAP = {"transforms_ad": 1, "transforms_ik": 8, "mesh_ad": 0.0, "atom_ad": 0.0, "point_ad": 0.0}
-
-
-def test_automatic_choice(monkeypatch):
-    """differentiation="auto" and order=None: the cost model decides (ik where it is the
-    cheaper), explicit values are honoured, the parameters property reports the choice,
-    and the accuracy criteria of the sweep hold either way."""
-    import pmewald.pme as pme_module
-    from pmewald._core import tuning
-
-    s, ref = _reference_cached("triclinic-charged")
-    cutoff = half_height_cutoff(s.box)
-    tol = 1e-5
-    bad = []
-    for cost, want in ((IK_CHEAP, "ik"), (AD_CHEAP, "ad"), (None, None)):
-        monkeypatch.setattr(pme_module, "_COST", cost)
-        pme = PME(s.box, cutoff, tolerance=tol)
-        before = pme.parameters
-        assert (before["differentiation"], before["order"], before["mesh"]) == ("auto", None, None)
-        res = pme.compute(s.positions, s.charges)
-        p = pme.parameters
-        assert p["differentiation"] == (want or p["differentiation"]) and p["differentiation"] in ("ad", "ik")
-        assert 4 <= p["order"] <= 8
-        assert p["modelled_cost"] == pytest.approx(
-            tuning.reciprocal_cost(p["mesh"], p["order"], p["differentiation"], s.n_atoms, cost=cost), rel=1e-12)
-        bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"auto, cost {cost}: {p}")
-        # a small box change keeps the choice while the tolerance is still met
-        pme.set_box(s.box * 1.005)
-        res = pme.compute(s.positions * 1.005, s.charges)
-        for key in ("alpha", "mesh", "order", "differentiation", "modelled_cost"):
-            assert pme.parameters[key] == p[key], key
-        assert res.estimated_error <= tol
-    # explicit values are honoured whatever the model prefers
-    monkeypatch.setattr(pme_module, "_COST", IK_CHEAP)
-    for kw in (dict(differentiation="ad"), dict(order=6), dict(differentiation="ad", order=5),
-               dict(differentiation="ik", order=4, alpha=0.9)):
-        pme = PME(s.box, cutoff, tolerance=tol, **kw)
-        res = pme.compute(s.positions, s.charges)
-        p = pme.parameters
-        for key, value in kw.items():
-            assert p[key] == value, (kw, p)
-        if "differentiation" not in kw:
-            assert p["differentiation"] == "ik"
-        bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"{kw}: {p}")
-    assert not bad, "\n".join(bad)
 
 
 # --------------------------------------------------------------------------- API surface

@@ -22,7 +22,7 @@ def isa_results():
     """Results of this process's kernel versions on fixed inputs."""
     from mpi4py import MPI
 
-    import test_realspace as t
+    import realspace_cases as t
 
     out = {}
     for case, (box, mesh, n, neutral) in t.CASES.items():
@@ -62,7 +62,9 @@ def test_every_simd_version_gives_the_same_results(tmp_path):
     seen = {mine}
     for isa in ("x86-64-v3", "baseline"):
         dest = tmp_path / f"{isa}.npz"
-        code = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import test_simd as t; "
+        # this folder and tests/ (its helpers) on the path, as pytest puts them
+        code = ("import os, sys, numpy as np; sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]; "
+                "import test_simd as t; "
                 "np.savez(sys.argv[2], isa=t.rs.pair_kernel_isa(), **t.isa_results())")
         env = dict(os.environ, PMEWALD_SIMD=isa)
         subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), str(dest)], env=env, check=True,

@@ -1,4 +1,5 @@
-"""The layout of the C++ core (docs/architecture.md): folders are layers, includes only go down.
+"""The layout (docs/architecture.md): C++ folders are layers, includes only go down; the
+Python package's files are short; the tests mirror the layout.
 
 Parses every ``#include "..."`` under cpp/ (no compiler needed) and checks that
 - an include names a file by its path from cpp/ ("comm/exchange.hpp"), and that file exists;
@@ -6,15 +7,24 @@ Parses every ``#include "..."`` under cpp/ (no compiler needed) and checks that
   folders listed for it, nothing else; the graph of folders has no cycle);
 - the graph of files has no include cycle;
 - no file is longer than 600 lines unless its first comment says why ("Longer than 600 lines").
+
+And that no Python file of the package (python/pmewald/) or of the tests is longer than 600
+lines unless its module docstring says why, and that every test file lives in one of the folders of
+TEST_FOLDERS (none loose in tests/, none with a name another test file has: pytest imports
+them by file name) and imports no other test file.
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
-CPP = Path(__file__).resolve().parent.parent / "cpp"
+ROOT = Path(__file__).resolve().parents[2]
+CPP = ROOT / "cpp"
+PYTHON = ROOT / "python" / "pmewald"
+TESTS = ROOT / "tests"
 
 # folder -> the folders it may include (besides itself). The order of the keys is the layer
 # order, bottom first; `pmewald` holds only the public umbrella header.
@@ -31,6 +41,23 @@ LAYERS = {
     "bindings": {"base", "geometry", "comm", "fft", "pme", "realspace", "tuning", "solver"},
 }
 MAX_LINES = 600
+TEST_IMPORT = re.compile(r"^\s*(import|from)\s+test_\w+", re.M)
+# tests/<folder>/ -> what it tests (docs/testing.md has the same table).
+TEST_FOLDERS = {
+    "base": "cpp/base (build configuration, SIMD versions), pmewald._config",
+    "geometry": "cpp/geometry, pmewald.geometry",
+    "comm": "cpp/comm: exchanges, remaps, halos; the plan lists for virtual rank counts",
+    "fft": "cpp/fft, pmewald.fft",
+    "pme": "cpp/pme (kernels), pmewald.pme (the solver)",
+    "tuning": "cpp/tuning (estimates, cost model, choice), pmewald._tuning (the automatic choice)",
+    "realspace": "cpp/realspace",
+    "reference": "pmewald.reference, pmewald.systems",
+    "reliability": "bad input, failures on one rank, threads, signals; the fuzzer",
+    "interfaces": "pmewald.ase, pmewald.openmm",
+    "bench": "pmewald.bench",
+    "docs": "the docs build, examples/, notebooks/",
+    "structure": "this layout, the C++ library, the MPI harness",
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -98,6 +125,75 @@ def cycles(graph):
         if v not in state:
             visit(v)
     return found
+
+
+def check_python(root=PYTHON):
+    """Python files longer than MAX_LINES whose module docstring does not say why."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        n = len(text.splitlines())
+        if n > MAX_LINES and "Longer than 600 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
+            problems.append(f"{path.relative_to(root.parent)}: {n} lines; split it, or say why in its module "
+                            f"docstring (\"Longer than 600 lines because ...\")")
+    return problems
+
+
+def check_tests(root=TESTS):
+    """Test files outside the folders of TEST_FOLDERS, and test file names used twice."""
+    problems, seen = [], {}
+    for path in sorted(root.rglob("test_*.py")):
+        rel = path.relative_to(root)
+        if len(rel.parts) != 2 or rel.parts[0] not in TEST_FOLDERS:
+            problems.append(f"tests/{rel}: a test file belongs in one of the folders tests/<folder>/ of "
+                            f"TEST_FOLDERS ({', '.join(TEST_FOLDERS)})")
+        if path.name in seen:
+            problems.append(f"tests/{rel}: the name is taken by tests/{seen[path.name]} (pytest imports test "
+                            "files by name)")
+        seen.setdefault(path.name, rel)
+        if TEST_IMPORT.search(path.read_text()):
+            problems.append(f"tests/{rel}: imports another test file; what tests share goes in a helper next to "
+                            "conftest.py (tests/*_cases.py)")
+    return problems
+
+
+def test_python_files_are_short():
+    problems = check_python() + check_python(TESTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_tests_mirror_the_layout():
+    problems = check_tests()
+    assert not problems, "\n".join(problems)
+    assert {p.parent.name for p in TESTS.glob("*/test_*.py")} == set(TEST_FOLDERS), "a folder without tests"
+
+
+@pytest.mark.parametrize("case", ["long_python", "loose_test", "unknown_folder", "same_name", "imports_test"])
+def test_python_and_test_checkers_catch(tmp_path, case):
+    """The Python and test-layout checkers fail on each kind of problem (a tree made for each)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "short.py").write_text('"""short"""\n')
+    (tmp_path / "tests" / "fft").mkdir(parents=True)
+    (tmp_path / "tests" / "fft" / "test_a.py").write_text("")
+    if case == "long_python":
+        (tmp_path / "pkg" / "long.py").write_text('"""long"""\n' + "x = 1\n" * (MAX_LINES + 1))
+    elif case == "loose_test":
+        (tmp_path / "tests" / "test_b.py").write_text("")
+    elif case == "unknown_folder":
+        (tmp_path / "tests" / "misc").mkdir()
+        (tmp_path / "tests" / "misc" / "test_c.py").write_text("")
+    elif case == "same_name":
+        (tmp_path / "tests" / "pme").mkdir()
+        (tmp_path / "tests" / "pme" / "test_a.py").write_text("")
+    elif case == "imports_test":
+        (tmp_path / "tests" / "fft" / "test_d.py").write_text("def f():\n    import test_a as t\n")
+    problems = check_python(tmp_path / "pkg") + check_tests(tmp_path / "tests")
+    assert len(problems) == 1, (case, problems)
+    (tmp_path / "pkg" / "long.py").unlink(missing_ok=True)
+    if case == "long_python":  # a reason in the docstring makes it acceptable
+        (tmp_path / "pkg" / "long.py").write_text('"""Longer than 600 lines because it must."""\n'
+                                                  + "x = 1\n" * (MAX_LINES + 1))
+        assert not check_python(tmp_path / "pkg")
 
 
 def test_layers_are_acyclic():

@@ -2,6 +2,10 @@
 
 Checked against a direct NumPy pair sum written here (every periodic image
 with r < cutoff, math.erfc), across rank counts, atom splits and orders.
+
+Longer than 600 lines because the serial and the MPI tests share the reference pair sum and
+the cases defined at the top (a split would put the serial kernel tests and the MPI
+migration and exclusion tests in two files with those in a helper).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import numpy as np
 import pytest
 
 from pmewald import _core
+from realspace_cases import CASES, ORTHO, TRICLINIC, heights, random_system
 
 rs = _core._testing.realspace
 
@@ -23,12 +28,6 @@ ERF = np.frompyfunc(math.erf, 1, 1)
 # --------------------------------------------------------------------------
 # Reference
 # --------------------------------------------------------------------------
-
-def heights(box):
-    box = np.asarray(box, float)
-    vol = abs(np.linalg.det(box))
-    return np.array([vol / np.linalg.norm(np.cross(box[(d + 1) % 3], box[(d + 2) % 3])) for d in range(3)])
-
 
 def reference(box, pos, q, cutoff, alpha, k=1.0, excl_idx=()):
     """Direct real-space sum: E (terms), forces, virial W_ab = sum r_ij,a F_ij,b."""
@@ -89,22 +88,6 @@ def reference(box, pos, q, cutoff, alpha, k=1.0, excl_idx=()):
 # Systems
 # --------------------------------------------------------------------------
 
-L = 10.0
-ORTHO = np.diag([L, 1.1 * L, 0.9 * L])
-TRICLINIC = np.array([[L, 0, 0], [0.5 * L, 0.85 * L, 0], [0.3 * L, -0.25 * L, 0.8 * L]])
-
-
-def random_system(box, n, seed, neutral=True, spread=1.5):
-    rng = np.random.default_rng(seed)
-    s = rng.uniform(-spread + 1, spread, size=(n, 3))  # many atoms outside the box
-    pos = s @ box
-    q = rng.uniform(-1, 1, size=n)
-    if neutral:
-        q -= q.mean()
-    ids = rng.permutation(n).astype(np.int64) * 7 + 3  # arbitrary unique ids
-    return pos, q, ids
-
-
 def wrap(box, pos):
     s = pos @ np.linalg.inv(box)
     return (s - np.floor(s)) @ box
@@ -149,15 +132,6 @@ def assert_rel(a, b, rtol, what=""):
     scale = max(np.max(np.abs(b)), 1e-300)
     err = np.max(np.abs(a - b)) / scale
     assert err <= rtol, f"{what}: relative error {err:.3e} > {rtol:.1e}"
-
-
-CASES = {
-    # name: (box, mesh, n, neutral)
-    "ortho-neutral": (ORTHO, (12, 12, 12), 150, True),
-    "ortho-charged": (ORTHO, (6, 6, 40), 150, False),  # thin bricks: ghosts go past neighbours
-    "tric-neutral": (TRICLINIC, (10, 12, 9), 150, True),
-    "tric-charged": (TRICLINIC, (5, 4, 36), 150, False),
-}
 
 
 # --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "energy_validation.ipynb")
 
 

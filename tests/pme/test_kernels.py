@@ -1,12 +1,10 @@
-"""Local (single-rank, no MPI) smooth-PME kernels: B-splines, moduli, the
-reciprocal pipeline (spread -> FFT -> solve -> gather), error estimates and
-parameter selection.
+"""Local (single-rank, no MPI) smooth-PME kernels: B-splines, moduli and the
+reciprocal pipeline (spread -> FFT -> solve -> gather) of cpp/pme/.
 
 The reciprocal part is checked against a compact direct Ewald k-space sum
-written here (and its energy against ``pmewald.reference``).
+(tests/kspace_reference.py; its energy against ``pmewald.reference``). The error
+estimates and the parameter choice of cpp/tuning/ are tests/tuning/test_error_estimates.py.
 """
-
-import math
 
 import numpy as np
 import pytest
@@ -14,56 +12,9 @@ import pytest
 from pmewald._core import tuning as T
 from pmewald._core._testing import pme as K
 
+from kspace_reference import BOXES, direct_reciprocal, random_system, rms
+
 ORDERS = range(3, 11)
-BOXES = {
-    "cubic": np.diag([10.0, 10.0, 10.0]),
-    "triclinic": np.array([[10.0, 0.0, 0.0], [6.0, 9.0, 0.0], [4.0, -3.0, 8.0]]),
-}
-
-
-# ----------------------------------------------------------------------------
-# direct reciprocal Ewald sum (Gaussian units, every m != 0 once)
-# ----------------------------------------------------------------------------
-def direct_reciprocal(box, pos, q, alpha, kc=1.0, tol=1e-17):
-    """E, F, W (= -dE/d strain) and phi_i = dE/dq_i of
-    E = k/(2 pi V) sum_{m!=0} exp(-pi^2 |m~|^2/alpha^2)/|m~|^2 |S(m)|^2."""
-    box = np.asarray(box, float)
-    recip = np.linalg.inv(box)
-    V = abs(np.linalg.det(box))
-    h = 1.0 / np.linalg.norm(recip, axis=0)
-    mt_max = alpha * math.sqrt(-math.log(tol)) / math.pi
-    M = np.ceil(mt_max * h).astype(int) + 1
-    grids = np.meshgrid(*[np.arange(-M[d], M[d] + 1) for d in range(3)], indexing="ij")
-    m = np.stack(grids, -1).reshape(-1, 3)
-    m = m[np.any(m != 0, axis=1)]
-    mt = m @ recip.T
-    m2 = np.einsum("ij,ij->i", mt, mt)
-    keep = m2 <= mt_max**2
-    m, mt, m2 = m[keep], mt[keep], m2[keep]
-    ph = 2 * np.pi * ((pos @ recip) @ m.T)
-    c, s = np.cos(ph), np.sin(ph)
-    sr, si = q @ c, q @ s
-    f = kc / (2 * np.pi * V) * np.exp(-np.pi**2 * m2 / alpha**2) / m2
-    em = f * (sr**2 + si**2)
-    E = em.sum()
-    g = 2 * q[:, None] * (-s * sr + c * si) * f
-    F = -(g @ (2 * np.pi * mt))
-    coef = 2 * (1 + np.pi**2 * m2 / alpha**2) / m2
-    W = E * np.eye(3) - np.einsum("m,ma,mb->ab", em * coef, mt, mt)
-    phi = 2 * (c * sr + s * si) @ f
-    return E, F, W, phi
-
-
-def random_system(n, box, seed):
-    rng = np.random.default_rng(seed)
-    pos = rng.random((n, 3)) @ box
-    q = rng.choice([-1.0, 1.0], n)
-    q -= q.mean()
-    return pos, q
-
-
-def rms(a):
-    return math.sqrt(np.mean(np.sum(np.asarray(a) ** 2, axis=1)))
 
 
 # ----------------------------------------------------------------------------
@@ -356,172 +307,6 @@ def test_kspace_half_spectrum_box_must_fit():
     e, w, out = K.kspace_apply(box, (8, 8, 8), 0.4, 5, 1.0, ((0, 0, 0), (5, 8, 8)), (0, 1, 2),
                                np.zeros(5 * 64, complex), "ad", half_axis=0)
     assert e == 0.0
-
-
-# ----------------------------------------------------------------------------
-# error estimates and parameter selection
-# ----------------------------------------------------------------------------
-ESTIMATE_CASES = [  # order, meshes spanning ~1e-2 .. 1e-7 measured errors
-    (3, [8, 16, 32, 64]),
-    (4, [8, 16, 32, 48]),
-    (5, [8, 12, 24, 40]),
-    (6, [8, 12, 20, 32]),
-    (7, [8, 12, 16, 24]),
-    (8, [8, 10, 16, 24]),
-]
-
-
-@pytest.fixture(scope="module")
-def estimate_systems():
-    out = {}
-    for name, box in BOXES.items():
-        pos, q = random_system(200, box, seed=21)
-        alpha = 0.45
-        out[name] = (box, pos, q, alpha, direct_reciprocal(box, pos, q, alpha)[1])
-    return out
-
-
-@pytest.mark.parametrize("diff", ["ad", "ik"])
-@pytest.mark.parametrize("name", list(BOXES))
-def test_reciprocal_error_estimate_within_factor_two(estimate_systems, name, diff):
-    box, pos, q, alpha, F0 = estimate_systems[name]
-    measured_range = []
-    for p, meshes in ESTIMATE_CASES:
-        for Km in meshes:
-            mesh = (Km, Km, Km)
-            _, F, _, _ = K.serial_reference(box, pos, q, alpha, mesh, p, diff)
-            meas = rms(F - F0)
-            est = T.estimate_errors(box, alpha, 9.0, mesh, p, diff, float(q @ q), len(q))["recip"]
-            assert 0.5 <= est / meas <= 2.0, (p, Km, meas, est)
-            measured_range.append(meas)
-    assert min(measured_range) < 1e-7 and max(measured_range) > 1e-3
-
-
-def test_real_space_estimate_formula():
-    box = BOXES["cubic"]
-    e = T.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100)
-    ref = 2 * 50.0 / math.sqrt(100 * 9.0 * 1000.0) * math.exp(-(0.3 * 9.0) ** 2)
-    assert e["real"] == pytest.approx(ref, rel=1e-14)
-    assert e["total"] == pytest.approx(math.hypot(e["real"], e["recip"]), rel=1e-14)
-    e2 = T.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100, coulomb_constant=2.0)
-    assert e2["recip"] == pytest.approx(2 * e["recip"], rel=1e-12)
-
-
-def test_fft_friendly():
-    assert [T.fft_friendly(n) for n in (1, 7, 11, 13, 17, 31, 49, 97, 121)] == \
-        [1, 8, 12, 15, 18, 32, 50, 100, 125]
-
-
-@pytest.mark.parametrize("diff", ["ad", "ik"])
-def test_choose_parameters_meets_target(estimate_systems, diff):
-    box, pos, q, _, _ = estimate_systems["triclinic"]
-    sq2, n, rc = float(q @ q), len(q), 4.0
-    for target in (1e-3, 1e-5):
-        P = T.choose_parameters(box, rc, target, sq2, n, diff)
-        assert P["order"] == 5
-        assert all(T.fft_friendly(k) == k and k >= 5 for k in P["mesh"])
-        assert P["est_real"] == pytest.approx(target / math.sqrt(2), rel=1e-9)
-        assert P["est_recip"] <= target / math.sqrt(2) * (1 + 1e-12)
-        assert P["est_total"] <= target * (1 + 1e-12)
-        # the chosen mesh really delivers the reciprocal accuracy
-        F0 = direct_reciprocal(box, pos, q, P["alpha"])[1]
-        _, F, _, _ = K.serial_reference(box, pos, q, P["alpha"], P["mesh"], 5, diff)
-        assert rms(F - F0) <= target
-        assert rms(F - F0) >= 0.3 * P["est_recip"]  # and the mesh is not wastefully fine
-    # triclinic: mesh follows the plane spacings (heights), not the edge lengths:
-    # a_1 and a_3 are equally long but the a_1 planes are 2.2x closer
-    sheared = np.array([[10.0, 0.0, 0.0], [8.0, 4.0, 0.0], [0.0, 0.0, 10.0]])
-    h = 1 / np.linalg.norm(np.linalg.inv(sheared), axis=0)
-    Ps = T.choose_parameters(sheared, 3.0, 1e-4, 100.0, 200, diff)
-    ratio = np.array(Ps["mesh"]) / h
-    assert ratio.max() / ratio.min() < 1.25
-    assert Ps["mesh"][2] > 2 * Ps["mesh"][0]
-    # overrides
-    P2 = T.choose_parameters(box, rc, 1e-4, sq2, n, diff, alpha=0.8, mesh=(20, 24, 30), order=6)
-    assert (P2["alpha"], P2["mesh"], P2["order"]) == (0.8, (20, 24, 30), 6)
-    P3 = T.choose_parameters(box, rc, 1e-4, sq2, n, diff, order=None)
-    assert 4 <= P3["order"] <= 8 and P3["est_total"] <= 1e-4 * (1 + 1e-12)
-
-
-def test_reciprocal_error_parts_and_continuum_scaling():
-    """recip = k sqrt((pair + self) / n), and the scaling choose_cheapest relies on: at a
-    fixed alpha h, pair ~ alpha and self ~ alpha^4 (checked for alpha L = 8 -> 16)."""
-    box = np.array([[20.0, 0.0, 0.0], [5.0, 18.0, 0.0], [-3.0, 2.0, 22.0]])
-    sq2, n = 300.0, 400
-    for diff in ("ad", "ik"):
-        e = T.reciprocal_error_parts(box, 0.4, (20, 18, 22), 6, diff, sq2, n)
-        est = T.estimate_errors(box, 0.4, 9.0, (20, 18, 22), 6, diff, sq2, n, coulomb_constant=3.0)["recip"]
-        assert est == pytest.approx(3.0 * math.sqrt((e["pair"] + e["self"]) / n), rel=1e-12)
-        lo = T.reciprocal_error_parts(box, 0.4, (24, 24, 27), 6, diff, sq2, n)
-        hi = T.reciprocal_error_parts(box, 0.8, (48, 48, 54), 6, diff, sq2, n)
-        assert hi["pair"] == pytest.approx(2.0 * lo["pair"], rel=0.05)
-        if diff == "ad":   # ik's self force is negligible
-            assert hi["self"] == pytest.approx(16.0 * lo["self"], rel=0.05)
-
-
-def test_cost_model():
-    c = T.cost_model()
-    assert set(c) == {"fft", "mesh_ad", "mesh_ik", "atom_ad", "atom_ik", "point_ad", "point_ik",
-                      "transforms_ad", "transforms_ik"}
-    assert all(v >= 0 for v in c.values()) and c["fft"] > 0
-    mesh, p, n = (40, 45, 48), 6, 1000
-    N = 40 * 45 * 48
-    for diff in ("ad", "ik"):
-        want = (c["fft"] * c[f"transforms_{diff}"] * N * math.log2(N) + c[f"mesh_{diff}"] * N
-                + (c[f"atom_{diff}"] + c[f"point_{diff}"] * p ** 3) * n)
-        assert T.reciprocal_cost(mesh, p, diff, n) == pytest.approx(want, rel=1e-12)
-    assert T.reciprocal_cost(mesh, p, "ad", n, cost={"fft": 1.0, "mesh_ad": 0.0, "atom_ad": 0.0,
-                                                     "point_ad": 0.0}) == pytest.approx(2 * N * math.log2(N))
-    with pytest.raises(ValueError):
-        T.reciprocal_cost(mesh, p, "ad", n, cost={"fast": 1.0})
-
-
-# ik costs what ad does per transform and per point, and needs fewer transforms: always cheaper
-IK_CHEAP = {"transforms_ad": 2, "transforms_ik": 1, "mesh_ik": 0.0, "atom_ik": 0.0, "point_ik": 0.0}
-AD_CHEAP = {"transforms_ad": 1, "transforms_ik": 8, "mesh_ad": 0.0, "atom_ad": 0.0, "point_ad": 0.0}
-
-
-@pytest.mark.parametrize("name", list(BOXES))
-def test_choose_cheapest(estimate_systems, name):
-    box, pos, q, _, _ = estimate_systems[name]
-    sq2, n, rc = float(q @ q), len(q), 4.0
-    for target in (1e-3, 1e-5):
-        auto = T.choose_cheapest(box, rc, target, sq2, n)
-        # meets the target: exact estimates at the chosen parameters
-        e = T.estimate_errors(box, auto["alpha"], rc, auto["mesh"], auto["order"], auto["differentiation"], sq2, n)
-        assert e["real"] == pytest.approx(auto["est_real"], rel=1e-12)
-        assert e["recip"] == pytest.approx(auto["est_recip"], rel=1e-12)
-        assert e["total"] <= target * (1 + 1e-12)
-        assert 4 <= auto["order"] <= 8 and auto["alpha"] * rc >= 2.0 - 1e-12
-        assert all(T.fft_friendly(k) == k and k >= auto["order"] for k in auto["mesh"])
-        assert auto["cost"] == pytest.approx(T.reciprocal_cost(auto["mesh"], auto["order"],
-                                                               auto["differentiation"], n), rel=1e-12)
-        cands = auto["candidates"]
-        assert cands[0]["exact"] and cands[0]["cost"] == auto["cost"]
-        assert [c["cost"] for c in cands] == sorted(c["cost"] for c in cands)
-        # no explicit choice is cheaper (by the model) than the automatic one
-        for diff in ("ad", "ik"):
-            for order in (None, 5):
-                r = T.choose_cheapest(box, rc, target, sq2, n, differentiation=diff, order=order)
-                assert r["differentiation"] == diff and (order is None or r["order"] == order)
-                assert T.estimate_errors(box, r["alpha"], rc, r["mesh"], r["order"], diff, sq2, n)["total"] \
-                    <= target * (1 + 1e-12)
-                assert auto["cost"] <= r["cost"] * 1.02, (diff, order, auto, r)
-        # the cost model decides the differentiation
-        assert T.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP)["differentiation"] == "ik"
-        assert T.choose_cheapest(box, rc, target, sq2, n, cost=AD_CHEAP)["differentiation"] == "ad"
-        # a given alpha is kept; the scan finds a smaller alpha than the old fixed rule would
-        fixed = T.choose_cheapest(box, rc, target, sq2, n, alpha=0.9)
-        assert fixed["alpha"] == 0.9 and fixed["est_total"] <= target * (1 + 1e-12)
-        # a mesh bound (on the ad estimate) is honoured by ik too
-        bound = 0.3 * target
-        b = T.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP, mesh_target=bound)
-        ad_est = T.estimate_errors(box, b["alpha"], rc, b["mesh"], b["order"], "ad", sq2, n)["recip"]
-        assert ad_est <= bound * (1 + 1e-12)
-    with pytest.raises(ValueError):
-        T.choose_cheapest(box, rc, 1e-14, sq2, n, orders=(4, 5))  # unreachable
-    with pytest.raises(ValueError):
-        T.choose_cheapest(box, rc, 1e-4, sq2, n, orders=(2, 5))
 
 
 def test_bad_input_raises_value_error():

@@ -21,7 +21,7 @@ def test_runs_on_the_requested_rank_count(comm, mpi_ranks):
 def test_failures_and_hangs_on_any_rank_are_reported(tmp_path):
     from conftest import _CLEAN_ENV
 
-    shutil.copy(os.path.join(HERE, "conftest.py"), tmp_path / "conftest.py")
+    shutil.copy(os.path.join(os.path.dirname(HERE), "conftest.py"), tmp_path / "conftest.py")
     (tmp_path / "test_probe.py").write_text(textwrap.dedent("""
         import time
         import pytest

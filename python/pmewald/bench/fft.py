@@ -1,8 +1,4 @@
-"""Benchmarks: ``python -m pmewald.bench fft [options]`` (run it under mpirun),
-``python -m pmewald.bench peers [options]`` (run it without mpirun: pmewald against LAMMPS
-and OpenMM at matched measured force error, see :mod:`pmewald.bench_peers`) and
-``python -m pmewald.bench cost [options]`` (calibrates the cost model of the automatic
-parameter choice, see :mod:`pmewald.bench_cost`).
+"""The distributed FFT benchmark: ``python -m pmewald.bench fft [options]`` (run it under mpirun).
 
 For each mesh it measures, in one run so the ratios share the machine's state:
 
@@ -28,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -103,8 +98,8 @@ def _remap_summary(fft, comm, repeats):
 def bench_fft(args) -> int:
     from mpi4py import MPI
 
-    from . import _core, geometry
-    from .fft import DistributedFFT, DistributedRealFFT
+    from .. import _core, geometry
+    from ..fft import DistributedFFT, DistributedRealFFT
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
@@ -209,10 +204,7 @@ def _print_row(row, modes, P):
               flush=True)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pmewald.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="what", required=True)
+def add_parser(sub):
     f = sub.add_parser("fft", help="distributed FFT vs FFTW's serial 3-D transform")
     f.add_argument("--meshes", type=_mesh, nargs="+", default=[_mesh(m) for m in DEFAULT_MESHES])
     f.add_argument("--modes", nargs="+", default=["pt2pt", "nonblocking", "collective"],
@@ -227,19 +219,4 @@ def main(argv=None) -> int:
                         "default) or z-pencils")
     f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
     f.add_argument("--json", help="write all results to this file (rank 0)")
-    from . import bench_cost, bench_peers
-
-    bench_peers.add_parser(sub)
-    bench_cost.add_parser(sub)
-    args = parser.parse_args(argv)
-    if args.what == "fft":
-        return bench_fft(args)
-    if args.what == "peers":
-        return bench_peers.bench_peers(args)
-    if args.what == "cost":
-        return bench_cost.bench_cost(args)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return f

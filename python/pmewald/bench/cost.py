@@ -43,7 +43,7 @@ def _time_config(pos, q, box, diff, order, mesh, alpha):
     (real_space=False, one rank)."""
     from mpi4py import MPI
 
-    from .pme import PME
+    from ..pme import PME
 
     pme = PME(box, 0.45 * float(np.min(np.diag(box))), alpha=alpha, mesh=mesh, order=order,
               differentiation=diff, comm=MPI.COMM_SELF, real_space=False)
@@ -99,7 +99,7 @@ def calibrate(rows, transforms=(2, 4)):
 
 
 def modelled(cost, diff, order, mesh, n):
-    from ._core import tuning
+    from .._core import tuning
 
     return tuning.reciprocal_cost(tuple(mesh), order, diff, n, cost=cost)
 
@@ -114,7 +114,7 @@ def cpp_snippet(c):
 
 
 def bench_cost(args) -> int:
-    from . import _core, systems
+    from .. import _core, systems
 
     rng = np.random.default_rng(args.seed)
     L = args.box
@@ -192,7 +192,7 @@ def add_parser(sub):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(prog="python -m pmewald.bench_cost")
+    ap = argparse.ArgumentParser(prog="python -m pmewald.bench.cost")
     sp = ap.add_subparsers(dest="what", required=True)
     add_parser(sp)
     sys.exit(bench_cost(ap.parse_args(sys.argv[1:])))

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from pmewald import bench_peers
+from pmewald.bench import peers_report
 
 
 def test_bench_peers_help():
@@ -14,7 +14,7 @@ def test_bench_peers_help():
 
 
 def test_interp_time_log_log():
-    t, ex = bench_peers.interp_time([(1e-4, 1.0), (1e-6, 100.0)], 1e-5)
+    t, ex = peers_report.interp_time([(1e-4, 1.0), (1e-6, 100.0)], 1e-5)
     assert abs(t - 10.0) < 1e-9 and ex is False
-    t, ex = bench_peers.interp_time([(1e-4, 1.0), (1e-5, 10.0)], 1e-6)
+    t, ex = peers_report.interp_time([(1e-4, 1.0), (1e-5, 10.0)], 1e-6)
     assert abs(t - 100.0) < 1e-6 and ex is True

@@ -1,0 +1,254 @@
+"""The automatic choice of PME's parameters: error estimates, the cost model's choice, the
+probe, the force scale and the energy check (docs/accuracy.md).
+
+:class:`Tuning` is a base class of :class:`pmewald.PME`: its methods are the tuning half of
+the solver object, kept here so that ``pme.py`` is the face (construction, compute, set_box,
+parameters, timings). The contract between the two:
+
+- it reads what PME's constructor and :meth:`PME.set_box` set: ``_box`` (canonical),
+  ``_cutoff``, ``_tolerance``, ``_k`` (the Coulomb constant), ``_real_space``, ``_fixed``
+  (the explicit alpha, mesh and order), ``_diff_request``, and the current parameters
+  ``_alpha``, ``_order``, ``_differentiation``, ``_params`` and ``_solver``;
+- it calls PME's set-up: ``_build`` (make the solver of a parameter set current),
+  ``_new_solver`` (a solver of other parameters, for the energy check's second mesh) and
+  ``_run`` (one checked solver call, collective);
+- it owns ``_choice`` (the cost model's answer for the current parameters),
+  ``_cache_estimate``, ``_energy_error`` and ``_recheck`` (set by set_box: tune again on
+  the next call), which PME saves and restores with the rest of its tuning state
+  (``pme._TUNING_STATE``) when a call fails.
+
+Every call here is collective where it runs the solver and deterministic across rank counts
+(targets rounded by :func:`_for_choice`, force scales to two digits), so every rank makes
+the same choice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Orders the automatic choice (order=None) considers.
+_ORDERS = (4, 8)
+# Cost-model constants for the automatic choice: None uses the calibrated ones built into
+# the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
+# entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
+_COST = None
+# Fraction of the tolerance the automatic mesh aims at (the estimate is good to ~20%).
+_MARGIN = 0.8
+# Smallest force scale, as a fraction of the typical force k q_rms^2 / d^2: below it the
+# relative measure is meaningless (forces that cancel by symmetry, perfect crystals).
+_FORCE_FLOOR = 0.01
+# Smallest energy scale for the energy check, as a fraction of k sum q^2 / d (systems
+# whose energy is a cancellation to ~0).
+_ENERGY_FLOOR = 1e-4
+
+
+class Tuning:
+    """The automatic parameter choice of :class:`pmewald.PME` (see the module docstring)."""
+
+    def _choose(self, target, sum_q2, n_atoms, scan_alpha, differentiation=None, order=None, mesh_target=None):
+        """The cheapest (differentiation, order, alpha, mesh) by the cost model whose
+        estimated absolute RMS force error meets `target` (tuning.choose_cheapest); alpha
+        is scanned when `scan_alpha`, else the current one is kept. `mesh_target` bounds
+        the ad reciprocal estimate of the mesh (an energy requirement). Targets go in
+        units of the Coulomb constant, rounded, so the choice is the same in any units."""
+        from ._core import tuning
+
+        order = order if order is not None else self._fixed["order"]
+        r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
+                                    _model_atoms(n_atoms), differentiation=differentiation or self._diff_request,
+                                    coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
+                                    orders=_ORDERS, cost=_COST,
+                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
+        for key in ("est_real", "est_recip", "est_total"):
+            r[key] *= self._k
+        return r
+
+    def _use(self, choice):
+        self._choice = choice
+        self._build(choice["alpha"], choice["mesh"], choice["order"], choice["differentiation"])
+
+    def _estimate(self, sum_q2, n_atoms):
+        """(absolute estimate, parts) for the current parameters; cached, since the
+        reciprocal estimate sums over the mesh. set_box and _build clear the cache."""
+        from ._core import tuning
+
+        p = self._params
+        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
+        if self._cache_estimate is None or self._cache_estimate[0] != key:
+            e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
+                                        p["differentiation"], sum_q2, _model_atoms(n_atoms),
+                                        coulomb_constant=self._k)
+            # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
+            # the real-space error, so the estimate and the mesh choice are the same either way.
+            self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
+        return self._cache_estimate[1]
+
+    def _typical_force(self, n_atoms, sum_q2):
+        """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""
+        vol = abs(np.linalg.det(self._box))
+        return self._k * (sum_q2 / n_atoms) / (vol / n_atoms) ** (2.0 / 3.0)
+
+    def _force_scale(self, rms, typical):
+        """The force scale the relative tolerance refers to, rounded to 2 significant digits
+        (in units of the Coulomb constant) so the choice never hinges on the last bits of a
+        reduction, whatever the rank count or units."""
+        x = max(rms, _FORCE_FLOOR * typical) / self._k
+        return float(f"{x:.1e}") * self._k if x > 0 else typical
+
+    def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
+        """Choose the parameters on the first call (or after set_box).
+
+        The target is an absolute RMS force error of ``_MARGIN x tolerance x F``, F the
+        force scale: first the charge-based typical force, then (real_space=True) the RMS
+        force measured by a probe on a coarse mesh, then that of the chosen parameters. They
+        are chosen again with the measured scale unless the estimate already lies between a
+        quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
+        fine. Finally (real_space=True) the energy error is checked (_check_energy).
+        """
+        self._recheck = False
+        if self._fixed["mesh"] is not None:
+            self._build(self._alpha, self._fixed["mesh"], self._order, self._differentiation)
+            return self._run(self._solver, pos, q, idv, ex)
+        typical = self._typical_force(n_atoms, sum_q2)
+        scan = self._real_space and self._fixed["alpha"] is None
+        probe = None
+
+        def acceptable(raw):
+            scale = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
+            est = self._estimate(sum_q2, n_atoms)[0]
+            return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
+
+        if self._solver is not None:  # after set_box: keep the parameters while they meet the tolerance
+            raw = self._run(self._solver, pos, q, idv, ex)
+            if not self._real_space:
+                return raw
+            scale = acceptable(raw)[1]
+            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * scale:
+                return raw
+        else:
+            scale = self._force_scale(typical, typical)
+            if self._real_space:
+                # A cheap probe on a coarse mesh measures the force scale (it only has to be
+                # right to the two digits _force_scale keeps): the cheapest parameters at the
+                # provisional alpha. Its mesh is usually coarser than the final one, so the
+                # energy check can reuse it (and its FFT plans).
+                coarse = min(0.3, 30.0 * self._tolerance) * scale
+                self._use(self._choose(coarse, sum_q2, n_atoms, False))
+                raw = self._run(self._solver, pos, q, idv, ex)
+                probe = self._energy_point(raw)
+                scale = acceptable(raw)[1]
+        for _ in range(3):
+            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan))
+            raw = self._run(self._solver, pos, q, idv, ex)
+            if not self._real_space:
+                return raw  # the total forces are the caller's: keep the charge-based scale
+            ok, measured = acceptable(raw)
+            if ok or measured == scale:
+                break
+            scale = measured
+        return self._check_energy(raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+
+    def _energy_point(self, raw):
+        """What the energy check needs of a result: its parameters and reciprocal energy."""
+        return dict(self._params, reciprocal=float(raw["terms"]["reciprocal"]))
+
+    def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
+        """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
+
+        The energy of another mesh (same alpha and order) differs from this one by about
+        the difference of their errors; both errors scale like the reciprocal force-error
+        estimates, so this mesh's energy error is about |E_other - E| x est / |est_other -
+        est|. The other point is a coarser mesh when one is allowed: the probe when it has
+        the same alpha and order, else a reciprocal-only calculation (the energy does not
+        depend on the differentiation) on a mesh 0.75x as fine; when the mesh is already
+        the coarsest the order allows (a single charge, a tiny cell), a finer one (1.5x).
+        The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|,
+        |E| at least 1% of k sum q^2 / d (d the mean spacing) for energies that cancel to
+        ~0. When it is exceeded, the parameters are chosen again with the mesh itself
+        bounded: its ad estimate at most the current one times the missing factor,
+        whatever the differentiation (the energy does not depend on it, so ik then needs as
+        fine a mesh as ad and usually loses to it). This matters for small systems, whose
+        energy error is relatively larger, for systems whose energy is a small difference
+        of large terms, and for those whose forces vanish by symmetry (a single charge, a
+        perfect crystal), whose force-based choice says nothing about the energy.
+        """
+        from ._core import tuning
+
+        self._energy_error = None
+        probe_mesh = coarse["mesh"] if coarse is not None else None
+        floor = _ENERGY_FLOOR * self._k * sum_q2 / (abs(np.linalg.det(self._box)) / n_atoms) ** (1.0 / 3.0)
+        for _ in range(3):
+            p = self._params
+            rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
+            if coarse is None or (coarse["alpha"], coarse["order"]) != (p["alpha"], p["order"]):
+                coarse = self._other_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
+                if coarse is None:
+                    break
+
+            def recip_estimate(mesh, diff):
+                return tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
+                                               _model_atoms(n_atoms), coulomb_constant=self._k)["recip"]
+
+            est_c = recip_estimate(coarse["mesh"], p["differentiation"])
+            if not max(est_c, rec) > 1.5 * min(est_c, rec):
+                break
+            d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / abs(est_c - rec)
+            allowed = 0.3 * self._tolerance * max(abs(raw["energy"]), floor)
+            self._energy_error = d_e
+            if d_e <= allowed:
+                break
+            factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
+            est_ad = rec if p["differentiation"] == "ad" else recip_estimate(p["mesh"], "ad")
+            coarse = self._energy_point(raw)
+            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
+                                   mesh_target=est_ad * factor))
+            raw = self._run(self._solver, pos, q, idv, ex)
+        return raw
+
+    def _other_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
+        """The reciprocal energy at the current alpha and order on another mesh (reciprocal
+        part only, ad): the probe's mesh when it is coarse enough for the extrapolation (its
+        FFT plans exist already), else one about 0.75x (0.6x) as fine, else, when no coarser
+        mesh is allowed, one 1.5x (2x) as fine; None when neither exists."""
+        from ._core import tuning
+
+        p = self._params
+        tries = [] if probe_mesh is None else [tuple(probe_mesh)]
+        tries += [tuple(max(p["order"], tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
+                  for f in (0.75, 0.6)]
+        finer = [tuple(min(4096, tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"]) for f in (1.5, 2.0)]
+        chosen = None
+        for mesh in tries + finer:
+            coarser = mesh in tries
+            if mesh == p["mesh"] or min(mesh) < p["order"]:
+                continue
+            if coarser and any(a > b for a, b in zip(mesh, p["mesh"])):
+                continue
+            est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
+                                          p["differentiation"], sum_q2, _model_atoms(n_atoms),
+                                          coulomb_constant=self._k)["recip"]
+            if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
+                chosen = mesh
+                break
+        if chosen is None:
+            return None
+        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False)
+        raw = self._run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
+        return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
+                "reciprocal": float(raw["terms"]["reciprocal"])}
+
+
+def _model_atoms(n_atoms):
+    """The atom count of the error model: a single charge is modelled as two. The
+    estimate of one charge is its self-force error alone (~0 on any mesh), which says
+    nothing about its energy error; two carry the aliasing error that both share, with
+    the right dependence on the mesh for the energy check."""
+    return max(n_atoms, 2)
+
+
+def _for_choice(x):
+    """x to 12 significant digits: sums reduced in a different order on another rank count
+    then give the same parameters (the choice never hinges on their last bits)."""
+    return float(f"{x:.11e}")

@@ -87,8 +87,16 @@ ensure_venv() {
     "$PY" -m pip install -q -r scripts/requirements-dev.txt
     [ -f scripts/requirements-extra.txt ] && "$PY" -m pip install -q -r scripts/requirements-extra.txt
     # mpi4py must use the same MPI library as the extension: build it from
-    # source against the system's mpicc rather than take a binary wheel.
-    MPICC="$(command -v mpicc)" "$PY" -m pip install -q --no-binary mpi4py --no-cache-dir "mpi4py>=3.1"
+    # source against the system's mpicc rather than take a binary wheel. The
+    # wheel is kept in $CACHE (keyed by mpicc and Python), so the second venv
+    # (another Kokkos variant, another worktree) installs it in seconds.
+    local wheels
+    wheels="$CACHE/wheels/mpi4py-$(mpicc --showme:version 2>&1 | head -1 | sha1sum | cut -c1-8)-$("$PY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')"
+    if ! ls "$wheels"/mpi4py-*.whl >/dev/null 2>&1; then
+      MPICC="$(command -v mpicc)" "$PY" -m pip wheel -q --no-deps --no-binary mpi4py --no-cache-dir -w "$wheels.tmp" "mpi4py>=3.1"
+      mkdir -p "$wheels" && mv "$wheels.tmp"/mpi4py-*.whl "$wheels"/ && rm -rf "$wheels.tmp"
+    fi
+    "$PY" -m pip install -q --no-index --find-links "$wheels" mpi4py
     echo "$want" >"$VENV/.pmewald-requirements"
   fi
 }

@@ -44,7 +44,7 @@ def _pme_cases(comm, out):
     tri_pos = rng.random((700, 3)) @ tri_box
     tri_q = rng.standard_normal(700)
     tri_q -= tri_q.mean()
-    salt = systems.rock_salt((4, 4, 4))
+    salt = systems.displace(systems.rock_salt((4, 4, 4)), 0.1, seed=2)  # displaced: forces not ~0
     runs = [
         ("water_ik", water.box, water.positions, water.charges, water.exclusions,
          dict(cutoff=9.0, alpha=0.33, mesh=(24, 24, 24), order=5, differentiation="ik")),

@@ -11,8 +11,10 @@ layouts do the same arithmetic.
 
 Every layout runs as its own job (``mpirun -n R --bind-to none`` with ``OMP_NUM_THREADS=T``,
 ``OMP_PROC_BIND=false``); a job builds all four solvers, calls each once to warm up, then
-``--repeat`` times, and reports the median wall time of ``compute()`` and the per-phase times
-(``pme.timings()``, the slowest rank's, per call). ``--rounds`` rounds run the layouts in
+``--repeat`` times, and reports the median wall time of ``compute()``, its CPU time (all threads
+of all ranks, ``time.process_time``: 1 x 1's over a layout's is its per-core efficiency
+whatever else runs on the machine, where wall-time speed-ups need idle cores) and the per-phase
+times (``pme.timings()``, the slowest rank's, per call). ``--rounds`` rounds run the layouts in
 rotating order, so a change of machine load hits every layout alike; the speed-ups are
 ratios within a round, and the table gives their median (and range) over the rounds, with the
 load average (``os.getloadavg``) before each round. Never more ranks x threads than cores.
@@ -67,18 +69,20 @@ def worker(args):
         call = (s.positions[lo:hi], s.charges[lo:hi], s.ids[lo:hi], s.exclusions if comm.rank == 0 else None)
         pme.compute(*call)
         pme.reset_timings()
-        times = []
+        times, cpu = [], []
         for _ in range(args.repeat):
             comm.Barrier()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             pme.compute(*call)
             times.append(time.perf_counter() - t)
+            cpu.append(comm.allreduce(time.process_time() - c))
         tm = pme.timings()
         calls = max(tm.get("calls", 1), 1)
         phases = {k: comm.allreduce(tm.get(k, 0.0), op=MPI.MAX) / calls for k in PHASES}
         p = pme.parameters
         out["cases"][key] = {
             "median_s": float(np.median(times)), "min_s": float(np.min(times)), "phases_s": phases,
+            "cpu_s": float(np.median(cpu)),
             "params": {"differentiation": p["differentiation"], "order": int(p["order"]),
                        "mesh": [int(v) for v in p["mesh"]], "alpha": float(p["alpha"])},
         }
@@ -106,14 +110,17 @@ def _table(rounds, loads):
     names = [f"{n} {t:g}" for n, t in CASES]
     first = rounds[0][(1, 1)]["cases"]
     lines.append("| system | tolerance | params | 1 x 1 (ms) | 1 x 2 (ms) | 2 x 1 (ms) | 1x1 / 1x2 | 1x1 / 2x1 |"
-                 " 1x2 / 2x1 |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+                 " 1x2 / 2x1 | CPU 1x1 / 1x2 | CPU 1x1 / 2x1 |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for key in names:
         p = first[key]["params"]
         ms = {lay: [1e3 * r[lay]["cases"][key]["median_s"] for r in rounds] for lay in LAYOUTS}
         sp12 = [a / b for a, b in zip(ms[(1, 1)], ms[(1, 2)])]
         sp21 = [a / b for a, b in zip(ms[(1, 1)], ms[(2, 1)])]
         rel = [a / b for a, b in zip(ms[(1, 2)], ms[(2, 1)])]
+        cpu = {lay: [r[lay]["cases"][key]["cpu_s"] for r in rounds] for lay in LAYOUTS}
+        eff12 = [a / b for a, b in zip(cpu[(1, 1)], cpu[(1, 2)])]
+        eff21 = [a / b for a, b in zip(cpu[(1, 1)], cpu[(2, 1)])]
 
         def f(v):
             return f"{np.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else f"{v[0]:.2f}"
@@ -121,7 +128,7 @@ def _table(rounds, loads):
         name, tol = key.split()
         lines.append(f"| {name} | {tol} | {p['differentiation']} {p['order']}, {'x'.join(map(str, p['mesh']))}, "
                      f"alpha {p['alpha']:.4f} | {np.median(ms[(1, 1)]):.1f} | {np.median(ms[(1, 2)]):.1f} | "
-                     f"{np.median(ms[(2, 1)]):.1f} | {f(sp12)} | {f(sp21)} | {f(rel)} |")
+                     f"{np.median(ms[(2, 1)]):.1f} | {f(sp12)} | {f(sp21)} | {f(rel)} | {f(eff12)} | {f(eff21)} |")
     lines.append("")
     lines.append("Per phase (ms per call, slowest rank; median over rounds), 1 x 1 / 1 x 2 / 2 x 1:")
     lines.append("")

@@ -2,7 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 #ifdef PMEWALD_FFTW_OPENMP
-#include <fftw3.h>
+#include "base/fftw_planner.hpp"
 #endif
 
 #include <mutex>
@@ -36,6 +36,7 @@ void ensure_kokkos_initialized() {
   if (g_fftw_threads == 0) {
 #ifdef PMEWALD_FFTW_OPENMP
     // FFTW's planner and transforms on the kernels' OpenMP threads (one pool).
+    const std::lock_guard<std::mutex> planner(fftw_planner_mutex());
     g_fftw_threads = kernel_threads();
     fftw_init_threads();
     fftw_plan_with_nthreads(g_fftw_threads);

@@ -30,3 +30,16 @@ endif()
 find_package(Kokkos REQUIRED)
 include("${CMAKE_CURRENT_LIST_DIR}/FixKokkosIncludes.cmake")
 pmewald_fix_kokkos_includes()
+
+# A Kokkos with the OpenMP backend: FFTW plans on the same OpenMP threads
+# (libfftw3_omp, next to libfftw3); pmewald::fftw3 carries it and the define
+# PMEWALD_FFTW_OPENMP (base/kokkos_runtime.cpp sets FFTW's thread count).
+if(DEFINED Kokkos_DEVICES AND "OPENMP" IN_LIST Kokkos_DEVICES)
+  find_library(PMEWALD_FFTW3_OMP_LIBRARY fftw3_omp HINTS ${PMEWALD_FFTW3_LIBRARY_DIRS})
+  if(PMEWALD_FFTW3_OMP_LIBRARY)
+    set_property(TARGET pmewald::fftw3 APPEND PROPERTY INTERFACE_LINK_LIBRARIES "${PMEWALD_FFTW3_OMP_LIBRARY}")
+    set_property(TARGET pmewald::fftw3 APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS PMEWALD_FFTW_OPENMP)
+  else()
+    message(WARNING "Kokkos runs on OpenMP but libfftw3_omp was not found: the FFTs stay on one thread")
+  endif()
+endif()

@@ -8,14 +8,33 @@
 #                          UndefinedBehaviorSanitizer and LeakSanitizer into
 #                          build/sanitize and run the C++-heavy tests on 1 and 2
 #                          ranks with it (docs/testing.md, "Sanitizer build")
+#   scripts/dev.sh test-openmp [pytest args]
+#                          set up the OpenMP build too (PMEWALD_KOKKOS=openmp), then run
+#                          the PME, FFT and real-space tests on it on 1 rank x 2 threads
+#                          and 2 ranks x 1 thread, and compare it with the Serial build
+#
+# Which Kokkos (docs/install.md): PMEWALD_KOKKOS unset or "system" builds against
+# Debian's Kokkos 3.4.01 (Serial backend) in .venv/. PMEWALD_KOKKOS=openmp builds
+# Kokkos 3.4.01 with OpenMP from the PyPI sdist of pykokkos-base 0.0.7 (once, into
+# $PMEWALD_CACHE, default ~/.cache/pmewald) and pmewald against it in .venv-openmp/;
+# PMEWALD_KOKKOS=openmp with Kokkos_ROOT=/your/kokkos takes that installation instead.
 #
 # Idempotent: with nothing changed, setup only checks stamps and returns in seconds.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-VENV="$ROOT/.venv"
+
+# The Kokkos variant: its own venv and build tree, so both builds live side by side.
+KOKKOS_VARIANT="${PMEWALD_KOKKOS:-system}"
+case "$KOKKOS_VARIANT" in
+  system) VENV="$ROOT/.venv" ;;
+  openmp) VENV="$ROOT/.venv-openmp" ;;
+  *) echo "PMEWALD_KOKKOS must be 'system' (Debian's Serial Kokkos) or 'openmp', got '$KOKKOS_VARIANT'" >&2; exit 2 ;;
+esac
 PY="$VENV/bin/python"
+CACHE="${PMEWALD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pmewald}"
+KOKKOS_SDIST="pykokkos-base==0.0.7"  # its external/kokkos is Kokkos 3.4.01, Debian's version
 
 log() { printf '[pmewald setup] %s\n' "$*" >&2; }
 
@@ -67,25 +86,69 @@ ensure_venv() {
   want="$(hash_of scripts/requirements-dev.txt scripts/requirements-extra.txt)-$(mpicc --showme:version 2>&1 | head -1 | sha1sum | cut -c1-8)"
   have="$(cat "$VENV/.pmewald-requirements" 2>/dev/null || true)"
   if [ "$want" != "$have" ]; then
-    log "installing Python packages into .venv"
+    log "installing Python packages into $(basename "$VENV")"
     "$PY" -m pip install -q --upgrade pip
     "$PY" -m pip install -q -r scripts/requirements-dev.txt
     [ -f scripts/requirements-extra.txt ] && "$PY" -m pip install -q -r scripts/requirements-extra.txt
     # mpi4py must use the same MPI library as the extension: build it from
-    # source against the system's mpicc rather than take a binary wheel.
-    MPICC="$(command -v mpicc)" "$PY" -m pip install -q --no-binary mpi4py --no-cache-dir "mpi4py>=3.1"
+    # source against the system's mpicc rather than take a binary wheel. The
+    # wheel is kept in $CACHE (keyed by mpicc and Python), so the second venv
+    # (another Kokkos variant, another worktree) installs it in seconds.
+    local wheels
+    wheels="$CACHE/wheels/mpi4py-$(mpicc --showme:version 2>&1 | head -1 | sha1sum | cut -c1-8)-$("$PY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')"
+    if ! ls "$wheels"/mpi4py-*.whl >/dev/null 2>&1; then
+      MPICC="$(command -v mpicc)" "$PY" -m pip wheel -q --no-deps --no-binary mpi4py --no-cache-dir -w "$wheels.tmp" "mpi4py>=3.1"
+      mkdir -p "$wheels" && mv "$wheels.tmp"/mpi4py-*.whl "$wheels"/ && rm -rf "$wheels.tmp"
+    fi
+    "$PY" -m pip install -q --no-index --find-links "$wheels" mpi4py
     echo "$want" >"$VENV/.pmewald-requirements"
   fi
 }
 
+# Kokkos 3.4.01 with the OpenMP (and Serial) backend, built once from the
+# pykokkos-base sdist into $CACHE/kokkos-3.4.01-openmp (a stamp marks a finished
+# install); prints the prefix. A user's Kokkos_ROOT is taken as it is.
+ensure_kokkos_openmp() {
+  if [ -n "${Kokkos_ROOT:-}" ]; then
+    [ -d "$Kokkos_ROOT" ] || { log "Kokkos_ROOT=$Kokkos_ROOT does not exist"; exit 1; }
+    echo "$Kokkos_ROOT"
+    return
+  fi
+  local prefix="$CACHE/kokkos-3.4.01-openmp"
+  if [ ! -f "$prefix/.pmewald-complete" ]; then
+    local work="$CACHE/kokkos-src"
+    rm -rf "$work" "$prefix"
+    mkdir -p "$work"
+    log "downloading the Kokkos 3.4.01 source ($KOKKOS_SDIST sdist from PyPI)"
+    "$PY" -m pip download -q --no-deps --no-binary pykokkos-base -d "$work" "$KOKKOS_SDIST" >&2
+    tar -xzf "$work"/pykokkos-base-0.0.7.tar.gz -C "$work"
+    log "building Kokkos 3.4.01 (OpenMP + Serial, shared) into $prefix (a few minutes, once)"
+    cmake -S "$work/pykokkos-base-0.0.7/external/kokkos" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON \
+      -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_TESTS=OFF >"$work/configure.log" 2>&1 ||
+      { cat "$work/configure.log" >&2; exit 1; }
+    cmake --build "$work/build" -j "$(nproc)" >"$work/build.log" 2>&1 || { tail -50 "$work/build.log" >&2; exit 1; }
+    cmake --install "$work/build" >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; exit 1; }
+    touch "$prefix/.pmewald-complete"
+    rm -rf "$work"
+  fi
+  echo "$prefix"
+}
+
 ensure_package() {
-  local want have
+  local want have extra=()
   want="$(hash_of CMakeLists.txt pyproject.toml cmake cpp)"
+  if [ "$KOKKOS_VARIANT" = openmp ]; then
+    local kokkos
+    kokkos="$(ensure_kokkos_openmp)"
+    want="$want-$kokkos"
+    extra=(-Ccmake.define.Kokkos_ROOT="$kokkos" -Cbuild-dir="build/kokkos-openmp/{wheel_tag}")
+  fi
   have="$(cat "$VENV/.pmewald-build" 2>/dev/null || true)"
   if [ "$want" != "$have" ] || ! "$PY" -c 'import pmewald._core' >/dev/null 2>&1; then
-    log "building pmewald into .venv (editable)"
+    log "building pmewald into $(basename "$VENV") (editable, Kokkos: $KOKKOS_VARIANT)"
     "$PY" -m pip install -q --no-build-isolation --no-deps -e . \
-      -Ccmake.define.CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" -Cbuild.verbose=false
+      -Ccmake.define.CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" -Cbuild.verbose=false "${extra[@]}"
     echo "$want" >"$VENV/.pmewald-build"
   fi
 }
@@ -223,8 +286,30 @@ case "$cmd" in
     setup
     sanitize "$@"
     ;;
+  test-openmp)
+    # Both builds; the Serial one computes the reference of tests/base/test_backends.py.
+    # Then the PME, FFT and real-space tests on the OpenMP build, on 1 rank x 2 threads
+    # and on 2 ranks x 1 thread: never more threads than the 2 cores of the
+    # development machine (docs/install.md, Threads and ranks).
+    PMEWALD_KOKKOS=system bash "$0" setup
+    PMEWALD_KOKKOS=openmp bash "$0" setup
+    mpi_env
+    export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
+    export PMEWALD_BACKEND_REFERENCE="$ROOT/build/backend-reference-serial.npz"
+    OMP_NUM_THREADS=1 "$ROOT/.venv/bin/python" tests/backend_cases.py "$PMEWALD_BACKEND_REFERENCE"
+    # Idle threads sleep instead of spinning: the CI machine is shared, and a spinning
+    # thread there holds a core another process needs (docs/install.md).
+    export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+    omp_tests=(tests/base/test_backends.py tests/pme/test_pme.py tests/fft/test_fft.py tests/fft/test_real_fft.py
+               tests/realspace/test_realspace.py tests/pme/test_kernels.py)
+    log "OpenMP build: 1 rank x 2 threads"
+    OMP_NUM_THREADS=2 "$ROOT/.venv-openmp/bin/python" -m pytest -k "not mpi2 and not mpi3 and not mpi4" \
+      "${omp_tests[@]}" "$@"
+    log "OpenMP build: 2 ranks x 1 thread"
+    OMP_NUM_THREADS=1 exec "$ROOT/.venv-openmp/bin/python" -m pytest -k "mpi2" "${omp_tests[@]}" "$@"
+    ;;
   *)
-    echo "usage: scripts/dev.sh {setup|demo|test|sanitize} [args...]" >&2
+    echo "usage: scripts/dev.sh {setup|demo|test|sanitize|test-openmp} [args...]" >&2
     exit 2
     ;;
 esac

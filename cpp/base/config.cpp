@@ -1,5 +1,7 @@
 #include "base/config.hpp"
 #include "base/simd.hpp"
+#include "base/kokkos_runtime.hpp"
+#include "base/threads.hpp"
 
 #include <fftw3.h>
 #include <mpi.h>
@@ -69,6 +71,10 @@ std::map<std::string, std::string> build_config() {
                         std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
                         std::to_string(KOKKOS_VERSION % 100);
   c["kokkos_execution_space"] = Kokkos::DefaultExecutionSpace::name();
+  ensure_kokkos_initialized();
+  c["kokkos_threads"] = std::to_string(kernel_threads());
+  c["fftw_threads"] = std::to_string(fftw_threads());
+  c["affinity_cores"] = std::to_string(affinity_cores());
   c["pair_kernel_isa"] = simd::isa_name();
   c["compiler"] = PMEWALD_COMPILER;
   c["cxx_flags"] = PMEWALD_CXX_FLAGS;

@@ -9,7 +9,9 @@ inline namespace base {
 
 // Keys: version, mpi_vendor, mpi_version (compile-time, "major.minor.patch"),
 // mpi_standard, mpi_library (runtime MPI_Get_library_version), fftw_version,
-// kokkos_version, kokkos_execution_space, compiler, cxx_flags, build_type.
+// kokkos_version, kokkos_execution_space, kokkos_threads (the execution space's
+// threads), fftw_threads, affinity_cores (cores this process may run on), compiler,
+// cxx_flags, build_type.
 std::map<std::string, std::string> build_config();
 
 }  // namespace base

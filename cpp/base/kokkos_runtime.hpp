@@ -8,6 +8,9 @@
 //  - it did not: the first such call initialises Kokkos (default settings, warnings
 //    off) and leaves it running until the process ends (pmewald never finalises it:
 //    objects may outlive any point where that would be safe, e.g. in Python).
+// It also sets FFTW's thread count once: in a build whose Kokkos has the OpenMP
+// backend, FFTW (libfftw3_omp) plans on the kernels' thread count, so the FFTs
+// are threaded like the kernels.
 // Kokkos is per process: under one process that hosts many MPI ranks (SimGrid's
 // SMPI) every rank shares it.
 #pragma once
@@ -18,6 +21,9 @@ inline namespace base {
 // Thread-safe; throws std::runtime_error when Kokkos was already finalised (Kokkos
 // cannot be initialised twice in one process).
 void ensure_kokkos_initialized();
+
+// Threads FFTW plans with (1 without libfftw3_omp; 0 before ensure_kokkos_initialized).
+int fftw_threads();
 
 }  // namespace base
 }  // namespace pmewald

@@ -8,6 +8,8 @@
 
 #include "comm/mpi_helpers.hpp"
 #include "base/config.hpp"
+#include "base/kokkos_runtime.hpp"
+#include "base/threads.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"
 
@@ -35,6 +37,24 @@ void bind_base(py::module_& m) {
         },
         py::arg("comm") = py::none(),
         "(rank, size) of a communicator as the core sees it; raises TypeError for a non-communicator.");
+  m.def("thread_placement",
+        [](py::object comm) {
+          MPI_Comm c = comm_from_python(comm);
+          ensure_kokkos_initialized();
+          const ThreadPlacement p = thread_placement(c);
+          py::dict d;
+          d["threads_per_rank"] = p.threads_per_rank;
+          d["ranks_on_node"] = p.ranks_on_node;
+          d["threads_on_node"] = p.threads_on_node;
+          d["cores_on_node"] = p.cores_on_node;
+          d["min_rank_cores"] = p.min_rank_cores;
+          d["max_rank_threads"] = p.max_rank_threads;
+          d["oversubscribed"] = p.oversubscribed();
+          d["description"] = p.describe();
+          return d;
+        },
+        py::arg("comm") = py::none(),
+        "Collective: the job's threads and cores on its busiest node (base/threads.hpp), as a dict.");
   m.def("agree_or_throw",
         [](py::object comm, const std::string& local_error) {
           MPI_Comm c = comm_from_python(comm);

@@ -112,7 +112,8 @@ void bind_pme(py::module_& testing) {
         if (mode == "auto") sm = SpreadMode::Auto;
         else if (mode == "plain") sm = SpreadMode::Plain;
         else if (mode == "atomic") sm = SpreadMode::Atomic;
-        else throw ValueError("mode must be \"auto\", \"plain\" or \"atomic\"");
+        else if (mode == "coloured") sm = SpreadMode::Coloured;
+        else throw ValueError("mode must be \"auto\", \"plain\", \"atomic\" or \"coloured\"");
         const Mat3 B = mat3_from_python(box);
         auto x = positions_arg(positions);
         auto q = charges_arg(charges, positions.shape(0));
@@ -131,7 +132,7 @@ void bind_pme(py::module_& testing) {
       py::arg("box"), py::arg("positions"), py::arg("charges"), py::arg("mesh"),
       py::arg("order"), py::arg("brick"), py::arg("mode") = "auto", py::arg("repeat") = 1,
       "Spread owned atoms onto the brick's extended grid [lo-(p-1), hi); returns "
-      "(grid, extended_box, seconds per spread) (mode auto/plain/atomic, repeat for timing).");
+      "(grid, extended_box, seconds per spread) (mode auto/plain/atomic/coloured, repeat for timing).");
   k.def(
       "mesh_cells",
       [](darr box, darr positions, const Int3& mesh) {

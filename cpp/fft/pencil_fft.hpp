@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/kokkos_runtime.hpp"
+#include "base/threads.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "fft/pencil_pipeline.hpp"
 #include "fft/stage_plan.hpp"
@@ -56,6 +57,7 @@ class PencilFFT {
   PencilFFT(MPI_Comm comm, const Int3& mesh, const FFTOptions& options)
       : comm_(comm), mesh_(mesh), options_(options) {
     ensure_kokkos_initialized();
+    warn_if_oversubscribed(comm_.get());  // once per process, rank 0 (base/threads.hpp)
   }
   ~PencilFFT() = default;
   void reset_counters() {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "pme/bspline.hpp"
 #include "base/errors.hpp"
@@ -45,8 +46,10 @@ KOKKOS_INLINE_FUNCTION void mesh_coord(const Mat3& R, const Int3& K, double x, d
 
 // The serial spreading loop on raw pointers (stencil arrays are contiguous,
 // n x 3 and n x 3 x P; grid rows contiguous along the last index).
+// index: the atoms' order (nullptr: 0, 1, ...); a call spreads atoms k0..k1-1 of it.
 struct SpreadArgs {
   std::size_t n;
+  const int* index;
   const double* q;
   const int* base;
   const double* w;
@@ -56,8 +59,9 @@ struct SpreadArgs {
 };
 
 template <int P>
-inline __attribute__((always_inline)) void spread_rows_generic(const SpreadArgs& a) {
-  for (std::size_t i = 0; i < a.n; ++i) {
+inline __attribute__((always_inline)) void spread_rows_generic(const SpreadArgs& a, std::size_t k0, std::size_t k1) {
+  for (std::size_t k = k0; k < k1; ++k) {
+    const std::size_t i = a.index ? static_cast<std::size_t>(a.index[k]) : k;
     const int* bi = a.base + 3 * i;
     const double* wi = a.w + 3 * P * i;
     const double* w2 = wi + 2 * P;
@@ -77,12 +81,13 @@ inline __attribute__((always_inline)) void spread_rows_generic(const SpreadArgs&
 // AVX-512: one stencil row (P <= 8 points along z) is one masked register:
 // load, one FMA, store, instead of P scalar updates.
 template <int P>
-PMEWALD_TARGET_V4 void spread_rows_v4(const SpreadArgs& a) {
+PMEWALD_TARGET_V4 void spread_rows_v4(const SpreadArgs& a, std::size_t k0, std::size_t k1) {
   if constexpr (P > 8) {
-    spread_rows_generic<P>(a);
+    spread_rows_generic<P>(a, k0, k1);
   } else {
     const __mmask8 m = static_cast<__mmask8>((1u << P) - 1);
-    for (std::size_t i = 0; i < a.n; ++i) {
+    for (std::size_t k = k0; k < k1; ++k) {
+      const std::size_t i = a.index ? static_cast<std::size_t>(a.index[k]) : k;
       const int* bi = a.base + 3 * i;
       const double* wi = a.w + 3 * P * i;
       const __m512d w2 = _mm512_maskz_loadu_pd(m, wi + 2 * P);
@@ -99,14 +104,44 @@ PMEWALD_TARGET_V4 void spread_rows_v4(const SpreadArgs& a) {
   }
 }
 template <int P>
-PMEWALD_TARGET_V3 void spread_rows_v3(const SpreadArgs& a) {
-  spread_rows_generic<P>(a);  // the compiler's AVX2 code for the fixed-length rows
+PMEWALD_TARGET_V3 void spread_rows_v3(const SpreadArgs& a, std::size_t k0, std::size_t k1) {
+  spread_rows_generic<P>(a, k0, k1);  // the compiler's AVX2 code for the fixed-length rows
 }
 #endif
 
 template <int P>
-void spread_rows(const SpreadArgs& a) {
-  simd::choose(PMEWALD_SIMD_VERSIONS(spread_rows_v4<P>, spread_rows_v3<P>, spread_rows_generic<P>))(a);
+void spread_rows(const SpreadArgs& a, std::size_t k0, std::size_t k1) {
+  simd::choose(PMEWALD_SIMD_VERSIONS(spread_rows_v4<P>, spread_rows_v3<P>, spread_rows_generic<P>))(a, k0, k1);
+}
+
+// The threaded spreading: atoms binned by the first x plane of their stencil
+// into slabs of P planes (a stable counting sort, so each slab keeps the atoms'
+// order). An atom of slab s writes planes [sP, sP + 2P - 1) only, so slabs of
+// one parity never write the same plane: the even slabs run in parallel, then
+// the odd ones, each slab's atoms one after another through the vectorised
+// rows. No atomics, and every grid point sums its terms in the same order
+// whatever the thread count.
+template <int P>
+void spread_coloured(const SpreadArgs& a, const int* base, int nx) {
+  const int nslab = (nx + P - 1) / P;
+  std::vector<int> start(static_cast<std::size_t>(nslab) + 1, 0), index(a.n);
+  for (std::size_t i = 0; i < a.n; ++i) ++start[static_cast<std::size_t>((base[3 * i] - a.lo[0]) / P) + 1];
+  for (int s = 0; s < nslab; ++s) start[s + 1] += start[s];
+  std::vector<int> fill(start.begin(), start.end() - 1);
+  for (std::size_t i = 0; i < a.n; ++i)
+    index[static_cast<std::size_t>(fill[static_cast<std::size_t>((base[3 * i] - a.lo[0]) / P)]++)] = static_cast<int>(i);
+  SpreadArgs b = a;
+  b.index = index.data();
+  const int* st = start.data();
+  using Dynamic = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+  for (int parity = 0; parity < 2; ++parity) {
+    const int count = (nslab - parity + 1) / 2;
+    Kokkos::parallel_for("pmewald::spread_coloured", Dynamic(0, count), [=](const int c) {
+      const int s = 2 * c + parity;
+      spread_rows<P>(b, static_cast<std::size_t>(st[s]), static_cast<std::size_t>(st[s + 1]));
+    });
+    Kokkos::fence();
+  }
 }
 
 void check_common(const Int3& mesh, int order, std::size_t n_pos) {
@@ -216,17 +251,8 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
   const Int3 lo = ext_box.lo;
   auto base = st.base;
   auto W = st.w;
-  const bool plain = mode == SpreadMode::Plain ||
-                     (mode == SpreadMode::Auto && ExecSpace().concurrency() <= 1);
-  if (plain) {
-    // Serial backend: plain adds are race-free and avoid atomic overhead; the
-    // loop runs in spread_rows, vectorised for the CPU (simd.hpp).
-    if (grid.stride(2) != 1 || !charges.span_is_contiguous())
-      throw std::logic_error("spread: grid rows and charges must be contiguous");
-    const SpreadArgs args{n, charges.data(), st.base.data(), st.w.data(), {lo[0], lo[1], lo[2]}, grid.data(),
-                          static_cast<std::ptrdiff_t>(grid.stride(0)), static_cast<std::ptrdiff_t>(grid.stride(1))};
-    with_order(p, [&](auto order) { spread_rows<decltype(order)::value>(args); });
-  } else {
+  if (mode == SpreadMode::Auto) mode = ExecSpace().concurrency() <= 1 ? SpreadMode::Plain : SpreadMode::Coloured;
+  if (mode == SpreadMode::Atomic) {
     Kokkos::parallel_for(
         "pmewald::spread_atomic", Range(0, n), KOKKOS_LAMBDA(const int i) {
           const double q = charges(i);
@@ -240,6 +266,20 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
             }
           }
         });
+  } else {
+    // Plain: one thread, race-free plain adds; Coloured: threads on slabs that
+    // never share a plane. Both run spread_rows, vectorised for the CPU (simd.hpp).
+    if (grid.stride(2) != 1 || !charges.span_is_contiguous())
+      throw std::logic_error("spread: grid rows and charges must be contiguous");
+    const SpreadArgs args{n, nullptr, charges.data(), st.base.data(), st.w.data(), {lo[0], lo[1], lo[2]}, grid.data(),
+                          static_cast<std::ptrdiff_t>(grid.stride(0)), static_cast<std::ptrdiff_t>(grid.stride(1))};
+    with_order(p, [&](auto order) {
+      constexpr int P = decltype(order)::value;
+      if (mode == SpreadMode::Plain)
+        spread_rows<P>(args, 0, n);
+      else
+        spread_coloured<P>(args, st.base.data(), shape[0]);
+    });
   }
   Kokkos::fence();
 }

@@ -44,16 +44,17 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
                       View2<const double> positions, const Box3& brick, bool derivatives,
                       Stencil& out);
 
-// How spread avoids races: Auto = plain adds when ExecSpace().concurrency() == 1
-// (Serial backend), Kokkos::atomic_add otherwise; Plain/Atomic force one.
-// Plain on a concurrent backend is a data race: only for measurements.
-enum class SpreadMode { Auto, Plain, Atomic };
+// How spread avoids races: Auto = Plain when ExecSpace().concurrency() == 1
+// (Serial backend, or one thread), Coloured otherwise. Plain: plain adds in
+// atom order. Coloured: atoms binned into x slabs of `order` planes, even slabs
+// in parallel then odd ones (slabs of one parity never share a plane), each
+// slab's atoms in order through the same vectorised rows: no atomics, and the
+// grid is bitwise the same for any thread count. Atomic: Kokkos::atomic_add per
+// point (kept for measurements). Plain on a concurrent backend is a data race.
+enum class SpreadMode { Auto, Plain, Atomic, Coloured };
 
 // grid(i, j, k) over ext_box (= extended_box(brick, order)) += sum_atoms q * w_x w_y w_z.
 // zero_first: clear the grid first. Race-free on any backend with Auto.
-// (Sorting atoms by mesh cell first would improve cache reuse for large n;
-// not done yet: with p^3 = 125 contiguous-in-z updates per atom the grid
-// traffic is already mostly cache-resident for bricks of a few MB.)
 void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
             View3<double> grid, bool zero_first = true, SpreadMode mode = SpreadMode::Auto);
 

@@ -55,6 +55,9 @@ def config() -> dict:
         "fftw_version": ext["fftw_version"],
         "kokkos_version": ext["kokkos_version"],
         "kokkos_execution_space": ext["kokkos_execution_space"],
+        "kokkos_threads": ext["kokkos_threads"],
+        "fftw_threads": ext["fftw_threads"],
+        "affinity_cores": ext["affinity_cores"],
         "pair_kernel_isa": ext["pair_kernel_isa"],
         "compiler": ext["compiler"],
         "cxx_flags": ext["cxx_flags"],
@@ -71,13 +74,17 @@ def show_config(file=None, comm=None) -> dict:
     """Print pmewald's configuration (on rank 0 of ``comm``) and return it.
 
     Shows the pmewald version, the MPI library the extension was built with and
-    the one mpi4py uses, FFTW, Kokkos (version and execution space), the
+    the one mpi4py uses, FFTW, Kokkos (version, execution space and threads per
+    rank), the job's threads against the cores they may use (collective over
+    ``comm``: the busiest node; flagged when oversubscribed), the
     compiler and flags, and the instruction set the real-space pair kernel
     chose for this CPU. Raises ``RuntimeError`` on every rank if the extension
     and mpi4py use different MPI libraries.
     """
     rank, size = _core.comm_info(comm)
     c = config()
+    placement = _core.thread_placement(comm)
+    c.update({f"placement_{k}": str(v) for k, v in placement.items()})
     if rank == 0:
         out = file if file is not None else sys.stdout
         lines = [
@@ -87,7 +94,10 @@ def show_config(file=None, comm=None) -> dict:
             f"  MPI library at run time:    {c['mpi_library'].splitlines()[0] if c['mpi_library'] else '?'}",
             f"  ranks in communicator:      {size}",
             f"  FFTW:                       {c['fftw_version']}",
-            f"  Kokkos:                     {c['kokkos_version']} ({c['kokkos_execution_space']} execution space)",
+            f"  Kokkos:                     {c['kokkos_version']} ({c['kokkos_execution_space']} execution space, "
+            f"{c['kokkos_threads']} thread(s) per rank; FFTW: {c['fftw_threads']})",
+            f"  threads and cores:          {placement['description']}"
+            + (" -- OVERSUBSCRIBED (docs/install.md, Threads and ranks)" if placement["oversubscribed"] else ""),
             f"  vectorised kernels:         {c['pair_kernel_isa']} (pair kernel, spread, gather)",
             f"  compiler:                   {c['compiler']}",
             f"  flags:                      {c['cxx_flags']} [{c['build_type']}]",

@@ -210,10 +210,12 @@ def test_spread_bricks_sum_to_full_mesh():
             assert eb == ((x0 - p + 1, y0 - p + 1, -p + 1), (x1, y1, 9))
             total += fold(g, eb)
     assert np.allclose(total, ref, atol=1e-14)
-    # atomic and plain adds give the same grid
+    # atomic, plain and coloured (the threaded path, x slabs of p planes) adds give the same grid
     ga, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="atomic")
     gp, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="plain")
+    gc, _, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh), mode="coloured")
     assert np.allclose(ga, full, atol=1e-15) and np.allclose(gp, full, atol=1e-15)
+    assert np.allclose(gc, full, atol=1e-15)
     # an atom outside the brick is refused
     with pytest.raises(ValueError, match="outside the brick"):
         K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), (5, 4, 9)))

@@ -14,8 +14,9 @@ namespace pmewald {
 
 namespace {
 
-constexpr int kTagForward = 3100;  // and 3101
-constexpr int kTagGhost = 3110;    // and 3111
+constexpr int kTagForward = 3100;      // and 3101 (NBX)
+constexpr int kTagForwardNear = 3102;  // and 3103 (known partners)
+constexpr int kTagGhost = 3110;        // and 3111 (known partners)
 constexpr int kTagReverse = 3120;
 constexpr int kTagGhostReverse = 3125;
 
@@ -94,7 +95,8 @@ PeriodicCell::PeriodicCell(const double* m) {
 // ---------------------------------------------------------------------------
 
 Migration::Migration(MPI_Comm comm)
-    : comm_(comm), nbx_forward_(comm, kTagForward), nbx_ghost_(comm, kTagGhost) {
+    : comm_(comm), nbx_forward_(comm, kTagForward), near_forward_(comm, kTagForwardNear),
+      near_ghost_(comm, kTagGhost) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -107,6 +109,9 @@ void Migration::set_geometry(const PeriodicCell& cell, const Int3& mesh) {
     mesh_ = mesh;
     grid_ = processor_grid_3d(size_, mesh_);
     brick_ = brick_box(grid_, mesh_, rank_);
+    adjacent_ = brick_neighborhood(grid_, mesh_, rank_, {0.0, 0.0, 0.0});
+    near_forward_.set_partners(adjacent_.send, adjacent_.recv);
+    for (double& r : ghost_reach_) r = -1;
   }
   have_geometry_ = true;
   have_atoms_ = false;
@@ -160,7 +165,6 @@ void Migration::forward(const double* positions, const double* charges, const st
     if (err.empty() && !std::isfinite(charges[i]))
       err = "charges[" + std::to_string(i) + "] is not finite";
   }
-  agree_or_throw(comm_, err);
   auto pay_count = [&](std::size_t i) -> std::int64_t {
     return payload_offsets ? payload_offsets[i + 1] - payload_offsets[i] : 0;
   };
@@ -172,15 +176,24 @@ void Migration::forward(const double* positions, const double* charges, const st
   std::unordered_map<int, int> slot_of;
   std::vector<int> owner(n_local);
   std::vector<double> sw(3 * n_local), rw(3 * n_local);
-  for (std::size_t i = 0; i < n_local; ++i) {
+  int far = 0;  // some atom goes beyond the adjacent domains
+  for (std::size_t i = 0; i < n_local && err.empty(); ++i) {
     wrap(positions + 3 * i, &sw[3 * i], &rw[3 * i]);
     owner[i] = owner_of(&sw[3 * i]);
     if (owner[i] == rank_) {
       self_idx_.push_back(static_cast<std::int64_t>(i));
     } else if (slot_of.emplace(owner[i], static_cast<int>(send_dests_.size())).second) {
       send_dests_.push_back(owner[i]);
+      if (!std::binary_search(adjacent_.send.begin(), adjacent_.send.end(), owner[i])) far = 1;
     }
   }
+  // One collective decides everything: bad input anywhere (then every rank
+  // raises), whether any atom changes rank, and whether all stay adjacent.
+  int flags[3] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far};
+  int any[3] = {0, 0, 0};
+  check_mpi(MPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  if (any[0]) agree_or_throw(comm_, err);
+  forward_path_ = !any[1] ? ForwardPath::None : (any[2] ? ForwardPath::Sparse : ForwardPath::Neighbors);
   const std::size_t nd = send_dests_.size();
   send_idx_.resize(nd);
   if (sendbufs_.size() < nd) sendbufs_.resize(nd);
@@ -211,7 +224,18 @@ void Migration::forward(const double* positions, const double* charges, const st
         for (std::int64_t p = payload_offsets[i]; p < payload_offsets[i + 1]; ++p) append_bytes(buf, payload[p]);
   }
 
-  nbx_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+  switch (forward_path_) {
+    case ForwardPath::None:
+      srcs_.clear();
+      recvbufs_.clear();
+      break;
+    case ForwardPath::Neighbors:
+      near_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+      break;
+    case ForwardPath::Sparse:
+      nbx_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+      break;
+  }
 
   // Gather everything this rank now owns; remember where each came from.
   struct Incoming {
@@ -354,6 +378,14 @@ void Migration::exchange_ghosts(double cutoff) {
   if (!(cutoff > 0) || !(cutoff <= 0.5 * cell_.min_height() * (1 + 1e-12)))
     throw ValueError("cutoff must be positive and at most half the smallest box height");
   for (int d = 0; d < 3; ++d) margin_[d] = cutoff / cell_.height[d] * (1.0 + 1e-9);
+  // Partners: every non-empty domain within the margin (a pure function of the
+  // decomposition, so senders and receivers agree without asking).
+  if (margin_[0] * mesh_[0] != ghost_reach_[0] || margin_[1] * mesh_[1] != ghost_reach_[1] ||
+      margin_[2] * mesh_[2] != ghost_reach_[2]) {
+    for (int d = 0; d < 3; ++d) ghost_reach_[d] = margin_[d] * mesh_[d];
+    Neighborhood nb = brick_neighborhood(grid_, mesh_, rank_, {ghost_reach_[0], ghost_reach_[1], ghost_reach_[2]});
+    near_ghost_.set_partners(std::move(nb.send), std::move(nb.recv));
+  }
 
   struct AxisHit {
     int g_lo, g_hi, shift;
@@ -367,6 +399,11 @@ void Migration::exchange_ghosts(double cutoff) {
   for (auto& v : ghost_send_idx_) v.clear();
   std::size_t nbuf = 0;
 
+  // Grid coordinate g of axis d owns no mesh point (more ranks than points).
+  auto slab_empty = [&](int d, int g) {
+    return static_cast<std::int64_t>(g) * mesh_[d] / grid_[d] == static_cast<std::int64_t>(g + 1) * mesh_[d] / grid_[d];
+  };
+  auto brick_empty = [&](int gx, int gy, int gz) { return slab_empty(0, gx) || slab_empty(1, gy) || slab_empty(2, gz); };
   AxisHit hits[3][8];
   int nhits[3];
   for (std::size_t i = 0; i < n_owned_; ++i) {
@@ -407,6 +444,7 @@ void Migration::exchange_ghosts(double cutoff) {
             for (int gy = Y.g_lo; gy <= Y.g_hi; ++gy)
               for (int gx = X.g_lo; gx <= X.g_hi; ++gx) {
                 const int dest = gx + grid_[0] * (gy + grid_[1] * gz);
+                if (brick_empty(gx, gy, gz)) continue;  // owns nothing, needs no ghosts
                 if (dest == rank_) {
                   if (!identity) {
                     self_images.push_back(rec);
@@ -431,7 +469,7 @@ void Migration::exchange_ghosts(double cutoff) {
         }
   }
   // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
-  nbx_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
+  near_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
 
   ghost_srcs_ = srcs_;
   ghost_recv_count_.clear();

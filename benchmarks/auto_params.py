@@ -152,14 +152,14 @@ def candidates(args):
     from mpi4py import MPI
 
     import pmewald
-    from pmewald._core import kernels
+    from pmewald._core import tuning
 
     for name in args.systems:
         s, ex = make(name)
         q = s.charges
         rms = float(np.sqrt(np.mean(np.sum(reference(name, s, ex, args.cache) ** 2, axis=1))))
         for tol in args.tolerances:
-            r = kernels.choose_cheapest(s.box, CUTOFF, 0.8 * tol * rms, float(q @ q), len(q), coulomb_constant=K_REAL)
+            r = tuning.choose_cheapest(s.box, CUTOFF, 0.8 * tol * rms, float(q @ q), len(q), coulomb_constant=K_REAL)
             print(f"\n{name} tolerance {tol:g} (target 0.8 x tol x RMS force {rms:.3g}): chosen "
                   f"{r['differentiation']} p{r['order']} mesh {'x'.join(map(str, r['mesh']))}")
             print("| choice | alpha | mesh | modelled ms | measured ms | estimate exact |")

@@ -55,7 +55,7 @@ def test_ring_halo_fill_and_reduce(comm):
                 copies[(r * n - g + k) % N] += 1
                 copies[(r * n + n + k) % N] += 1
         for mode in COMM_MODES:
-            ex = _core.Exchange(comm, mode, *lists)
+            ex = _core._testing.comm.Exchange(comm, mode, *lists)
             for dtype in (np.float64, np.complex128):
                 glob = np.arange(N, dtype=float) + 1.0
                 if dtype is np.complex128:
@@ -81,7 +81,7 @@ def test_collective_components_are_the_connected_parts(comm):
     P, rank = comm.Get_size(), comm.Get_rank()
     partner = rank ^ 1  # pairs (0,1), (2,3): two components with 4 ranks
     for mode in COMM_MODES:
-        ex = _core.Exchange(comm, mode, [partner], [[0, 1]], [partner], [[1, 0]], [2], [2], 3, 3)
+        ex = _core._testing.comm.Exchange(comm, mode, [partner], [[0, 1]], [partner], [[1, 0]], [2], [2], 3, 3)
         assert ex.component == sorted([rank, partner])
         a = np.array([10.0 * rank, 10.0 * rank + 1, 10.0 * rank + 2])
         b = np.zeros(3)
@@ -96,14 +96,14 @@ def test_collective_components_are_the_connected_parts(comm):
 def test_inconsistent_lists_raise_on_every_rank(comm):
     P, rank = comm.Get_size(), comm.Get_rank()
     with pytest.raises(ValueError):
-        _core.Exchange(comm, "pt2pt", [], [], [], [], [0], [0, 1], 2, 2)  # self lists differ in length
+        _core._testing.comm.Exchange(comm, "pt2pt", [], [], [], [], [0], [0, 1], 2, 2)  # self lists differ in length
     if P > 1:
         # rank 0 sends 2 elements to rank 1, which expects 1
         s = ([1], [[0, 1]]) if rank == 0 else ([], [])
         r = ([0], [[0]]) if rank == 1 else ([], [])
         with pytest.raises(ValueError, match="disagree"):
-            _core.Exchange(comm, "nonblocking", s[0], s[1], r[0], r[1], [], [], 2, 2)
+            _core._testing.comm.Exchange(comm, "nonblocking", s[0], s[1], r[0], r[1], [], [], 2, 2)
     with pytest.raises(ValueError, match="index"):
-        _core.Exchange(comm, "collective", [], [], [], [], [5], [0], 2, 2)
+        _core._testing.comm.Exchange(comm, "collective", [], [], [], [], [5], [0], 2, 2)
     with pytest.raises(ValueError, match="comm_mode"):
-        _core.Exchange(comm, "bogus", [], [], [], [], [], [], 1, 1)
+        _core._testing.comm.Exchange(comm, "bogus", [], [], [], [], [], [], 1, 1)

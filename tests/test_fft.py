@@ -117,13 +117,13 @@ def test_repeated_pairs_allocate_nothing(comm):
         a2 = np.empty(fft.inshape, complex)
         fft.forward(a, out=b)
         fft.backward(b, out=a2)
-        before = _core.buffer_allocations()
+        before = _core._testing.comm.buffer_allocations()
         assert fft.stats()["allocations"] == before
         pairs = 1000 if mode == "nonblocking" else 200
         for _ in range(pairs):
             fft.forward(a, out=b)
             fft.backward(b, out=a2)
-        assert _core.buffer_allocations() == before
+        assert _core._testing.comm.buffer_allocations() == before
         s = fft.stats()
         assert s["allocations"] == before
         assert s["fft"]["forward_executions"] == pairs + 1
@@ -419,12 +419,12 @@ def test_real_repeated_pairs_allocate_nothing(comm):
         a2 = np.empty(fft.inshape)
         fft.forward(a, out=b)
         fft.backward(b, out=a2)
-        before = _core.buffer_allocations()
+        before = _core._testing.comm.buffer_allocations()
         pairs = 300
         for _ in range(pairs):
             fft.forward(a, out=b)
             fft.backward(b, out=a2)
-        assert _core.buffer_allocations() == before
+        assert _core._testing.comm.buffer_allocations() == before
         s = fft.stats()
         assert s["fft"]["forward_executions"] == pairs + 1 and s["fft"]["backward_executions"] == pairs + 1
         if a.size:

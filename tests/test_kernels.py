@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from pmewald._core import kernels as K
+from pmewald._core import tuning as T
+from pmewald._core._testing import pme as K
 
 ORDERS = range(3, 11)
 BOXES = {
@@ -132,7 +133,7 @@ def system(request):
 @pytest.mark.parametrize("diff", ["ad", "ik"])
 def test_reciprocal_matches_direct_sum(system, diff):
     name, box, pos, q, alpha, (E0, F0, W0, phi0) = system
-    E, F, W, phi = K.reciprocal_serial(box, pos, q, alpha, (48, 45, 50), 8, diff)
+    E, F, W, phi = K.serial_reference(box, pos, q, alpha, (48, 45, 50), 8, diff)
     assert abs(E - E0) <= 1e-9 * abs(E0)
     assert rms(F - F0) <= 1e-8 * rms(F0)
     assert np.abs(W - W0).max() <= 1e-9 * np.abs(W0).max()
@@ -140,7 +141,7 @@ def test_reciprocal_matches_direct_sum(system, diff):
     assert np.abs(phi - phi0).max() <= 1e-8 * np.abs(phi0).max()
     assert E == pytest.approx(0.5 * q @ phi, rel=1e-12)
     # Coulomb constant scales everything
-    E2, F2, W2, _ = K.reciprocal_serial(box, pos, q, alpha, (48, 45, 50), 8, diff, 14.4)
+    E2, F2, W2, _ = K.serial_reference(box, pos, q, alpha, (48, 45, 50), 8, diff, 14.4)
     assert E2 == pytest.approx(14.4 * E, rel=1e-13)
     assert np.allclose(F2, 14.4 * F, rtol=1e-12, atol=1e-14)
 
@@ -151,7 +152,7 @@ def test_energy_matches_pmewald_reference():
     pos, q = random_system(60, box, seed=3)
     alpha = 0.4
     res = reference.ewald(box, pos, q, alpha=alpha)
-    E, *_ = K.reciprocal_serial(box, pos, q, alpha, (50, 50, 50), 8, "ad")
+    E, *_ = K.serial_reference(box, pos, q, alpha, (50, 50, 50), 8, "ad")
     assert E == pytest.approx(res.terms["reciprocal"], rel=1e-9)
 
 
@@ -160,7 +161,7 @@ def test_ik_and_ad_converge(system, diff):
     name, box, pos, q, alpha, (E0, F0, W0, phi0) = system
     errs = []
     for Km in (12, 20, 32):
-        _, F, _, _ = K.reciprocal_serial(box, pos, q, alpha, (Km, Km, Km), 5, diff)
+        _, F, _, _ = K.serial_reference(box, pos, q, alpha, (Km, Km, Km), 5, diff)
         errs.append(rms(F - F0) / rms(F0))
     assert errs[0] > errs[1] > errs[2]
     assert errs[2] < 1e-5
@@ -171,7 +172,7 @@ def test_ad_forces_are_exact_gradient_of_pme_energy(name):
     box = BOXES[name]
     pos, q = random_system(30, box, seed=11)
     alpha, mesh, p = 0.4, (12, 10, 11), 5  # coarse: PME energy != Ewald energy
-    E, F, _, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, "ad")
+    E, F, _, _ = K.serial_reference(box, pos, q, alpha, mesh, p, "ad")
     h = 1e-4
     for i in (0, 7, 19):
         for a in range(3):
@@ -179,8 +180,8 @@ def test_ad_forces_are_exact_gradient_of_pme_energy(name):
             xp[i, a] += h
             xm = pos.copy()
             xm[i, a] -= h
-            Ep = K.reciprocal_serial(box, xp, q, alpha, mesh, p, "ad")[0]
-            Em = K.reciprocal_serial(box, xm, q, alpha, mesh, p, "ad")[0]
+            Ep = K.serial_reference(box, xp, q, alpha, mesh, p, "ad")[0]
+            Em = K.serial_reference(box, xm, q, alpha, mesh, p, "ad")[0]
             fd = -(Ep - Em) / (2 * h)
             assert fd == pytest.approx(F[i, a], rel=1e-7, abs=1e-8 * np.abs(F).max())
 
@@ -190,16 +191,16 @@ def test_virial_matches_strain_derivative(name):
     box = BOXES[name]
     pos, q = random_system(30, box, seed=5)
     alpha, mesh, p = 0.4, (12, 12, 12), 4
-    _, _, W, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, "ad")
+    _, _, W, _ = K.serial_reference(box, pos, q, alpha, mesh, p, "ad")
     h = 1e-6
     fd = np.zeros((3, 3))
     for a in range(3):
         for b in range(3):
             eps = np.zeros((3, 3))
             eps[a, b] = h
-            Ep = K.reciprocal_serial(box @ (np.eye(3) + eps).T, pos @ (np.eye(3) + eps).T,
+            Ep = K.serial_reference(box @ (np.eye(3) + eps).T, pos @ (np.eye(3) + eps).T,
                                      q, alpha, mesh, p, "ad")[0]
-            Em = K.reciprocal_serial(box @ (np.eye(3) - eps).T, pos @ (np.eye(3) - eps).T,
+            Em = K.serial_reference(box @ (np.eye(3) - eps).T, pos @ (np.eye(3) - eps).T,
                                      q, alpha, mesh, p, "ad")[0]
             fd[a, b] = -(Ep - Em) / (2 * h)
     assert np.allclose(fd, W, rtol=1e-6, atol=1e-7 * np.abs(W).max())
@@ -209,21 +210,21 @@ def test_translation_invariance():
     box = BOXES["triclinic"]
     pos, q = random_system(80, box, seed=9)
     alpha, mesh, p = 0.35, (24, 24, 24), 6
-    E, F, W, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, "ad")
+    E, F, W, _ = K.serial_reference(box, pos, q, alpha, mesh, p, "ad")
     # shift by whole mesh cells (and lattice images): exact invariance
     shift = 3 * box[0] / mesh[0] - 5 * box[1] / mesh[1] + 2 * box[2]
-    E1, F1, W1, _ = K.reciprocal_serial(box, pos + shift, q, alpha, mesh, p, "ad")
+    E1, F1, W1, _ = K.serial_reference(box, pos + shift, q, alpha, mesh, p, "ad")
     assert E1 == pytest.approx(E, rel=1e-12)
     assert np.allclose(F1, F, atol=1e-11 * np.abs(F).max())
     # arbitrary rigid shift: changes only at the discretisation error level
     rng = np.random.default_rng(1)
     for _ in range(3):
         d = rng.random(3) @ box
-        E2, F2, _, _ = K.reciprocal_serial(box, pos + d, q, alpha, mesh, p, "ad")
+        E2, F2, _, _ = K.serial_reference(box, pos + d, q, alpha, mesh, p, "ad")
         assert abs(E2 - E) < 1e-6 * abs(E)
         assert rms(F2 - F) < 1e-5 * rms(F)
     # positions far outside the cell are wrapped
-    E3, *_ = K.reciprocal_serial(box, pos - 7 * box[2] + 4 * box[0], q, alpha, mesh, p, "ad")
+    E3, *_ = K.serial_reference(box, pos - 7 * box[2] + 4 * box[0], q, alpha, mesh, p, "ad")
     assert E3 == pytest.approx(E, rel=1e-10)
 
 
@@ -388,9 +389,9 @@ def test_reciprocal_error_estimate_within_factor_two(estimate_systems, name, dif
     for p, meshes in ESTIMATE_CASES:
         for Km in meshes:
             mesh = (Km, Km, Km)
-            _, F, _, _ = K.reciprocal_serial(box, pos, q, alpha, mesh, p, diff)
+            _, F, _, _ = K.serial_reference(box, pos, q, alpha, mesh, p, diff)
             meas = rms(F - F0)
-            est = K.estimate_errors(box, alpha, 9.0, mesh, p, diff, float(q @ q), len(q))["recip"]
+            est = T.estimate_errors(box, alpha, 9.0, mesh, p, diff, float(q @ q), len(q))["recip"]
             assert 0.5 <= est / meas <= 2.0, (p, Km, meas, est)
             measured_range.append(meas)
     assert min(measured_range) < 1e-7 and max(measured_range) > 1e-3
@@ -398,16 +399,16 @@ def test_reciprocal_error_estimate_within_factor_two(estimate_systems, name, dif
 
 def test_real_space_estimate_formula():
     box = BOXES["cubic"]
-    e = K.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100)
+    e = T.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100)
     ref = 2 * 50.0 / math.sqrt(100 * 9.0 * 1000.0) * math.exp(-(0.3 * 9.0) ** 2)
     assert e["real"] == pytest.approx(ref, rel=1e-14)
     assert e["total"] == pytest.approx(math.hypot(e["real"], e["recip"]), rel=1e-14)
-    e2 = K.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100, coulomb_constant=2.0)
+    e2 = T.estimate_errors(box, 0.3, 9.0, (16, 16, 16), 5, "ad", 50.0, 100, coulomb_constant=2.0)
     assert e2["recip"] == pytest.approx(2 * e["recip"], rel=1e-12)
 
 
 def test_fft_friendly():
-    assert [K.fft_friendly(n) for n in (1, 7, 11, 13, 17, 31, 49, 97, 121)] == \
+    assert [T.fft_friendly(n) for n in (1, 7, 11, 13, 17, 31, 49, 97, 121)] == \
         [1, 8, 12, 15, 18, 32, 50, 100, 125]
 
 
@@ -416,29 +417,29 @@ def test_choose_parameters_meets_target(estimate_systems, diff):
     box, pos, q, _, _ = estimate_systems["triclinic"]
     sq2, n, rc = float(q @ q), len(q), 4.0
     for target in (1e-3, 1e-5):
-        P = K.choose_parameters(box, rc, target, sq2, n, diff)
+        P = T.choose_parameters(box, rc, target, sq2, n, diff)
         assert P["order"] == 5
-        assert all(K.fft_friendly(k) == k and k >= 5 for k in P["mesh"])
+        assert all(T.fft_friendly(k) == k and k >= 5 for k in P["mesh"])
         assert P["est_real"] == pytest.approx(target / math.sqrt(2), rel=1e-9)
         assert P["est_recip"] <= target / math.sqrt(2) * (1 + 1e-12)
         assert P["est_total"] <= target * (1 + 1e-12)
         # the chosen mesh really delivers the reciprocal accuracy
         F0 = direct_reciprocal(box, pos, q, P["alpha"])[1]
-        _, F, _, _ = K.reciprocal_serial(box, pos, q, P["alpha"], P["mesh"], 5, diff)
+        _, F, _, _ = K.serial_reference(box, pos, q, P["alpha"], P["mesh"], 5, diff)
         assert rms(F - F0) <= target
         assert rms(F - F0) >= 0.3 * P["est_recip"]  # and the mesh is not wastefully fine
     # triclinic: mesh follows the plane spacings (heights), not the edge lengths:
     # a_1 and a_3 are equally long but the a_1 planes are 2.2x closer
     sheared = np.array([[10.0, 0.0, 0.0], [8.0, 4.0, 0.0], [0.0, 0.0, 10.0]])
     h = 1 / np.linalg.norm(np.linalg.inv(sheared), axis=0)
-    Ps = K.choose_parameters(sheared, 3.0, 1e-4, 100.0, 200, diff)
+    Ps = T.choose_parameters(sheared, 3.0, 1e-4, 100.0, 200, diff)
     ratio = np.array(Ps["mesh"]) / h
     assert ratio.max() / ratio.min() < 1.25
     assert Ps["mesh"][2] > 2 * Ps["mesh"][0]
     # overrides
-    P2 = K.choose_parameters(box, rc, 1e-4, sq2, n, diff, alpha=0.8, mesh=(20, 24, 30), order=6)
+    P2 = T.choose_parameters(box, rc, 1e-4, sq2, n, diff, alpha=0.8, mesh=(20, 24, 30), order=6)
     assert (P2["alpha"], P2["mesh"], P2["order"]) == (0.8, (20, 24, 30), 6)
-    P3 = K.choose_parameters(box, rc, 1e-4, sq2, n, diff, order=None)
+    P3 = T.choose_parameters(box, rc, 1e-4, sq2, n, diff, order=None)
     assert 4 <= P3["order"] <= 8 and P3["est_total"] <= 1e-4 * (1 + 1e-12)
 
 
@@ -448,18 +449,18 @@ def test_reciprocal_error_parts_and_continuum_scaling():
     box = np.array([[20.0, 0.0, 0.0], [5.0, 18.0, 0.0], [-3.0, 2.0, 22.0]])
     sq2, n = 300.0, 400
     for diff in ("ad", "ik"):
-        e = K.reciprocal_error_parts(box, 0.4, (20, 18, 22), 6, diff, sq2, n)
-        est = K.estimate_errors(box, 0.4, 9.0, (20, 18, 22), 6, diff, sq2, n, coulomb_constant=3.0)["recip"]
+        e = T.reciprocal_error_parts(box, 0.4, (20, 18, 22), 6, diff, sq2, n)
+        est = T.estimate_errors(box, 0.4, 9.0, (20, 18, 22), 6, diff, sq2, n, coulomb_constant=3.0)["recip"]
         assert est == pytest.approx(3.0 * math.sqrt((e["pair"] + e["self"]) / n), rel=1e-12)
-        lo = K.reciprocal_error_parts(box, 0.4, (24, 24, 27), 6, diff, sq2, n)
-        hi = K.reciprocal_error_parts(box, 0.8, (48, 48, 54), 6, diff, sq2, n)
+        lo = T.reciprocal_error_parts(box, 0.4, (24, 24, 27), 6, diff, sq2, n)
+        hi = T.reciprocal_error_parts(box, 0.8, (48, 48, 54), 6, diff, sq2, n)
         assert hi["pair"] == pytest.approx(2.0 * lo["pair"], rel=0.05)
         if diff == "ad":   # ik's self force is negligible
             assert hi["self"] == pytest.approx(16.0 * lo["self"], rel=0.05)
 
 
 def test_cost_model():
-    c = K.cost_model()
+    c = T.cost_model()
     assert set(c) == {"fft", "mesh_ad", "mesh_ik", "atom_ad", "atom_ik", "point_ad", "point_ik",
                       "transforms_ad", "transforms_ik"}
     assert all(v >= 0 for v in c.values()) and c["fft"] > 0
@@ -468,11 +469,11 @@ def test_cost_model():
     for diff in ("ad", "ik"):
         want = (c["fft"] * c[f"transforms_{diff}"] * N * math.log2(N) + c[f"mesh_{diff}"] * N
                 + (c[f"atom_{diff}"] + c[f"point_{diff}"] * p ** 3) * n)
-        assert K.reciprocal_cost(mesh, p, diff, n) == pytest.approx(want, rel=1e-12)
-    assert K.reciprocal_cost(mesh, p, "ad", n, cost={"fft": 1.0, "mesh_ad": 0.0, "atom_ad": 0.0,
+        assert T.reciprocal_cost(mesh, p, diff, n) == pytest.approx(want, rel=1e-12)
+    assert T.reciprocal_cost(mesh, p, "ad", n, cost={"fft": 1.0, "mesh_ad": 0.0, "atom_ad": 0.0,
                                                      "point_ad": 0.0}) == pytest.approx(2 * N * math.log2(N))
     with pytest.raises(ValueError):
-        K.reciprocal_cost(mesh, p, "ad", n, cost={"fast": 1.0})
+        T.reciprocal_cost(mesh, p, "ad", n, cost={"fast": 1.0})
 
 
 # ik costs what ad does per transform and per point, and needs fewer transforms: always cheaper
@@ -485,15 +486,15 @@ def test_choose_cheapest(estimate_systems, name):
     box, pos, q, _, _ = estimate_systems[name]
     sq2, n, rc = float(q @ q), len(q), 4.0
     for target in (1e-3, 1e-5):
-        auto = K.choose_cheapest(box, rc, target, sq2, n)
+        auto = T.choose_cheapest(box, rc, target, sq2, n)
         # meets the target: exact estimates at the chosen parameters
-        e = K.estimate_errors(box, auto["alpha"], rc, auto["mesh"], auto["order"], auto["differentiation"], sq2, n)
+        e = T.estimate_errors(box, auto["alpha"], rc, auto["mesh"], auto["order"], auto["differentiation"], sq2, n)
         assert e["real"] == pytest.approx(auto["est_real"], rel=1e-12)
         assert e["recip"] == pytest.approx(auto["est_recip"], rel=1e-12)
         assert e["total"] <= target * (1 + 1e-12)
         assert 4 <= auto["order"] <= 8 and auto["alpha"] * rc >= 2.0 - 1e-12
-        assert all(K.fft_friendly(k) == k and k >= auto["order"] for k in auto["mesh"])
-        assert auto["cost"] == pytest.approx(K.reciprocal_cost(auto["mesh"], auto["order"],
+        assert all(T.fft_friendly(k) == k and k >= auto["order"] for k in auto["mesh"])
+        assert auto["cost"] == pytest.approx(T.reciprocal_cost(auto["mesh"], auto["order"],
                                                                auto["differentiation"], n), rel=1e-12)
         cands = auto["candidates"]
         assert cands[0]["exact"] and cands[0]["cost"] == auto["cost"]
@@ -501,58 +502,58 @@ def test_choose_cheapest(estimate_systems, name):
         # no explicit choice is cheaper (by the model) than the automatic one
         for diff in ("ad", "ik"):
             for order in (None, 5):
-                r = K.choose_cheapest(box, rc, target, sq2, n, differentiation=diff, order=order)
+                r = T.choose_cheapest(box, rc, target, sq2, n, differentiation=diff, order=order)
                 assert r["differentiation"] == diff and (order is None or r["order"] == order)
-                assert K.estimate_errors(box, r["alpha"], rc, r["mesh"], r["order"], diff, sq2, n)["total"] \
+                assert T.estimate_errors(box, r["alpha"], rc, r["mesh"], r["order"], diff, sq2, n)["total"] \
                     <= target * (1 + 1e-12)
                 assert auto["cost"] <= r["cost"] * 1.02, (diff, order, auto, r)
         # the cost model decides the differentiation
-        assert K.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP)["differentiation"] == "ik"
-        assert K.choose_cheapest(box, rc, target, sq2, n, cost=AD_CHEAP)["differentiation"] == "ad"
+        assert T.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP)["differentiation"] == "ik"
+        assert T.choose_cheapest(box, rc, target, sq2, n, cost=AD_CHEAP)["differentiation"] == "ad"
         # a given alpha is kept; the scan finds a smaller alpha than the old fixed rule would
-        fixed = K.choose_cheapest(box, rc, target, sq2, n, alpha=0.9)
+        fixed = T.choose_cheapest(box, rc, target, sq2, n, alpha=0.9)
         assert fixed["alpha"] == 0.9 and fixed["est_total"] <= target * (1 + 1e-12)
         # a mesh bound (on the ad estimate) is honoured by ik too
         bound = 0.3 * target
-        b = K.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP, mesh_target=bound)
-        ad_est = K.estimate_errors(box, b["alpha"], rc, b["mesh"], b["order"], "ad", sq2, n)["recip"]
+        b = T.choose_cheapest(box, rc, target, sq2, n, cost=IK_CHEAP, mesh_target=bound)
+        ad_est = T.estimate_errors(box, b["alpha"], rc, b["mesh"], b["order"], "ad", sq2, n)["recip"]
         assert ad_est <= bound * (1 + 1e-12)
     with pytest.raises(ValueError):
-        K.choose_cheapest(box, rc, 1e-14, sq2, n, orders=(4, 5))  # unreachable
+        T.choose_cheapest(box, rc, 1e-14, sq2, n, orders=(4, 5))  # unreachable
     with pytest.raises(ValueError):
-        K.choose_cheapest(box, rc, 1e-4, sq2, n, orders=(2, 5))
+        T.choose_cheapest(box, rc, 1e-4, sq2, n, orders=(2, 5))
 
 
 def test_bad_input_raises_value_error():
     box = BOXES["cubic"]
     pos, q = random_system(5, box, seed=0)
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, q, 0.4, (16, 16, 16), 2, "ad")
+        K.serial_reference(box, pos, q, 0.4, (16, 16, 16), 2, "ad")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, q, 0.4, (16, 16, 16), 11, "ad")
+        K.serial_reference(box, pos, q, 0.4, (16, 16, 16), 11, "ad")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, q, 0.4, (4, 16, 16), 5, "ad")
+        K.serial_reference(box, pos, q, 0.4, (4, 16, 16), 5, "ad")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, q, 0.4, (16, 16, 16), 5, "xy")
+        K.serial_reference(box, pos, q, 0.4, (16, 16, 16), 5, "xy")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(np.zeros((3, 3)), pos, q, 0.4, (16, 16, 16), 5, "ad")
+        K.serial_reference(np.zeros((3, 3)), pos, q, 0.4, (16, 16, 16), 5, "ad")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, q[:3], 0.4, (16, 16, 16), 5, "ad")
+        K.serial_reference(box, pos, q[:3], 0.4, (16, 16, 16), 5, "ad")
     bad = pos.copy()
     bad[0, 0] = np.nan
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, bad, q, 0.4, (16, 16, 16), 5, "ad")
+        K.serial_reference(box, bad, q, 0.4, (16, 16, 16), 5, "ad")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, q, -1.0, (16, 16, 16), 5, "ad")
+        K.serial_reference(box, pos, q, -1.0, (16, 16, 16), 5, "ad")
     with pytest.raises(ValueError):
-        K.reciprocal_serial(box, pos, np.full(5, np.inf), 0.4, (16, 16, 16), 5, "ad")
+        K.serial_reference(box, pos, np.full(5, np.inf), 0.4, (16, 16, 16), 5, "ad")
     # the next call after errors works, and an empty system is fine
-    E, F, W, phi = K.reciprocal_serial(box, np.zeros((0, 3)), np.zeros(0), 0.4, (8, 8, 8), 5, "ik")
+    E, F, W, phi = K.serial_reference(box, np.zeros((0, 3)), np.zeros(0), 0.4, (8, 8, 8), 5, "ik")
     assert E == 0.0 and F.shape == (0, 3) and np.all(W == 0) and phi.shape == (0,)
     e, w, out = K.kspace_apply(box, (8, 8, 8), 0.4, 5, 1.0, ((0, 0, 0), (0, 8, 8)), (0, 1, 2),
                                np.zeros(0, complex), "ad")
     assert e == 0.0 and out.size == 0
     with pytest.raises(ValueError):
-        K.choose_parameters(box, 4.0, 1e-14, 5.0, 5, "ad", order=3)  # unreachable
+        T.choose_parameters(box, 4.0, 1e-14, 5.0, 5, "ad", order=3)  # unreachable
     with pytest.raises(ValueError):
-        K.choose_parameters(box, 4.0, -1.0, 5.0, 5, "ad")
+        T.choose_parameters(box, 4.0, -1.0, 5.0, 5, "ad")

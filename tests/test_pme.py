@@ -584,10 +584,10 @@ def test_reciprocal_only(key):
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
 @pytest.mark.timeout(200)
 def test_reciprocal_r2c_matches_serial_c2c_path(comm):
-    """The solver's r2c half spectrum equals the single-rank c2c path (kernels.reciprocal_serial:
+    """The solver's r2c half spectrum equals the single-rank c2c path (_testing.pme.serial_reference:
     full spectrum, plain FFTW) to rounding: triclinic box, odd and even meshes (Nyquist planes),
     ad and ik, every mode; the FFT reads and writes the solver's grids in place."""
-    from pmewald._core import kernels
+    from pmewald._core._testing import pme as kernels
 
     P, rank = comm.Get_size(), comm.Get_rank()
     box = np.array([[20.0, 0, 0], [5.0, 21.0, 0], [-3.0, 4.0, 22.0]])
@@ -598,7 +598,7 @@ def test_reciprocal_r2c_matches_serial_c2c_path(comm):
     lo, hi = 200 * rank // P, 200 * (rank + 1) // P
     for mesh, order in [((20, 18, 24), 5), ((19, 16, 23), 4)]:
         for diff in ("ad", "ik"):
-            e, f, w, _ = kernels.reciprocal_serial(box, x, q, 0.4, mesh, order, diff)
+            e, f, w, _ = kernels.serial_reference(box, x, q, 0.4, mesh, order, diff)
             for mode in MODES:
                 pme = PME(box, 9.0, alpha=0.4, mesh=mesh, order=order, differentiation=diff, comm=comm,
                           comm_mode=mode, real_space=False)
@@ -811,7 +811,7 @@ def test_set_box_matches_fresh_solver(comm):
 
 # --------------------------------------------------------------------------- 10. automatic choice
 
-# Cost models (entries of kernels.cost_model()) under which one differentiation is always
+# Cost models (entries of tuning.cost_model()) under which one differentiation is always
 # the cheaper: ik costing what ad does per transform and point but needing fewer
 # transforms, and the reverse.
 IK_CHEAP = {"transforms_ad": 2, "transforms_ik": 1, "mesh_ik": 0.0, "atom_ik": 0.0, "point_ik": 0.0}
@@ -823,7 +823,7 @@ def test_automatic_choice(monkeypatch):
     cheaper), explicit values are honoured, the parameters property reports the choice,
     and the accuracy criteria of the sweep hold either way."""
     import pmewald.pme as pme_module
-    from pmewald._core import kernels
+    from pmewald._core import tuning
 
     s, ref = _reference_cached("triclinic-charged")
     cutoff = half_height_cutoff(s.box)
@@ -839,7 +839,7 @@ def test_automatic_choice(monkeypatch):
         assert p["differentiation"] == (want or p["differentiation"]) and p["differentiation"] in ("ad", "ik")
         assert 4 <= p["order"] <= 8
         assert p["modelled_cost"] == pytest.approx(
-            kernels.reciprocal_cost(p["mesh"], p["order"], p["differentiation"], s.n_atoms, cost=cost), rel=1e-12)
+            tuning.reciprocal_cost(p["mesh"], p["order"], p["differentiation"], s.n_atoms, cost=cost), rel=1e-12)
         bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"auto, cost {cost}: {p}")
         # a small box change keeps the choice while the tolerance is still met
         pme.set_box(s.box * 1.005)

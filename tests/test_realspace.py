@@ -14,7 +14,7 @@ import pytest
 
 from pmewald import _core
 
-rs = _core.realspace
+rs = _core._testing.realspace
 geometry = _core.geometry
 
 ERFC = np.frompyfunc(math.erfc, 1, 1)
@@ -197,7 +197,7 @@ def _pair_reference(ri, kqi, rj, qj, alpha):
     fr = (e + kqi * qj * 2 * alpha / math.sqrt(math.pi) * np.exp(-(alpha * r) ** 2)) / r**2
     f = fr[:, None] * d
     vir = np.einsum("pa,pb->ab", f, d)
-    acc = np.array([np.sum(e), vir[0, 0], vir[0, 1], vir[0, 2], vir[1, 1], vir[1, 2], vir[2, 2],
+    acc = np.array([np.sum(e), vir[0, 0], vir[1, 1], vir[2, 2], vir[0, 1], vir[0, 2], vir[1, 2],
                     *f.sum(axis=0)])
     return f, acc
 

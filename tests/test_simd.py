@@ -1,4 +1,4 @@
-"""Every instruction-set version of the hand-vectorised kernels (cpp/simd.hpp): the
+"""Every instruction-set version of the hand-vectorised kernels (cpp/base/simd.hpp): the
 real-space selection and pair kernel, B-spline spreading and gathering (ad and ik, orders
 with one masked AVX-512 row and beyond). The versions below the one this CPU gets run in
 subprocesses capped with PMEWALD_SIMD, and must reproduce this process's results.
@@ -14,8 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from pmewald._core import kernels as K
-from pmewald._core import realspace as rs
+from pmewald._core._testing import pme as K
+from pmewald._core._testing import realspace as rs
 
 
 def isa_results():
@@ -47,7 +47,7 @@ def isa_results():
     q -= q.mean()
     for diff in ("ad", "ik"):
         for order in (4, 5, 6, 8, 9):
-            E, F, W, phi = K.reciprocal_serial(box, pos, q, 0.35, (20, 18, 22), order, diff)
+            E, F, W, phi = K.serial_reference(box, pos, q, 0.35, (20, 18, 22), order, diff)
             out[f"recip/{diff}{order}/forces"] = F
             out[f"recip/{diff}{order}/energy"] = np.array([E])
             out[f"recip/{diff}{order}/virial"] = np.asarray(W)

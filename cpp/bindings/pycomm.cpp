@@ -1,4 +1,4 @@
-#include "pycomm.hpp"
+#include "bindings/pycomm.hpp"
 
 #include <mpi4py/mpi4py.h>
 
@@ -6,7 +6,7 @@
 
 namespace py = pybind11;
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 void import_mpi4py_api() {
   if (import_mpi4py() < 0) throw py::error_already_set();
@@ -34,4 +34,4 @@ MPI_Comm comm_from_python(const py::object& obj, const char* argument) {
   return *handle;
 }
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

@@ -4,7 +4,7 @@
 #include <mpi.h>
 #include <pybind11/pybind11.h>
 
-namespace pmewald::py_bindings {
+namespace pmewald::bindings {
 
 // Returns the MPI_Comm inside an mpi4py intracommunicator. `None` means
 // mpi4py's MPI.COMM_WORLD. Raises TypeError (pybind11::type_error) naming
@@ -15,4 +15,4 @@ MPI_Comm comm_from_python(const pybind11::object& obj, const char* argument = "c
 // Imports mpi4py's C API; called once when the module loads.
 void import_mpi4py_api();
 
-}  // namespace pmewald::py_bindings
+}  // namespace pmewald::bindings

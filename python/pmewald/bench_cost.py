@@ -2,8 +2,8 @@
 
 The automatic parameter choice (:class:`pmewald.PME` with ``differentiation="auto"`` and
 ``order=None``) picks the cheapest (differentiation, order, alpha, mesh) by a cost model
-whose constants live in one place, ``default_cost_model()`` in ``cpp/parameters.cpp``
-(documented in ``cpp/parameters.hpp``). For a mesh of N points, order p and n atoms, one
+whose constants live in one place, ``default_cost_model()`` in ``cpp/tuning/cost_model.cpp``
+(documented in ``cpp/tuning/cost_model.hpp``). For a mesh of N points, order p and n atoms, one
 reciprocal step on one rank costs
 
     t = fft * transforms(diff) * N log2 N                  (ad: 2 transforms, ik: 4)
@@ -17,7 +17,7 @@ phase it describes (``pme.timings()``: ``fft``, ``solve``, ``spread``, ``gather`
 
 * the fitted constants, and the C++ body of ``default_cost_model()`` to paste;
 * measured against modelled time for every configuration, with both the fitted and the
-  built-in constants (``_core.kernels.cost_model()``), so a stale model shows up.
+  built-in constants (``_core.tuning.cost_model()``), so a stale model shows up.
 
 Only ratios of the constants matter to the choice. Run it on a quiet machine, without
 ``mpirun``, after any change to the FFT, solve, spread or gather kernels.
@@ -99,9 +99,9 @@ def calibrate(rows, transforms=(2, 4)):
 
 
 def modelled(cost, diff, order, mesh, n):
-    from ._core import kernels
+    from ._core import tuning
 
-    return kernels.reciprocal_cost(tuple(mesh), order, diff, n, cost=cost)
+    return tuning.reciprocal_cost(tuple(mesh), order, diff, n, cost=cost)
 
 
 def cpp_snippet(c):
@@ -148,7 +148,7 @@ def bench_cost(args) -> int:
         ph = {k: min(t[k] for t in ts) for k in PHASES}
         rows.append(dict(diff=d, order=p, mesh=[m, m, m], n=n, phases=ph, total=sum(ph.values())))
     fitted = calibrate(rows)
-    builtin = _core.kernels.cost_model()
+    builtin = _core.tuning.cost_model()
     rows.sort(key=lambda r: (r["diff"], r["order"], r["mesh"][0]))
     print("\n| diff | order | mesh | measured ms | fitted model ms | built-in model ms |")
     print("|---|---|---|---|---|---|")
@@ -165,7 +165,7 @@ def bench_cost(args) -> int:
     print("\nfitted constants (seconds):", {k: (float(f"{v:.3g}") if isinstance(v, float) else v)
                                            for k, v in fitted.items()})
     print("built-in constants:        ", builtin)
-    print("\nTo adopt the fit, replace default_cost_model() in cpp/parameters.cpp with:\n")
+    print("\nTo adopt the fit, replace default_cost_model() in cpp/tuning/cost_model.cpp with:\n")
     print(cpp_snippet(fitted))
     if args.json:
         with open(args.json, "w") as f:

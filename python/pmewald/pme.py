@@ -30,8 +30,8 @@ _DIFFS = ("auto", "ad", "ik")
 _ORDERS = (4, 8)
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
 # Cost-model constants for the automatic choice: None uses the calibrated ones built into
-# the C++ kernels (cpp/parameters.cpp, `python -m pmewald.bench cost`); a dict overrides
-# entries of kernels.cost_model() (tests use it to make one differentiation cheaper).
+# the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
+# entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
 _COST = None
 # Fraction of the tolerance the automatic mesh aims at (the estimate is good to ~20%).
 _MARGIN = 0.8
@@ -249,14 +249,14 @@ class PME:
 
     def _choose(self, target, sum_q2, n_atoms, scan_alpha, differentiation=None, order=None, mesh_target=None):
         """The cheapest (differentiation, order, alpha, mesh) by the cost model whose
-        estimated absolute RMS force error meets `target` (kernels.choose_cheapest); alpha
+        estimated absolute RMS force error meets `target` (tuning.choose_cheapest); alpha
         is scanned when `scan_alpha`, else the current one is kept. `mesh_target` bounds
         the ad reciprocal estimate of the mesh (an energy requirement). Targets go in
         units of the Coulomb constant, rounded, so the choice is the same in any units."""
-        from ._core import kernels
+        from ._core import tuning
 
         order = order if order is not None else self._fixed["order"]
-        r = kernels.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
+        r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
                                     n_atoms, differentiation=differentiation or self._diff_request,
                                     coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
                                     orders=_ORDERS, cost=_COST,
@@ -272,12 +272,12 @@ class PME:
     def _estimate(self, sum_q2, n_atoms):
         """(absolute estimate, parts) for the current parameters; cached, since the
         reciprocal estimate sums over the mesh. set_box and _build clear the cache."""
-        from ._core import kernels
+        from ._core import tuning
 
         p = self._params
         key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
         if self._cache_estimate is None or self._cache_estimate[0] != key:
-            e = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
+            e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
                                         p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
@@ -436,7 +436,7 @@ class PME:
         is relatively larger, and for systems whose energy is a small difference of large
         terms.
         """
-        from ._core import kernels
+        from ._core import tuning
 
         self._energy_error = None
         probe_mesh = coarse["mesh"] if coarse is not None else None
@@ -449,7 +449,7 @@ class PME:
                     break
 
             def recip_estimate(mesh, diff):
-                return kernels.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
+                return tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
                                                n_atoms, coulomb_constant=self._k)["recip"]
 
             est_c = recip_estimate(coarse["mesh"], p["differentiation"])
@@ -473,16 +473,16 @@ class PME:
         (reciprocal part only, ad): the probe's mesh when it is coarse enough for the
         extrapolation (its FFT plans exist already), else one about 0.75x (0.6x) as fine;
         None when no coarser mesh is allowed."""
-        from ._core import kernels
+        from ._core import tuning
 
         p = self._params
         tries = [] if probe_mesh is None else [tuple(probe_mesh)]
-        tries += [tuple(max(p["order"], kernels.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
+        tries += [tuple(max(p["order"], tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
                   for f in (0.75, 0.6)]
         for mesh in tries:
             if mesh == p["mesh"] or min(mesh) < p["order"] or any(a > b for a, b in zip(mesh, p["mesh"])):
                 continue
-            est = kernels.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
+            est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
                                           p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)["recip"]
             if est > 1.5 * rec:
                 break

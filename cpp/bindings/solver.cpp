@@ -1,0 +1,80 @@
+// Python view of the PME solver: NumPy arrays in, NumPy arrays and dicts out.
+// Validation of user input and parameter choice live in python/pmewald/pme.py.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "solver/pme_solver.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/pycomm.hpp"
+
+namespace py = pybind11;
+
+namespace pmewald::bindings {
+
+namespace {
+
+using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+
+
+}  // namespace
+
+void bind_solver(py::module_& m) {
+  py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
+      .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
+                       const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
+                       bool real_space) {
+             SolverOptions o;
+             o.box = mat3_from_python(box);
+             o.mesh = mesh;
+             o.order = order;
+             o.alpha = alpha;
+             o.cutoff = cutoff;
+             o.differentiation = parse_differentiation(differentiation);
+             o.mode = comm_mode_from_string(comm_mode);
+             o.coulomb_constant = coulomb_constant;
+             o.real_space = real_space;
+             MPI_Comm c = comm_from_python(comm);
+             py::gil_scoped_release nogil;
+             return std::make_unique<PMESolver>(c, o);
+           }),
+           py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("order"), py::arg("alpha"), py::arg("cutoff"),
+           py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"))
+      .def(
+          "compute",
+          [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions) {
+            const std::size_t n = static_cast<std::size_t>(charges.size());
+            const std::size_t m = static_cast<std::size_t>(exclusions.size() / 2);
+            py::array_t<double> forces({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)});
+            SolverResult r;
+            {
+              py::gil_scoped_release nogil;
+              r = s.compute(positions.data(), charges.data(), ids.data(), n, exclusions.data(), m,
+                            forces.mutable_data());
+            }
+            py::dict d;
+            d["energy"] = r.energy;
+            d["forces"] = forces;
+            d["virial"] = virial_to_python(r.virial);
+            d["terms"] = r.terms;
+            d["sum_force2"] = r.sum_force2;
+            d["sum_q"] = r.sum_q;
+            d["sum_q2"] = r.sum_q2;
+            d["n_atoms"] = r.n_atoms;
+            return d;
+          },
+          py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"))
+      .def("set_box",
+           [](PMESolver& s, darr box) {
+             const auto b = mat3_from_python(box);
+             py::gil_scoped_release nogil;
+             s.set_box(b);
+           })
+      .def("timings", &PMESolver::timings)
+      .def("reset_timings", &PMESolver::reset_timings)
+      .def_property_readonly("brick", [](const PMESolver& s) { return box_to_python(s.brick()); })
+      .def_property_readonly("kspace_box", [](const PMESolver& s) { return box_to_python(s.kspace_box()); });
+}
+
+}  // namespace pmewald::bindings

@@ -1,0 +1,397 @@
+#include "comm/exchange.hpp"
+
+#include <algorithm>
+
+#include "base/errors.hpp"
+#include "base/timers.hpp"
+#include "comm/mpi_helpers.hpp"
+
+namespace pmewald {
+inline namespace comm {
+
+// ---------------------------------------------------------------------------
+// Executor base
+// ---------------------------------------------------------------------------
+
+template <class T>
+ExchangeExecutor<T>::ExchangeExecutor(std::shared_ptr<const ExchangePlan> plan) : plan_(std::move(plan)) {
+  if (!plan_) throw std::invalid_argument("ExchangeExecutor: null plan");
+}
+
+template <class T>
+MPI_Datatype ExchangeExecutor<T>::mpi_type() {
+  if constexpr (std::is_same_v<T, double>) {
+    return MPI_DOUBLE;
+  } else {
+    static_assert(sizeof(T) == 2 * sizeof(double), "Complex must be two doubles");
+    return MPI_C_DOUBLE_COMPLEX;
+  }
+}
+
+template <class T>
+T* ExchangeExecutor<T>::allocate(View1<T>& view, const char* label, std::int64_t n) {
+  view = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), std::max<std::int64_t>(n, 1));
+  count_buffer_allocation();
+  return view.data();
+}
+
+namespace {
+// Run-wise copies pay off once runs average this many elements.
+constexpr std::int64_t kMinAverageRun = 4;
+}  // namespace
+
+template <class T>
+void ExchangeExecutor<T>::gather(const T* src, const Index* idx, std::int64_t n, T* buf) {
+  if (n <= 0) return;
+  Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { buf[i] = src[idx[i]]; });
+}
+
+template <class T>
+void ExchangeExecutor<T>::scatter(const T* buf, const Index* idx, std::int64_t n, T* dst, Direction dir,
+                                  UnpackOp op) const {
+  if (n <= 0) return;
+  if (op == UnpackOp::Assign) {
+    Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[idx[i]] = buf[i]; });
+  } else if (plan_->unpack_repeats(dir) && ExecSpace().concurrency() > 1) {
+    Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { Kokkos::atomic_add(&dst[idx[i]], buf[i]); });
+  } else {
+    Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[idx[i]] += buf[i]; });
+  }
+}
+
+template <class T>
+void ExchangeExecutor<T>::pack(const T* src, const ExchangeSide& side, int m0, int m1, T* buf) {
+  if (m1 <= m0) return;
+  const std::int64_t base = side.offsets[m0], n = side.offsets[m1] - base;
+  const std::int64_t r0 = side.run_offsets[m0], nr = side.run_offsets[m1] - r0;
+  const Index* idx = side.indices.data();
+  if (nr * kMinAverageRun > n) {
+    gather(src, idx + base, n, buf);
+    return;
+  }
+  const Index* pos = side.run_pos.data() + r0;
+  const Index* len = side.run_len.data() + r0;
+  Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+    const std::int64_t p = pos[r];
+    const T* from = src + idx[p];
+    T* to = buf + (p - base);
+    for (Index k = 0; k < len[r]; ++k) to[k] = from[k];
+  });
+}
+
+template <class T>
+void ExchangeExecutor<T>::unpack(const T* buf, const ExchangeSide& side, int m0, int m1, T* dst, Direction dir,
+                                 UnpackOp op) const {
+  if (m1 <= m0) return;
+  const std::int64_t base = side.offsets[m0], n = side.offsets[m1] - base;
+  const std::int64_t r0 = side.run_offsets[m0], nr = side.run_offsets[m1] - r0;
+  const Index* idx = side.indices.data();
+  // Runs never repeat an element, so run-wise adds need no atomics.
+  if (nr * kMinAverageRun > n || (op == UnpackOp::Add && plan_->unpack_repeats(dir))) {
+    scatter(buf, idx + base, n, dst, dir, op);
+    return;
+  }
+  const Index* pos = side.run_pos.data() + r0;
+  const Index* len = side.run_len.data() + r0;
+  if (op == UnpackOp::Assign) {
+    Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+      const std::int64_t p = pos[r];
+      const T* from = buf + (p - base);
+      T* to = dst + idx[p];
+      for (Index k = 0; k < len[r]; ++k) to[k] = from[k];
+    });
+  } else {
+    Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+      const std::int64_t p = pos[r];
+      const T* from = buf + (p - base);
+      T* to = dst + idx[p];
+      for (Index k = 0; k < len[r]; ++k) to[k] += from[k];
+    });
+  }
+}
+
+template <class T>
+void ExchangeExecutor<T>::copy_self(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) const {
+  const std::int64_t n = plan_->self_count();
+  if (n == 0) return;
+  ScopedTimer timer(st.self_seconds);
+  const Index* from = plan_->self_from(dir).data();
+  const Index* to = plan_->self_to(dir).data();
+  const std::int64_t nr = static_cast<std::int64_t>(plan_->self_run_pos().extent(0));
+  const bool repeats = plan_->unpack_repeats(dir);
+  if (nr * kMinAverageRun <= n && !(op == UnpackOp::Add && repeats)) {
+    const Index* pos = plan_->self_run_pos().data();
+    const Index* len = plan_->self_run_len().data();
+    if (op == UnpackOp::Assign) {
+      Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+        const T* a = src + from[pos[r]];
+        T* b = dst + to[pos[r]];
+        for (Index k = 0; k < len[r]; ++k) b[k] = a[k];
+      });
+    } else {
+      Kokkos::parallel_for(Range(0, nr), [=](const std::int64_t r) {
+        const T* a = src + from[pos[r]];
+        T* b = dst + to[pos[r]];
+        for (Index k = 0; k < len[r]; ++k) b[k] += a[k];
+      });
+    }
+  } else if (op == UnpackOp::Assign) {
+    Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[to[i]] = src[from[i]]; });
+  } else if (repeats && ExecSpace().concurrency() > 1) {
+    Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { Kokkos::atomic_add(&dst[to[i]], src[from[i]]); });
+  } else {
+    Kokkos::parallel_for(Range(0, n), [=](const std::int64_t i) { dst[to[i]] += src[from[i]]; });
+  }
+}
+
+template <class T>
+void ExchangeExecutor<T>::execute(const T* src, T* dst, Direction dir, UnpackOp op) {
+  ExchangeStats& st = stats_[static_cast<int>(dir)];
+  const ExchangeSide& out = plan_->outgoing(dir);
+  const ExchangeSide& in = plan_->incoming(dir);
+  run(src, dst, dir, op, st);
+  st.executions += 1;
+  st.messages_sent += out.count();
+  st.messages_received += in.count();
+  st.bytes_sent += out.total() * static_cast<std::int64_t>(sizeof(T));
+  st.bytes_received += in.total() * static_cast<std::int64_t>(sizeof(T));
+  st.self_bytes += plan_->self_count() * static_cast<std::int64_t>(sizeof(T));
+}
+
+// ---------------------------------------------------------------------------
+// pt2pt
+// ---------------------------------------------------------------------------
+
+template <class T>
+Pt2PtExecutor<T>::Pt2PtExecutor(std::shared_ptr<const ExchangePlan> plan) : ExchangeExecutor<T>(std::move(plan)) {
+  const ExchangePlan& p = *this->plan_;
+  std::int64_t send = 0, recv = 0;
+  int nreq = 0;
+  for (Direction d : {Direction::Forward, Direction::Reverse}) {
+    send = std::max(send, p.outgoing(d).largest());
+    recv = std::max(recv, p.incoming(d).total());
+    nreq = std::max(nreq, p.incoming(d).count());
+  }
+  this->allocate(send_buf_, "pmewald::pt2pt::send", send);
+  this->allocate(recv_buf_, "pmewald::pt2pt::recv", recv);
+  requests_.assign(static_cast<size_t>(nreq) + 1, MPI_REQUEST_NULL);
+  count_buffer_allocation();
+}
+
+template <class T>
+void Pt2PtExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  const ExchangePlan& p = *this->plan_;
+  const ExchangeSide& out = p.outgoing(dir);
+  const ExchangeSide& in = p.incoming(dir);
+  const MPI_Datatype type = this->mpi_type();
+  T* rbuf = recv_buf_.data();
+  double t0 = wall_seconds();
+  for (int m = 0; m < in.count(); ++m)
+    MPI_Irecv(rbuf + in.offsets[m], static_cast<int>(in.length(m)), type, in.ranks[m], p.tag(), p.comm(),
+              &requests_[m]);
+  double t1 = wall_seconds();
+  st.wait_seconds += t1 - t0;
+  T* sbuf = send_buf_.data();
+  for (int m = 0; m < out.count(); ++m) {
+    t0 = wall_seconds();
+    this->pack(src, out, m, m + 1, sbuf);
+    t1 = wall_seconds();
+    MPI_Send(sbuf, static_cast<int>(out.length(m)), type, out.ranks[m], p.tag(), p.comm());
+    const double t2 = wall_seconds();
+    st.pack_seconds += t1 - t0;
+    st.wait_seconds += t2 - t1;
+  }
+  this->copy_self(src, dst, dir, op, st);
+  for (int k = 0; k < in.count(); ++k) {
+    int m = MPI_UNDEFINED;
+    t0 = wall_seconds();
+    MPI_Waitany(in.count(), requests_.data(), &m, MPI_STATUS_IGNORE);
+    t1 = wall_seconds();
+    this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
+    st.wait_seconds += t1 - t0;
+    st.unpack_seconds += wall_seconds() - t1;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// nonblocking
+// ---------------------------------------------------------------------------
+
+template <class T>
+NonblockingExecutor<T>::NonblockingExecutor(std::shared_ptr<const ExchangePlan> plan)
+    : ExchangeExecutor<T>(std::move(plan)) {
+  const ExchangePlan& p = *this->plan_;
+  std::int64_t send = 0, recv = 0;
+  int nr = 0, ns = 0;
+  for (Direction d : {Direction::Forward, Direction::Reverse}) {
+    send = std::max(send, p.outgoing(d).total());
+    recv = std::max(recv, p.incoming(d).total());
+    nr = std::max(nr, p.incoming(d).count());
+    ns = std::max(ns, p.outgoing(d).count());
+  }
+  this->allocate(send_buf_, "pmewald::nonblocking::send", send);
+  this->allocate(recv_buf_, "pmewald::nonblocking::recv", recv);
+  recv_requests_.assign(static_cast<size_t>(nr) + 1, MPI_REQUEST_NULL);
+  send_requests_.assign(static_cast<size_t>(ns) + 1, MPI_REQUEST_NULL);
+  count_buffer_allocation(2);
+}
+
+template <class T>
+void NonblockingExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  const ExchangePlan& p = *this->plan_;
+  const ExchangeSide& out = p.outgoing(dir);
+  const ExchangeSide& in = p.incoming(dir);
+  const MPI_Datatype type = this->mpi_type();
+  T* rbuf = recv_buf_.data();
+  T* sbuf = send_buf_.data();
+  double t0 = wall_seconds();
+  for (int m = 0; m < in.count(); ++m)
+    MPI_Irecv(rbuf + in.offsets[m], static_cast<int>(in.length(m)), type, in.ranks[m], p.tag(), p.comm(),
+              &recv_requests_[m]);
+  double t1 = wall_seconds();
+  st.wait_seconds += t1 - t0;
+  for (int m = 0; m < out.count(); ++m) {
+    t0 = wall_seconds();
+    this->pack(src, out, m, m + 1, sbuf + out.offsets[m]);
+    t1 = wall_seconds();
+    MPI_Isend(sbuf + out.offsets[m], static_cast<int>(out.length(m)), type, out.ranks[m], p.tag(), p.comm(),
+              &send_requests_[m]);
+    st.pack_seconds += t1 - t0;
+    st.wait_seconds += wall_seconds() - t1;
+  }
+  this->copy_self(src, dst, dir, op, st);
+  for (int k = 0; k < in.count(); ++k) {
+    int m = MPI_UNDEFINED;
+    t0 = wall_seconds();
+    MPI_Waitany(in.count(), recv_requests_.data(), &m, MPI_STATUS_IGNORE);
+    t1 = wall_seconds();
+    this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
+    st.wait_seconds += t1 - t0;
+    st.unpack_seconds += wall_seconds() - t1;
+  }
+  t0 = wall_seconds();
+  if (out.count() > 0) MPI_Waitall(out.count(), send_requests_.data(), MPI_STATUSES_IGNORE);
+  st.wait_seconds += wall_seconds() - t0;
+}
+
+// ---------------------------------------------------------------------------
+// collective
+// ---------------------------------------------------------------------------
+
+template <class T>
+CollectiveExecutor<T>::CollectiveExecutor(std::shared_ptr<const ExchangePlan> plan, bool self_via_mpi)
+    : ExchangeExecutor<T>(std::move(plan)), self_via_mpi_(self_via_mpi) {
+  const ExchangePlan& p = *this->plan_;
+  const std::vector<int>& comp = p.component();
+  // Collective over the whole communicator: every rank calls, each with the
+  // colour of its own component (its smallest rank), so members agree.
+  check_mpi(MPI_Comm_split(p.comm(), comp.front(), p.rank(), &subcomm_), "MPI_Comm_split");
+  MPI_Comm_rank(subcomm_, &sub_rank_);
+  // Sub-communicator ranks follow the parent ranks (key = parent rank), so the
+  // sub rank of a partner is its position in the sorted component.
+  auto sub = [&](int r) {
+    return static_cast<int>(std::lower_bound(comp.begin(), comp.end(), r) - comp.begin());
+  };
+  const int n = static_cast<int>(comp.size());
+  std::int64_t send = 0, recv = 0;
+  for (Direction d : {Direction::Forward, Direction::Reverse}) {
+    const int k = static_cast<int>(d);
+    const ExchangeSide& out = p.outgoing(d);
+    const ExchangeSide& in = p.incoming(d);
+    send_counts_[k].assign(n, 0);
+    send_displs_[k].assign(n, 0);
+    recv_counts_[k].assign(n, 0);
+    recv_displs_[k].assign(n, 0);
+    for (int m = 0; m < out.count(); ++m) {
+      send_counts_[k][sub(out.ranks[m])] = static_cast<int>(out.length(m));
+      send_displs_[k][sub(out.ranks[m])] = static_cast<int>(out.offsets[m]);
+    }
+    for (int m = 0; m < in.count(); ++m) {
+      recv_counts_[k][sub(in.ranks[m])] = static_cast<int>(in.length(m));
+      recv_displs_[k][sub(in.ranks[m])] = static_cast<int>(in.offsets[m]);
+    }
+    self_send_offset_[k] = out.total();
+    self_recv_offset_[k] = in.total();
+    const std::int64_t self = self_via_mpi_ ? p.self_count() : 0;
+    send_counts_[k][sub_rank_] = static_cast<int>(self);
+    send_displs_[k][sub_rank_] = static_cast<int>(out.total());
+    recv_counts_[k][sub_rank_] = static_cast<int>(self);
+    recv_displs_[k][sub_rank_] = static_cast<int>(in.total());
+    send = std::max(send, out.total() + self);
+    recv = std::max(recv, in.total() + self);
+  }
+  this->allocate(send_buf_, "pmewald::collective::send", send);
+  this->allocate(recv_buf_, "pmewald::collective::recv", recv);
+  count_buffer_allocation(4);
+}
+
+template <class T>
+CollectiveExecutor<T>::~CollectiveExecutor() {
+  free_comm(subcomm_);
+}
+
+template <class T>
+void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  const ExchangePlan& p = *this->plan_;
+  const int k = static_cast<int>(dir);
+  const ExchangeSide& out = p.outgoing(dir);
+  const ExchangeSide& in = p.incoming(dir);
+  if (p.component().size() == 1) {  // nobody to talk to
+    this->copy_self(src, dst, dir, op, st);
+    return;
+  }
+  T* sbuf = send_buf_.data();
+  T* rbuf = recv_buf_.data();
+  double t0 = wall_seconds();
+  this->pack(src, out, 0, out.count(), sbuf);
+  double t1 = wall_seconds();
+  st.pack_seconds += t1 - t0;
+  const std::int64_t nself = p.self_count();
+  if (self_via_mpi_) {
+    this->gather(src, p.self_from(dir).data(), nself, sbuf + self_send_offset_[k]);
+    st.self_seconds += wall_seconds() - t1;
+  } else {
+    this->copy_self(src, dst, dir, op, st);
+  }
+  t0 = wall_seconds();
+  const MPI_Datatype type = this->mpi_type();
+  check_mpi(MPI_Alltoallv(sbuf, send_counts_[k].data(), send_displs_[k].data(), type, rbuf, recv_counts_[k].data(),
+                          recv_displs_[k].data(), type, subcomm_),
+            "MPI_Alltoallv");
+  t1 = wall_seconds();
+  st.wait_seconds += t1 - t0;
+  this->unpack(rbuf, in, 0, in.count(), dst, dir, op);
+  const double t2 = wall_seconds();
+  st.unpack_seconds += t2 - t1;
+  if (self_via_mpi_) {
+    this->scatter(rbuf + self_recv_offset_[k], p.self_to(dir).data(), nself, dst, dir, op);
+    st.self_seconds += wall_seconds() - t2;
+  }
+}
+
+template <class T>
+std::unique_ptr<ExchangeExecutor<T>> make_executor(CommMode mode, std::shared_ptr<const ExchangePlan> plan,
+                                                   bool collective_self_via_mpi) {
+  switch (mode) {
+    case CommMode::Pt2Pt: return std::make_unique<Pt2PtExecutor<T>>(std::move(plan));
+    case CommMode::Nonblocking: return std::make_unique<NonblockingExecutor<T>>(std::move(plan));
+    case CommMode::Collective: return std::make_unique<CollectiveExecutor<T>>(std::move(plan), collective_self_via_mpi);
+  }
+  throw ValueError("unknown communication mode");
+}
+
+template class ExchangeExecutor<double>;
+template class ExchangeExecutor<Complex>;
+template class Pt2PtExecutor<double>;
+template class Pt2PtExecutor<Complex>;
+template class NonblockingExecutor<double>;
+template class NonblockingExecutor<Complex>;
+template class CollectiveExecutor<double>;
+template class CollectiveExecutor<Complex>;
+template std::unique_ptr<ExchangeExecutor<double>> make_executor<double>(CommMode, std::shared_ptr<const ExchangePlan>,
+                                                                                  bool);
+template std::unique_ptr<ExchangeExecutor<Complex>> make_executor<Complex>(CommMode,
+                                                                           std::shared_ptr<const ExchangePlan>, bool);
+
+}  // namespace comm
+}  // namespace pmewald

@@ -1,0 +1,248 @@
+#include "pme/spread.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
+#include "base/simd.hpp"
+
+namespace pmewald {
+inline namespace pme {
+
+Box3 extended_box(const Box3& brick, int order) {
+  Box3 e = brick;
+  for (int d = 0; d < 3; ++d) e.lo[d] -= order - 1;
+  return e;
+}
+
+namespace {
+
+// Scaled fractional coordinate of one axis; fl in [0, K), w in [0, 1).
+KOKKOS_INLINE_FUNCTION void scaled_coord(double s, int K, int& fl, double& w) {
+  const double f = s - kfloor(s);  // in [0, 1] (1 only by rounding)
+  const double u = K * f;
+  double flu = kfloor(u);
+  w = u - flu;
+  if (w < 0.0) w = 0.0;
+  int c = static_cast<int>(flu);
+  // u rounded up to K: the point is just below the top of the cell, so stay in
+  // cell K-1 at w = 1 (same weights as cell 0 at w = 0, and the same owner as
+  // Migration, which clamps).
+  if (c >= K) { c = K - 1; w = 1.0; }
+  if (c < 0) c += K;
+  fl = c;
+}
+
+// Mesh cell and in-cell offset along axis d of the Cartesian point (x, y, z):
+// s_d = r @ recip[:, d], then scaled_coord.
+KOKKOS_INLINE_FUNCTION void mesh_coord(const Mat3& R, const Int3& K, double x, double y, double z, int d, int& fl,
+                                       double& w) {
+  scaled_coord(x * R[d] + y * R[3 + d] + z * R[6 + d], K[d], fl, w);
+}
+
+// The serial spreading loop on raw pointers (stencil arrays are contiguous,
+// n x 3 and n x 3 x P; grid rows contiguous along the last index).
+struct SpreadArgs {
+  std::size_t n;
+  const double* q;
+  const int* base;
+  const double* w;
+  int lo[3];
+  double* grid;
+  std::ptrdiff_t s0, s1;
+};
+
+template <int P>
+inline __attribute__((always_inline)) void spread_rows_generic(const SpreadArgs& a) {
+  for (std::size_t i = 0; i < a.n; ++i) {
+    const int* bi = a.base + 3 * i;
+    const double* wi = a.w + 3 * P * i;
+    const double* w2 = wi + 2 * P;
+    double* corner = a.grid + (bi[0] - a.lo[0]) * a.s0 + (bi[1] - a.lo[1]) * a.s1 + (bi[2] - a.lo[2]);
+    for (int x = 0; x < P; ++x) {
+      const double qa = a.q[i] * wi[x];
+      for (int y = 0; y < P; ++y) {
+        const double qab = qa * wi[P + y];
+        double* row = corner + x * a.s0 + y * a.s1;
+        for (int c = 0; c < P; ++c) row[c] += qab * w2[c];
+      }
+    }
+  }
+}
+
+#if PMEWALD_X86_DISPATCH
+// AVX-512: one stencil row (P <= 8 points along z) is one masked register:
+// load, one FMA, store, instead of P scalar updates.
+template <int P>
+PMEWALD_TARGET_V4 void spread_rows_v4(const SpreadArgs& a) {
+  if constexpr (P > 8) {
+    spread_rows_generic<P>(a);
+  } else {
+    const __mmask8 m = static_cast<__mmask8>((1u << P) - 1);
+    for (std::size_t i = 0; i < a.n; ++i) {
+      const int* bi = a.base + 3 * i;
+      const double* wi = a.w + 3 * P * i;
+      const __m512d w2 = _mm512_maskz_loadu_pd(m, wi + 2 * P);
+      double* corner = a.grid + (bi[0] - a.lo[0]) * a.s0 + (bi[1] - a.lo[1]) * a.s1 + (bi[2] - a.lo[2]);
+      for (int x = 0; x < P; ++x) {
+        const __m512d qw = _mm512_mul_pd(_mm512_set1_pd(a.q[i] * wi[x]), w2);
+        for (int y = 0; y < P; ++y) {
+          double* row = corner + x * a.s0 + y * a.s1;
+          const __m512d v = _mm512_fmadd_pd(_mm512_set1_pd(wi[P + y]), qw, _mm512_maskz_loadu_pd(m, row));
+          _mm512_mask_storeu_pd(row, m, v);
+        }
+      }
+    }
+  }
+}
+template <int P>
+PMEWALD_TARGET_V3 void spread_rows_v3(const SpreadArgs& a) {
+  spread_rows_generic<P>(a);  // the compiler's AVX2 code for the fixed-length rows
+}
+#endif
+
+template <int P>
+void spread_rows(const SpreadArgs& a) {
+  simd::choose(PMEWALD_SIMD_VERSIONS(spread_rows_v4<P>, spread_rows_v3<P>, spread_rows_generic<P>))(a);
+}
+
+void check_common(const Int3& mesh, int order, std::size_t n_pos) {
+  (void)n_pos;
+  if (order < kMinOrder || order > kMaxOrder)
+    throw ValueError("B-spline order must be in [3, 10], got " + std::to_string(order));
+  for (int d = 0; d < 3; ++d)
+    if (mesh[d] < order)
+      throw ValueError("mesh size " + std::to_string(mesh[d]) + " is smaller than the order " +
+                       std::to_string(order));
+}
+
+}  // namespace
+
+void mesh_cells(const Mat3& recip, const Int3& mesh, View2<const double> positions,
+                View2<int> cells) {
+  const Mat3 R = recip;
+  const Int3 K = mesh;
+  Kokkos::parallel_for(
+      "pmewald::mesh_cells", Range(0, positions.extent(0)), KOKKOS_LAMBDA(const int i) {
+        const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
+        for (int d = 0; d < 3; ++d) {
+          int fl;
+          double w;
+          mesh_coord(R, K, x, y, z, d, fl, w);
+          cells(i, d) = fl;
+        }
+      });
+  Kokkos::fence();
+}
+
+void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
+                      View2<const double> positions, const Box3& brick, bool derivatives,
+                      Stencil& out) {
+  const std::size_t n = positions.extent(0);
+  check_common(mesh, order, n);
+  out.order = order;
+  if (out.base.extent(0) != n) {
+    out.base = View2<int>("stencil_base", n, 3);
+    out.cell = View2<int>("stencil_cell", n, 3);
+  }
+  if (out.w.extent(0) != n || out.w.extent(2) != static_cast<std::size_t>(order))
+    out.w = View3<double>("stencil_w", n, 3, order);
+  const std::size_t nd = derivatives ? n : 0;
+  if (out.dw.extent(0) != nd || out.dw.extent(2) != static_cast<std::size_t>(order))
+    out.dw = View3<double>("stencil_dw", nd, 3, order);
+
+  const Mat3 R = recip;
+  const Int3 K = mesh;
+  const Int3 lo = brick.lo, hi = brick.hi;
+  auto base = out.base;
+  auto cell = out.cell;
+  auto W = out.w;
+  auto dW = out.dw;
+  int bad = 0;
+  auto run = [&](auto order, auto with_derivatives) {
+    constexpr int P = decltype(order)::value;
+    constexpr bool D = decltype(with_derivatives)::value;
+    Kokkos::parallel_reduce(
+        "pmewald::compute_stencils", Range(0, n),
+        KOKKOS_LAMBDA(const int i, int& nbad) {
+          const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
+          for (int d = 0; d < 3; ++d) {
+            int fl;
+            double w;
+            mesh_coord(R, K, x, y, z, d, fl, w);
+            // periodic image of the cell in [lo, hi): smallest fl + jK >= lo
+            // (fl in [0, K) and lo in [0, K) for a brick: at most one step)
+            int c = fl;
+            while (c < lo[d]) c += K[d];
+            while (c - K[d] >= lo[d]) c -= K[d];
+            if (c >= hi[d]) nbad += 1;
+            cell(i, d) = c;
+            base(i, d) = c - P + 1;
+            double M[P], dM[P];
+            bspline_weights_fixed<P, D>(w, M, dM);
+            for (int j = 0; j < P; ++j) W(i, d, j) = M[j];
+            if (D)
+              for (int j = 0; j < P; ++j) dW(i, d, j) = dM[j];
+          }
+        },
+        bad);
+  };
+  with_order(order, [&](auto o) {
+    if (derivatives)
+      run(o, std::true_type{});
+    else
+      run(o, std::false_type{});
+  });
+  if (bad > 0)
+    throw ValueError("compute_stencils: " + std::to_string(bad) +
+                     " atom coordinate(s) fall outside the brick " + brick.str() +
+                     " (atoms must be migrated to their owning rank first)");
+}
+
+void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
+            View3<double> grid, bool zero_first, SpreadMode mode) {
+  const int p = st.order;
+  const std::size_t n = st.size();
+  if (charges.extent(0) != n) throw ValueError("spread: charges and stencil lengths differ");
+  const Int3 shape = ext_box.shape();
+  if (grid.extent(0) != static_cast<std::size_t>(shape[0]) ||
+      grid.extent(1) != static_cast<std::size_t>(shape[1]) ||
+      grid.extent(2) != static_cast<std::size_t>(shape[2]))
+    throw ValueError("spread: grid shape does not match the extended box " + ext_box.str());
+  if (zero_first) Kokkos::deep_copy(grid, 0.0);
+  const Int3 lo = ext_box.lo;
+  auto base = st.base;
+  auto W = st.w;
+  const bool plain = mode == SpreadMode::Plain ||
+                     (mode == SpreadMode::Auto && ExecSpace().concurrency() <= 1);
+  if (plain) {
+    // Serial backend: plain adds are race-free and avoid atomic overhead; the
+    // loop runs in spread_rows, vectorised for the CPU (simd.hpp).
+    if (grid.stride(2) != 1 || !charges.span_is_contiguous())
+      throw std::logic_error("spread: grid rows and charges must be contiguous");
+    const SpreadArgs args{n, charges.data(), st.base.data(), st.w.data(), {lo[0], lo[1], lo[2]}, grid.data(),
+                          static_cast<std::ptrdiff_t>(grid.stride(0)), static_cast<std::ptrdiff_t>(grid.stride(1))};
+    with_order(p, [&](auto order) { spread_rows<decltype(order)::value>(args); });
+  } else {
+    Kokkos::parallel_for(
+        "pmewald::spread_atomic", Range(0, n), KOKKOS_LAMBDA(const int i) {
+          const double q = charges(i);
+          const int b0 = base(i, 0) - lo[0], b1 = base(i, 1) - lo[1], b2 = base(i, 2) - lo[2];
+          for (int a = 0; a < p; ++a) {
+            const double qa = q * W(i, 0, a);
+            for (int b = 0; b < p; ++b) {
+              const double qab = qa * W(i, 1, b);
+              for (int c = 0; c < p; ++c)
+                Kokkos::atomic_add(&grid(b0 + a, b1 + b, b2 + c), qab * W(i, 2, c));
+            }
+          }
+        });
+  }
+  Kokkos::fence();
+}
+
+}  // namespace pme
+}  // namespace pmewald

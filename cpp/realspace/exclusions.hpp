@@ -1,0 +1,52 @@
+// Excluded pairs (bonded partners whose erfc term the real-space sum leaves out):
+// the lists of each caller's atom, routed once through a distributed directory.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm/sparse_exchange.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+
+// Excluded partners of the caller's atoms, from (m x 2) id pairs held on any
+// ranks. Routed once through a distributed directory (id -> rank at
+// hash(id) % P: two NBX rounds, no O(P) data) to the ranks that hold the atoms
+// in the caller's split, as a CSR list per local atom. Migration::forward then
+// carries each atom's list to its owner as payload, so steady-state steps
+// (same ids and pairs on every rank) cost one small allreduce and no routing.
+class ExclusionList {
+ public:
+  explicit ExclusionList(MPI_Comm comm);
+
+  // Collective. ids: this rank's atom ids (caller order); pairs: m x 2
+  // row-major, any rank, each pair once. Re-routes only when some rank's ids
+  // or pairs changed since the last successful update. Self-pairs, unknown
+  // ids and (when any exclusions exist) duplicate atom ids raise ValueError on
+  // every rank.
+  void update(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs,
+              std::size_t m);
+
+  // CSR over the local atoms (n_local + 1 offsets), or nullptr when no rank
+  // has exclusions.
+  const std::int64_t* offsets() const { return any_ ? off_.data() : nullptr; }
+  const std::int64_t* partners() const { return any_ ? ids_.data() : nullptr; }
+  bool any() const { return any_; }
+  // Whether the last update() routed (false: the cached lists were reused).
+  bool rerouted() const { return rerouted_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  SparseExchange nbx_dir_, nbx_origin_;
+  bool valid_ = false, any_ = false, rerouted_ = false;
+  std::uint64_t fingerprint_ = 0;
+  std::vector<std::int64_t> off_, ids_;
+};
+
+}  // namespace realspace
+}  // namespace pmewald

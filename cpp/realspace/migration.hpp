@@ -1,0 +1,203 @@
+// Atom migration to the ranks that own their mesh region, results back to the
+// caller's rank and order, and ghost atoms (periodic images within the cutoff
+// of another rank's domain).
+//
+// Ownership (fixed convention): fractional s = r @ inv(box), wrapped into
+// [0, 1); u_d = K_d * s_d; the atom belongs to the rank whose brick
+// brick_box(grid, K, rank) contains the mesh point floor(u). A rank's domain is
+// therefore the fractional slab product [lo_d/K_d, hi_d/K_d): a parallelepiped.
+//
+// All communication is sparse, and the per-step exchanges complete by blocking
+// waits. The ranks a domain can send ghosts to, and the owners of atoms that
+// moved at most into an adjacent domain, are known from the decomposition
+// alone (neighborhood.hpp): those exchanges go to known partners
+// (neighbor_exchange.hpp: sizes, then data). Forward migration uses them when
+// every atom goes to its own or an adjacent domain (the usual case from one MD
+// step to the next, agreed in the Allreduce that checks the input anyway), skips
+// communication when no atom moves anywhere, and falls back to NBX (MPI_Issend +
+// MPI_Iprobe + MPI_Ibarrier, for partners nobody can know) otherwise. The
+// reverse paths reuse the forward partners and counts. No per-step array is O(P).
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "geometry/index_box.hpp"
+#include "geometry/lattice.hpp"
+#include "geometry/neighborhood.hpp"
+#include "base/kokkos_types.hpp"
+#include "comm/neighbor_exchange.hpp"
+#include "comm/sparse_exchange.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+
+class Migration {
+ public:
+  // Uses `comm` as given (the caller owns it, normally a pmewald::Comm dup).
+  explicit Migration(MPI_Comm comm);
+
+  // Box and mesh define ownership. Collective only in the sense that every
+  // rank must pass the same values; no communication.
+  void set_geometry(const PeriodicCell& cell, const Int3& mesh);
+
+  // Collective. Moves the caller's atoms (positions n x 3 row-major, any
+  // place in space; charges n; ids n) to their owners. Non-finite positions
+  // or charges raise ValueError on every rank. Owned atoms are ordered by
+  // (id, origin rank, origin index), so the owned order is independent of
+  // message arrival order. Optional per-atom payload (CSR over the local
+  // atoms: payload[payload_offsets[i] .. payload_offsets[i+1]) travels with
+  // atom i; the real-space part sends each atom's excluded partner ids this
+  // way, so exclusions need no per-step routing).
+  void forward(const double* positions, const double* charges, const std::int64_t* ids,
+               std::size_t n_local, const std::int64_t* payload_offsets = nullptr,
+               const std::int64_t* payload = nullptr);
+
+  // Collective. `owned_values` is n_owned x ncomp (row-major), one row per
+  // owned atom; `local_out` (n_local x ncomp) receives the rows of this
+  // rank's atoms in the order they were passed to forward().
+  void reverse(const double* owned_values, int ncomp, double* local_out);
+
+  // Collective. Builds the ghost atoms of this rank: every periodic image of
+  // every atom (owned anywhere) that lies within `cutoff` of this rank's
+  // domain, except the owned atoms themselves (identity image). Requires
+  // forward() first; cutoff <= min height / 2.
+  void exchange_ghosts(double cutoff);
+
+  // Collective (point-to-point with the partners of the last
+  // exchange_ghosts). ghost_values: n_ghost x 3, one row per ghost; each row
+  // is ADDED to the row of the ghost's original in owned_inout (n_owned x 3),
+  // on its owner. The real-space part returns forces on ghosts this way, so an
+  // owned-ghost pair is evaluated on one rank only. Every rank must call it,
+  // also one without owned atoms (its ghosts' rows, zeros, are still expected).
+  void reverse_ghosts(const double* ghost_values, double* owned_inout);
+
+  // How the last forward() moved atoms: no atom changed rank anywhere (no
+  // messages), every atom went to its own or an adjacent domain (known
+  // partners), or some went further (NBX). The same atoms end up owned in the
+  // same order either way.
+  enum class ForwardPath : int { None = 0, Neighbors = 1, Sparse = 2 };
+  ForwardPath last_forward_path() const { return forward_path_; }
+
+  // Incremented by every forward(): data derived from the owned order (for
+  // example routed exclusions) is stale when the generation differs.
+  std::uint64_t generation() const { return generation_; }
+
+  // After forward(): this rank's owned atoms.
+  std::size_t n_owned() const { return n_owned_; }
+  View2<double> owned_positions() const { return own_r_; }   // wrapped Cartesian, n_owned x 3
+  View2<double> owned_fractional() const { return own_s_; }  // s in [0, 1), n_owned x 3
+  View1<double> owned_charges() const { return own_q_; }
+  View1<std::int64_t> owned_ids() const { return own_id_; }
+  // Payload of each owned atom (CSR over owned slots; empty lists when none).
+  const std::vector<std::int64_t>& owned_payload_offsets() const { return own_pay_off_; }
+  const std::vector<std::int64_t>& owned_payload() const { return own_pay_; }
+  // Where each owned atom came from (rank, index in that rank's input).
+  const std::vector<std::int32_t>& owned_origin_rank() const { return own_origin_rank_; }
+  const std::vector<std::int64_t>& owned_origin_index() const { return own_origin_index_; }
+
+  // A key unique over all owned atoms of all ranks (rank + size * slot), the
+  // same for an atom and its ghosts: the real-space part's rule for which
+  // rank evaluates a pair of an owned atom and a ghost.
+  std::int64_t owned_key(std::size_t slot) const {
+    return rank_ + static_cast<std::int64_t>(size_) * static_cast<std::int64_t>(slot);
+  }
+
+  // After exchange_ghosts(): image-shifted copies near this rank's domain.
+  std::size_t n_ghost() const { return n_ghost_; }
+  View2<double> ghost_positions() const { return gh_r_; }
+  View2<double> ghost_fractional() const { return gh_s_; }  // may lie outside [0, 1)
+  View1<double> ghost_charges() const { return gh_q_; }
+  View1<std::int64_t> ghost_ids() const { return gh_id_; }
+  View1<std::int64_t> ghost_keys() const { return gh_key_; }  // owned_key of the original
+
+  // Geometry.
+  MPI_Comm comm() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const PeriodicCell& cell() const { return cell_; }
+  const Int3& mesh() const { return mesh_; }
+  const Int3& grid() const { return grid_; }
+  const Box3& my_brick() const { return brick_; }
+  // Fractional extent of this rank's domain along axis d: [lo/K, hi/K).
+  double domain_lo(int d) const { return double(brick_.lo[d]) / mesh_[d]; }
+  double domain_hi(int d) const { return double(brick_.hi[d]) / mesh_[d]; }
+  // Ghost margin in fractional units along axis d used by the last
+  // exchange_ghosts (slightly above cutoff / height[d]).
+  double ghost_margin(int d) const { return margin_[d]; }
+
+  // Owner rank of a wrapped fractional point (s_d in [0, 1)).
+  int owner_of(const double s[3]) const;
+  // Grid coordinate along axis d owning mesh index m (inverse of split_range).
+  int grid_coord_of(int d, int m) const;
+
+  // Wrap a Cartesian position: s in [0, 1), r_wrapped = r - n @ box with
+  // integer n (exact for atoms already inside the box).
+  void wrap(const double r[3], double s_out[3], double r_out[3]) const;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  PeriodicCell cell_;
+  Int3 mesh_{0, 0, 0}, grid_{1, 1, 1};
+  Box3 brick_;
+  bool have_geometry_ = false;
+  bool have_atoms_ = false;
+  ForwardPath forward_path_ = ForwardPath::None;
+  std::uint64_t generation_ = 0;
+  double margin_[3] = {0, 0, 0};
+
+  SparseExchange nbx_forward_;
+  // Known-partner exchanges: atoms moving to adjacent domains (partners: the
+  // neighbourhood of reach 0), ghost atoms (reach: the ghost margin, recomputed
+  // when the margin changes).
+  NeighborExchange near_forward_, near_ghost_;
+  Neighborhood adjacent_;
+  double ghost_reach_[3] = {-1, -1, -1};
+
+  // Forward plan, kept for the reverse path.
+  std::size_t n_local_ = 0;
+  std::vector<int> send_dests_;                    // partner ranks (excluding self)
+  std::vector<std::vector<std::int64_t>> send_idx_;  // local indices sent to each partner
+  std::vector<std::int64_t> self_idx_;               // local indices kept here
+  std::vector<int> recv_srcs_;                     // ranks that sent to me (excluding self)
+  std::vector<std::vector<std::int64_t>> recv_slot_;  // owned slot of each record received
+  std::vector<std::int64_t> self_slot_;               // owned slot of each kept atom
+
+  // Owned atoms.
+  std::size_t n_owned_ = 0;
+  View2<double> own_r_, own_s_;
+  View1<double> own_q_;
+  View1<std::int64_t> own_id_;
+  std::vector<std::int32_t> own_origin_rank_;
+  std::vector<std::int64_t> own_origin_index_;
+  std::vector<std::int64_t> own_pay_off_, own_pay_;
+
+  // Ghosts, and the plan of the last exchange_ghosts for reverse_ghosts:
+  // owned index of each image kept here and of each record sent to each
+  // destination; sources and record counts of what arrived.
+  bool have_ghosts_ = false;
+  std::size_t n_ghost_ = 0;
+  View2<double> gh_r_, gh_s_;
+  View1<double> gh_q_;
+  View1<std::int64_t> gh_id_, gh_key_;
+  std::vector<std::int64_t> ghost_self_idx_;
+  std::vector<int> ghost_dests_, ghost_srcs_;
+  std::vector<std::vector<std::int64_t>> ghost_send_idx_;
+  std::vector<std::size_t> ghost_recv_count_;
+
+  // Reused buffers.
+  std::vector<std::vector<char>> sendbufs_, recvbufs_;
+  std::vector<int> srcs_;
+  std::vector<double> rbuf_, sbuf_;
+  std::vector<MPI_Request> reqs_;
+};
+
+}  // namespace realspace
+}  // namespace pmewald

@@ -1,0 +1,112 @@
+// The erfc-screened Coulomb pair kernel of the real-space sum, on a batch of
+// partners of one atom: the hot loop of real space, kept apart so it can be
+// compiled for several instruction sets and chosen at run time.
+//
+// For one atom i (position ri, k q_i) and partners j = js[b], b < n, given as
+// sorted structure-of-arrays (x, y, z, q):
+//
+//   d = ri - rj, r = |d|, x = alpha r,  e = k q_i q_j erfc(x) / r
+//   fr = (e + k q_i q_j (2 alpha / sqrt(pi)) exp(-x^2)) / r^2   (force on i: fr d)
+//
+// Every pair counts fully (the search hands each pair to exactly one rank).
+// Writes fr d of pair b to (fx, fy, fz)[b] (the caller subtracts it from j;
+// the arrays need room for n rounded up to a multiple of 8, n <= kMaxBatch)
+// and ADDS to acc[0..9]: sum e, the virial sum fr d_a d_b in base/virial.hpp's
+// order (xx, yy, zz, xy, xz, yz), and the force on i (fx, fy, fz).
+//
+// erfc(x) = exp(-x^2) erfcx(x): exp by range reduction and a polynomial,
+// erfcx by a polynomial in (x - 4)/(x + 4) (both ~1e-15 relative), valid for
+// x = alpha r < kMaxAlphaR = 8: callers with alpha * cutoff >= 8 (erfc(8) =
+// 1.1e-29) use erfc_pair_batch_scalar, which takes any x. No table, no branch
+// and no libm call, in vectors of 8, 4 or 2 lanes chosen for the CPU at run
+// time (GCC/Clang vector extensions).
+#pragma once
+
+#include <cstdint>
+
+#include "base/virial.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+
+struct PairBatchAcc {
+  static constexpr int kSize = 10;  // E, W xx yy zz xy xz yz (Virial's order), F_i x y z
+  static constexpr int kEnergy = 0, kVirial = 1, kForce = 7;
+
+  // One pair in the scalar paths (erfc_pair_batch_scalar, excluded pairs): its
+  // force on i f = fr d, the weighted virial w f_a d_b into acc[1..6] and f into
+  // acc[7..9]. The energy (acc[0]) is the caller's: excluded pairs keep theirs apart.
+  static void add_pair(double w, double fr, double dx, double dy, double dz, double* acc, double f[3]) {
+    f[0] = fr * dx;
+    f[1] = fr * dy;
+    f[2] = fr * dz;
+    acc[kVirial + Virial::XX] += w * f[0] * dx;
+    acc[kVirial + Virial::YY] += w * f[1] * dy;
+    acc[kVirial + Virial::ZZ] += w * f[2] * dz;
+    acc[kVirial + Virial::XY] += w * f[0] * dy;
+    acc[kVirial + Virial::XZ] += w * f[0] * dz;
+    acc[kVirial + Virial::YZ] += w * f[1] * dz;
+    acc[7] += f[0];
+    acc[8] += f[1];
+    acc[9] += f[2];
+  }
+};
+
+// Largest batch erfc_pair_batch takes (n <= kMaxBatch).
+constexpr int kMaxBatch = 256;
+
+void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, double kqi, const double* x,
+                     const double* y, const double* z, const double* q, double alpha, double* fx,
+                     double* fy, double* fz, double* acc);
+
+constexpr double kMaxAlphaR = 8.0;
+
+// The neighbour search's inner loop for atom i over sorted atoms [jb, je):
+// appends to list[n..] each j with |r_j - r_i|^2 < rc2 (and own[j] != 0 when
+// need_owned, i.e. i is a ghost) that this rank evaluates, in order, and
+// returns the new count. With ids != nullptr a hit that might be an excluded
+// pair goes to maybe[n_maybe..] instead, whichever rank evaluates it: for an
+// owned i when ids[j] lies in i's excluded-id range [lo, hi] and bit ids[j] mod
+// 64 is set in i's partner mask, for a ghost i when id_i lies in j's range
+// [elo[j], ehi[j]] and bit id_i mod 64 is set in emask[j] (the mask catches
+// molecules whose ids are far apart, e.g. files that list atoms by type, where
+// the range alone lets almost every pair through). The caller guarantees room for
+// je - jb + 8 more entries in both lists (vector stores may write up to 8
+// slots past the new counts).
+//
+// Which rank evaluates a pair of an owned atom o and a ghost g (the ghost's
+// owner sees the mirror pair: its own atom and a ghost of o): the one where
+// keeps_cross_pair(key_o, key_g), with keys unique per atom and shared by its
+// ghosts (Migration::owned_key). Exactly one side keeps a pair, since the rule
+// flips when the keys swap. The parity term makes the choice independent of
+// how slots are numbered, so two ranks split their pairs about evenly (a plain
+// key_o < key_g follows the slot order, i.e. the id order, and can hand a whole
+// boundary's pairs to one side when the ids run along the split axis).
+inline bool keeps_cross_pair(std::int64_t key_owned, std::int64_t key_ghost) {
+  return (((key_owned ^ key_ghost) & 1) != 0) != (key_owned < key_ghost);
+}
+struct NeighbourQuery {
+  double xi, yi, zi, rc2;
+  bool need_owned;
+  const double *x, *y, *z, *own;
+  const std::int64_t* key;  // Migration::owned_key of each atom (a ghost: of its original)
+  std::int64_t key_i;
+  const std::int64_t* ids = nullptr;
+  const std::int64_t *elo = nullptr, *ehi = nullptr;
+  const std::int64_t* emask = nullptr;  // bit (id mod 64) of every excluded partner, per atom
+  std::int64_t id_i = 0, lo = 0, hi = -1, mask = 0;
+};
+int select_within(const NeighbourQuery& query, int jb, int je, int* list, int n, int* maybe, int& n_maybe);
+
+// The same contract for any alpha r, one pair at a time with ErfcTable (the
+// reference the vector kernel is tested against; fx, fy, fz need room for n).
+void erfc_pair_batch_scalar(int n, const int* js, double xi, double yi, double zi, double kqi,
+                            const double* x, const double* y, const double* z, const double* q,
+                            double alpha, double* fx, double* fy, double* fz, double* acc);
+
+// The instruction set the dispatcher chose for erfc_pair_batch on this CPU
+// (e.g. "x86-64-v4 (AVX-512, 8 lanes)"), for show_config and benchmarks.
+const char* pair_kernel_isa();
+
+}  // namespace realspace
+}  // namespace pmewald

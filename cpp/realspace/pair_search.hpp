@@ -1,0 +1,251 @@
+// The half neighbour search of the real-space sum over the cell-sorted atoms of
+// one rank and the batched erfc pair kernel it feeds (realspace.cpp builds the
+// cell list and runs it as one Kokkos parallel_reduce). Internal to realspace/.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_ScatterView.hpp>
+
+#include "base/kokkos_types.hpp"
+#include "realspace/erfc_table.hpp"
+#include "realspace/pair_kernel.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+namespace detail {
+
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+
+using ConstI64 = Kokkos::View<const std::int64_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+using ScatterForces = Kokkos::Experimental::ScatterView<double**, Kokkos::LayoutRight, ExecSpace,
+                                                        Kokkos::Experimental::ScatterSum>;
+
+// Half neighbour search and the batched pair kernel. Work item a is a sorted
+// atom (owned or ghost); it pairs with the atoms after it in its own row of
+// cells (up to `reach` cells on, or to the cutoff in orthorhombic boxes), and
+// with every atom of the rows above it in
+// the (2 * reach + 1)^3 stencil (dz > 0, or dz = 0 and dy > 0): each unordered
+// pair of this rank's atoms (owned + ghost) is seen exactly once. Pairs of two
+// ghosts are skipped (their owners count them); a pair of an owned atom and a
+// ghost is evaluated here only if keeps_cross_pair says so (otherwise the
+// ghost's owner evaluates the mirror pair). Both atoms of an evaluated pair
+// get their force (Newton's third law) through a ScatterView (atomic or
+// duplicated on threaded backends); forces on ghosts go back to their owners
+// (Migration::reverse_ghosts). Excluded pairs are the exception: both sides
+// see them (the `found` check needs that), so an excluded owned-ghost pair
+// counts half on each side and only its owned atom gets the force.
+struct HalfPairKernel {
+  using value_type = double[];
+  unsigned value_count = 10;  // E_real, E_excl, W (6, Virial's order), candidates, pairs
+  static constexpr int kBatch = kMaxBatch;
+  // Cells per cutoff along each axis (a pair within the cutoff is at most
+  // that many cells apart); x cells are finer in orthorhombic boxes.
+  static constexpr int kReach = 2;
+  static constexpr int kReachXOrtho = 8;
+
+  View1<double> x, y, z, q, own;      // sorted atoms: positions, charges, 1 owned / 0 ghost
+  View1<std::int64_t> sid, skey;      // ids; Migration::owned_key (of the original, for a ghost)
+  View1<std::int64_t> elo, ehi;       // id range of each sorted atom's excluded partners (empty: lo > hi)
+  View1<std::int64_t> emask;          // their bits id mod 64 (0: none)
+  View1<int> scell, sowner;           // cell, and owned index (-1 for a ghost), per sorted atom
+  View1<int> cell_start, cell_owned;  // prefix sums over cells: atoms, owned atoms
+  ConstI64 excl_off, excl_ids;        // excluded partner ids, CSR by owned index
+  View1<int> found;                   // sightings per exclusion entry
+  ScatterForces sforces;              // per sorted atom
+  const double* erfc_coef;
+  int nc0, nc1, nc2;
+  // Orthorhombic boxes: rows are trimmed to the cells within the cutoff of
+  // the atom (x cells are finer for that); box lengths, the grid's lower
+  // fractional corner and fractional cell widths per axis.
+  bool ortho = false;
+  double len[3], flo[3], wf[3];
+  double rc2, alpha, k;
+  bool pairs = true;  // false: only the exclusion corrections (real_space=False)
+  bool any_excl = false;
+  bool vector_kernel = true;  // alpha * cutoff < kMaxAlphaR
+
+  // Distance from coordinate v to cell c's slab along axis d (0 inside).
+  double gap(double v, int c, int d) const {
+    const double lo = (flo[d] + c * wf[d]) * len[d], hi = lo + wf[d] * len[d];
+    return v < lo ? lo - v : (v > hi ? v - hi : 0.0);
+  }
+  double x_origin = 0, inv_x_width = 1;  // Cartesian start of the x cells, 1 / their width
+  int x_cell(double xv) const {
+    const double t = (xv - x_origin) * inv_x_width;
+    const int c = t > 0 ? static_cast<int>(t) : 0;
+    return c >= nc0 ? nc0 - 1 : c;
+  }
+
+  // Entry of `partner_id` in owned atom o's exclusion list, or -1.
+  std::int64_t entry(int o, std::int64_t partner_id) const {
+    for (std::int64_t e = excl_off(o), e1 = excl_off(o + 1); e < e1; ++e)
+      if (excl_ids(e) == partner_id) return e;
+    return -1;
+  }
+
+  // Whether the pair (a, j) is excluded; counts the sighting for every owned side.
+  bool excluded(int a, int j) const {
+    const int oa = sowner(a), oj = sowner(j);
+    const std::int64_t e = oa >= 0 ? entry(oa, sid(j)) : entry(oj, sid(a));
+    if (e < 0) return false;
+    Kokkos::atomic_increment(&found(e));
+    if (oa >= 0 && oj >= 0) {
+      const std::int64_t f = entry(oj, sid(a));
+      if (f >= 0) Kokkos::atomic_increment(&found(f));
+    }
+    return true;
+  }
+
+  // Whether this rank evaluates the (not excluded) pair (a, j) (pair_kernel.hpp).
+  bool keeps(int a, int j) const {
+    const bool oa = own(a) != 0.0, oj = own(j) != 0.0;
+    if (oa && oj) return true;
+    return oa ? keeps_cross_pair(skey(a), skey(j)) : keeps_cross_pair(skey(j), skey(a));
+  }
+
+  // Excluded pair (rare): no erfc term; -k q_i q_j erf(alpha r)/r instead.
+  void excluded_pair(double kqq, double r2, double& e, double& fr) const {
+    if (r2 == 0.0) {
+      e = -kqq * alpha * kTwoOverSqrtPi;
+      fr = 0;
+      return;
+    }
+    const double r = std::sqrt(r2);
+    const double ar = alpha * r;
+    double erfc_ar, exp_mar2;
+    ErfcTable::eval(erfc_coef, ar, erfc_ar, exp_mar2);
+    const double erf_ar = ar < 0.5 ? std::erf(ar) : 1.0 - erfc_ar;
+    e = -kqq * erf_ar / r;
+    fr = kqq * (kTwoOverSqrtPi * ar * exp_mar2 - erf_ar) / (r * r2);
+  }
+
+  void operator()(const int a, double* acc) const {
+    const int c = scell(a);
+    const int cx = c % nc0, cy = (c / nc0) % nc1, cz = c / (nc0 * nc1);
+    const bool a_owned = sowner(a) >= 0;
+    const double xi = x(a), yi = y(a), zi = z(a), own_a = own(a);
+    const double kqi = k * q(a);
+    auto access = sforces.access();
+    // Hits (list) and hits that might be excluded pairs (maybe); select_within
+    // may store up to 8 entries past either count.
+    int list[kBatch + 8], maybe[kBatch + 8];
+    double bfx[kBatch], bfy[kBatch], bfz[kBatch];
+    double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
+    double e_excl = 0, candidates = 0, evaluated = 0;
+    int n = 0, n_maybe = 0;
+    NeighbourQuery query{xi, yi, zi, rc2, !a_owned, x.data(), y.data(), z.data(), own.data(), skey.data(), skey(a)};
+    if (any_excl) {
+      query.ids = sid.data();
+      query.elo = elo.data();
+      query.ehi = ehi.data();
+      query.id_i = sid(a);
+      query.lo = elo(a);
+      query.hi = ehi(a);
+      query.emask = emask.data();
+      query.mask = emask(a);
+    }
+
+    auto evaluate = [&](int* js, int count) {
+      if (!pairs || count == 0) return;
+      evaluated += count;
+      (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, x.data(), y.data(),
+                                                                  z.data(), q.data(), alpha, bfx, bfy, bfz, sums);
+      for (int b = 0; b < count; ++b) {
+        const int j = js[b];
+        access(j, 0) -= bfx[b];
+        access(j, 1) -= bfy[b];
+        access(j, 2) -= bfz[b];
+      }
+    };
+    auto flush = [&]() {
+      // Candidates for exclusion: look them up; the excluded ones get the
+      // erf correction (forces on owned atoms only), the others join the
+      // ordinary pairs if this rank evaluates them.
+      int kept = 0;
+      for (int b = 0; b < n_maybe; ++b) {
+        const int j = maybe[b];
+        if (!excluded(a, j)) {
+          if (keeps(a, j)) maybe[kept++] = j;
+          continue;
+        }
+        const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
+        double epair, fr;
+        excluded_pair(kqi * q(j), dx * dx + dy * dy + dz * dz, epair, fr);
+        const double w = 0.5 * (own_a + own(j));
+        e_excl += w * epair;
+        double f[3];
+        PairBatchAcc::add_pair(w, fr, dx, dy, dz, excl_sums, f);
+        if (own(j) != 0.0)
+          for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
+      }
+      evaluate(list, n);
+      evaluate(maybe, kept);
+      n = n_maybe = 0;
+    };
+
+    constexpr int m = kReach;
+    // Squared distances from the atom to the neighbouring y and z slabs.
+    double gy2[2 * m + 1], gz2[m + 1];
+    if (ortho) {
+      for (int d = -m; d <= m; ++d) {
+        const double g = d != 0 && cy + d >= 0 && cy + d < nc1 ? gap(yi, cy + d, 1) : 0.0;
+        gy2[d + m] = g * g;
+      }
+      for (int d = 0; d <= m; ++d) {
+        const double g = d != 0 && cz + d < nc2 ? gap(zi, cz + d, 2) : 0.0;
+        gz2[d] = g * g;
+      }
+    }
+    for (int dz = 0; dz <= m && cz + dz < nc2; ++dz) {
+      for (int dy = dz == 0 ? 0 : -m; dy <= m; ++dy) {
+        const int yy = cy + dy;
+        if (yy < 0 || yy >= nc1) continue;
+        const bool home = dz == 0 && dy == 0;
+        int x0, x1;
+        if (ortho) {
+          const double g2 = gy2[dy + m] + gz2[dz];
+          if (g2 >= rc2) continue;
+          const double rho = std::sqrt(rc2 - g2);
+          x0 = home ? cx : x_cell(xi - rho);
+          x1 = x_cell(xi + rho);
+        } else {
+          x0 = home ? cx : (cx > m ? cx - m : 0);
+          x1 = cx + m < nc0 ? cx + m : nc0 - 1;
+        }
+        // Cells x0..x1 of a row are contiguous in the sorted arrays.
+        const int row = nc0 * (yy + nc1 * (cz + dz));
+        if (!a_owned && cell_owned(row + x1 + 1) == cell_owned(row + x0)) continue;  // ghosts only
+        int j = home ? a + 1 : cell_start(row + x0);
+        const int je = cell_start(row + x1 + 1);
+        while (j < je) {
+          const int room = kBatch - (n > n_maybe ? n : n_maybe);
+          if (room == 0) {
+            flush();
+            continue;
+          }
+          const int chunk_end = je - j < room ? je : j + room;
+          candidates += chunk_end - j;
+          n = select_within(query, j, chunk_end, list, n, maybe, n_maybe);
+          j = chunk_end;
+        }
+      }
+    }
+    flush();
+    for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
+    acc[0] += sums[0];
+    acc[1] += e_excl;
+    for (int v = 0; v < Virial::kComponents; ++v)
+      acc[2 + v] += sums[PairBatchAcc::kVirial + v] + excl_sums[PairBatchAcc::kVirial + v];
+    acc[8] += candidates;
+    acc[9] += evaluated;
+  }
+};
+
+}  // namespace detail
+}  // namespace realspace
+}  // namespace pmewald

@@ -1,0 +1,341 @@
+#include "realspace/realspace.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+
+#include "comm/mpi_helpers.hpp"
+#include "realspace/erfc_table.hpp"
+#include "base/errors.hpp"
+#include "base/timers.hpp"
+#include "realspace/pair_kernel.hpp"
+#include "realspace/pair_search.hpp"
+
+#include <Kokkos_ScatterView.hpp>
+
+namespace pmewald {
+inline namespace realspace {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+using detail::ConstI64;
+using detail::HalfPairKernel;
+using detail::ScatterForces;
+
+template <class V>
+void ensure1(V& v, std::size_t n, const char* label) {
+  if (v.extent(0) < n) v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 4 + 16);
+}
+
+}  // namespace
+
+RealSpace::RealSpace(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double alpha,
+                                        double coulomb_constant, View2<double> forces, bool pair_terms) {
+  RealSpaceTerms t;
+  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
+  // Excluded partners of each owned atom: the migration payload.
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
+  if (forces.extent(0) < n_o || forces.extent(1) != 3 || (n_o > 0 && forces.stride(0) != 3))
+    throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3, row-major");
+  ghost_force_.assign(3 * n_g, 0.0);
+
+  const auto own_r = mig.owned_positions();
+  const auto own_s = mig.owned_fractional();
+  const auto own_q = mig.owned_charges();
+  const auto own_id = mig.owned_ids();
+  const auto gh_r = mig.ghost_positions();
+  const auto gh_s = mig.ghost_fractional();
+  const auto gh_q = mig.ghost_charges();
+  const auto gh_id = mig.ghost_ids();
+  const auto gh_key = mig.ghost_keys();
+
+  for (std::size_t i = 0; i < n_o; ++i) {
+    t.sum_q += own_q(i);
+    t.sum_q2 += own_q(i) * own_q(i);
+  }
+
+  std::string err;
+  const double t0 = wall_seconds();
+  if (n_o > 0) {
+    // Cell grid over this rank's domain grown by the ghost margin, in
+    // fractional coordinates; cell edges >= (cutoff / height) / reach along
+    // each axis, so any pair within the cutoff is at most `reach` cells apart
+    // along every axis (triclinic-correct: |ds_d| <= r / height_d). reach = 2
+    // searches (5 rc/2)^3 instead of (3 rc)^3 per atom.
+    const PeriodicCell& cell = mig.cell();
+    const bool ortho = cell.box[0][1] == 0 && cell.box[0][2] == 0 && cell.box[1][0] == 0 &&
+                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0;
+    int nc[3];
+    double flo[3], inv_w[3];
+    for (int d = 0; d < 3; ++d) {
+      const int reach = ortho && d == 0 ? HalfPairKernel::kReachXOrtho : HalfPairKernel::kReach;
+      const double c = mig.ghost_margin(d);
+      flo[d] = mig.domain_lo(d) - c;
+      const double width = mig.domain_hi(d) + c - flo[d];
+      nc[d] = std::max(1, static_cast<int>(std::floor(width * reach / c)));
+      nc[d] = std::min(nc[d], 1 << 10);
+      inv_w[d] = nc[d] / width;
+    }
+    const int ncell = nc[0] * nc[1] * nc[2];
+    const std::size_t N = n_o + n_g;
+    auto cell_index = [&](double s0, double s1, double s2) {
+      const double s[3] = {s0, s1, s2};
+      int ci[3];
+      for (int d = 0; d < 3; ++d) {
+        int c = static_cast<int>(std::floor((s[d] - flo[d]) * inv_w[d]));
+        ci[d] = std::min(std::max(c, 0), nc[d] - 1);
+      }
+      return ci[0] + nc[0] * (ci[1] + nc[1] * ci[2]);
+    };
+    ensure1(cell_start_, static_cast<std::size_t>(ncell) + 1, "cell_start");
+    ensure1(cell_owned_, static_cast<std::size_t>(ncell) + 1, "cell_owned");
+    ensure1(slot_of_, N, "slot_of_atom");
+    for (View1<double>* v : {&sx_, &sy_, &sz_, &sq_, &sown_}) ensure1(*v, N, "sorted_atoms");
+    ensure1(sid_, N, "sorted_id");
+    ensure1(skey_, N, "sorted_key");
+    const bool any_excl = !excl_ids.empty();
+    if (any_excl) {
+      ensure1(selo_, N, "sorted_excl_lo");
+      ensure1(sehi_, N, "sorted_excl_hi");
+      ensure1(semask_, N, "sorted_excl_mask");
+    }
+    ensure1(scell_, N, "sorted_cell");
+    ensure1(sowner_, N, "sorted_owner");
+    if (sforce_.extent(0) < N)
+      sforce_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_forces"), N + N / 4 + 16, 3);
+    cell_of_.resize(N);
+    for (std::size_t i = 0; i < n_o; ++i) cell_of_[i] = cell_index(own_s(i, 0), own_s(i, 1), own_s(i, 2));
+    for (std::size_t g = 0; g < n_g; ++g)
+      cell_of_[n_o + g] = cell_index(gh_s(g, 0), gh_s(g, 1), gh_s(g, 2));
+    for (int c = 0; c <= ncell; ++c) {
+      cell_start_(c) = 0;
+      cell_owned_(c) = 0;
+    }
+    for (std::size_t a = 0; a < N; ++a) {
+      cell_start_(cell_of_[a] + 1) += 1;
+      if (a < n_o) cell_owned_(cell_of_[a] + 1) += 1;
+    }
+    for (int c = 0; c < ncell; ++c) {
+      cell_start_(c + 1) += cell_start_(c);
+      cell_owned_(c + 1) += cell_owned_(c);
+    }
+    fill_.assign(cell_start_.data(), cell_start_.data() + ncell);
+    for (std::size_t a = 0; a < N; ++a) {
+      const int c = cell_of_[a];
+      const int at = fill_[static_cast<std::size_t>(c)]++;
+      scell_(at) = c;
+      slot_of_(a) = at;
+      if (a < n_o) {
+        sx_(at) = own_r(a, 0);
+        sy_(at) = own_r(a, 1);
+        sz_(at) = own_r(a, 2);
+        sq_(at) = own_q(a);
+        sid_(at) = own_id(a);
+        skey_(at) = mig.owned_key(a);
+        sown_(at) = 1.0;
+        sowner_(at) = static_cast<int>(a);
+        if (any_excl) {
+          std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+          std::uint64_t mask = 0;
+          for (std::int64_t e = excl_off[a]; e < excl_off[a + 1]; ++e) {
+            const std::int64_t id = excl_ids[static_cast<std::size_t>(e)];
+            lo = std::min(lo, id);
+            hi = std::max(hi, id);
+            mask |= std::uint64_t{1} << (static_cast<std::uint64_t>(id) & 63);
+          }
+          selo_(at) = lo;
+          sehi_(at) = hi;
+          semask_(at) = static_cast<std::int64_t>(mask);
+        }
+      } else {
+        const std::size_t g = a - n_o;
+        sx_(at) = gh_r(g, 0);
+        sy_(at) = gh_r(g, 1);
+        sz_(at) = gh_r(g, 2);
+        sq_(at) = gh_q(g);
+        sid_(at) = gh_id(g);
+        skey_(at) = gh_key(g);
+        sown_(at) = 0.0;
+        sowner_(at) = -1;
+        if (any_excl) {
+          selo_(at) = std::numeric_limits<std::int64_t>::max();
+          sehi_(at) = std::numeric_limits<std::int64_t>::min();
+          semask_(at) = 0;
+        }
+      }
+    }
+    ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
+    for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
+    auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
+    Kokkos::deep_copy(sforce, 0.0);
+
+    t.t_cells = wall_seconds() - t0;
+    const double t1 = wall_seconds();
+    HalfPairKernel kern;
+    kern.x = sx_;
+    kern.y = sy_;
+    kern.z = sz_;
+    kern.q = sq_;
+    kern.own = sown_;
+    kern.sid = sid_;
+    kern.skey = skey_;
+    kern.scell = scell_;
+    kern.sowner = sowner_;
+    kern.cell_start = cell_start_;
+    kern.cell_owned = cell_owned_;
+    kern.excl_off = ConstI64(excl_off.data(), excl_off.size());
+    kern.excl_ids = ConstI64(excl_ids.data(), excl_ids.size());
+    kern.found = found_;
+    kern.any_excl = any_excl;
+    kern.elo = selo_;
+    kern.ehi = sehi_;
+    kern.emask = semask_;
+    kern.sforces = ScatterForces(sforce);
+    kern.erfc_coef = ErfcTable::instance().coefficients();
+    kern.nc0 = nc[0];
+    kern.nc1 = nc[1];
+    kern.nc2 = nc[2];
+    kern.ortho = ortho;
+    kern.x_origin = flo[0] * cell.box[0][0];
+    kern.inv_x_width = inv_w[0] / cell.box[0][0];
+    for (int d = 0; d < 3; ++d) {
+      kern.len[d] = cell.box[d][d];
+      kern.flo[d] = flo[d];
+      kern.wf[d] = 1.0 / inv_w[d];
+    }
+    kern.rc2 = cutoff * cutoff;
+    kern.alpha = alpha;
+    kern.k = coulomb_constant;
+    kern.pairs = pair_terms;
+    kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+    View1<double> sums("realspace_sums", 10);
+    Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(N)), kern, sums);
+    Kokkos::Experimental::contribute(sforce, kern.sforces);
+    Kokkos::fence();
+    for (std::size_t i = 0; i < n_o; ++i)
+      for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
+    for (std::size_t g = 0; g < n_g; ++g)
+      for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
+    t.t_pairs = wall_seconds() - t1;
+    t.real = sums(0);
+    t.exclusion = sums(1);
+    t.candidates = sums(8);
+    t.pairs = sums(9);
+    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums(2 + k);
+
+    for (std::size_t i = 0; i < n_o && err.empty(); ++i)
+      for (std::int64_t e = excl_off[i]; e < excl_off[i + 1]; ++e)
+        if (found_(e) != 1) {
+          err = "excluded pair (" + std::to_string(own_id(i)) + ", " +
+                std::to_string(excl_ids[static_cast<std::size_t>(e)]) +
+                ") is not closer than the cutoff (" + std::to_string(cutoff) +
+                "); excluded pairs must lie within the cutoff";
+          break;
+        }
+  }
+  // Forces on ghosts (pairs evaluated here for their owners) go home; every
+  // rank takes part, also one without owned atoms (its ghost rows are zeros).
+  // Without pair terms only excluded pairs were seen, which never move
+  // forces to ghosts.
+  if (pair_terms) {
+    ScopedTimer timer(t.t_pairs);
+    mig.reverse_ghosts(ghost_force_.data(), forces.data());
+  }
+  agree_or_throw(comm_, err);
+  return t;
+}
+
+RealSpaceTerms RealSpace::reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
+                                       const PeriodicCell& cell, double alpha,
+                                       double coulomb_constant) {
+  constexpr int kCount = 4 + Virial::kComponents;
+  double in[kCount] = {local.real, local.exclusion, local.sum_q, local.sum_q2};
+  for (int k = 0; k < Virial::kComponents; ++k) in[4 + k] = local.virial[k];
+  double out[kCount];
+  check_mpi(MPI_Allreduce(in, out, kCount, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
+  RealSpaceTerms t;
+  t.real = out[0];
+  t.exclusion = out[1];
+  t.sum_q = out[2];
+  t.sum_q2 = out[3];
+  for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = out[4 + k];
+  t.self = -coulomb_constant * alpha / std::sqrt(kPi) * t.sum_q2;
+  t.background = -coulomb_constant * kPi * t.sum_q * t.sum_q / (2.0 * cell.volume * alpha * alpha);
+  t.virial.add_isotropic(t.background);
+  return t;
+}
+
+RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& mesh,
+                                 const double* positions, const double* charges,
+                                 const std::int64_t* ids, std::size_t n_local,
+                                 const std::int64_t* exclusions, std::size_t n_exclusions,
+                                 double cutoff, double alpha, double coulomb_constant,
+                                 double* forces_out) {
+  Comm dup(comm);
+  std::string err = PeriodicCell::check(box9);
+  if (err.empty()) {
+    PeriodicCell cell(box9);
+    if (!(std::isfinite(cutoff) && cutoff > 0))
+      err = "cutoff must be a positive finite number";
+    else if (cutoff > 0.5 * cell.min_height() * (1 + 1e-12)) {
+      std::ostringstream os;
+      os.precision(10);
+      os << "cutoff " << cutoff << " exceeds half the smallest box height ("
+         << 0.5 * cell.min_height() << ")";
+      err = os.str();
+    } else if (!(std::isfinite(alpha) && alpha > 0))
+      err = "alpha must be a positive finite number";
+    else if (!std::isfinite(coulomb_constant))
+      err = "coulomb_constant must be finite";
+  }
+  for (int d = 0; d < 3 && err.empty(); ++d)
+    if (mesh[d] < 1) err = "mesh sizes must be positive";
+  agree_or_throw(dup.get(), err);
+  std::vector<double> shared(box9, box9 + 9);
+  shared.insert(shared.end(), {double(mesh[0]), double(mesh[1]), double(mesh[2]), cutoff, alpha,
+                               coulomb_constant});
+  if (!same_on_all_ranks(dup.get(), shared))
+    agree_or_throw(dup.get(), "box, mesh, cutoff, alpha and coulomb_constant must be the same on every rank");
+
+  const PeriodicCell cell(box9);
+  double t = wall_seconds();
+  ExclusionList excl(dup.get());
+  excl.update(ids, n_local, exclusions, n_exclusions);
+  const double t_excl = wall_seconds() - t;
+  t = wall_seconds();
+  Migration mig(dup.get());
+  mig.set_geometry(cell, mesh);
+  mig.forward(positions, charges, ids, n_local, excl.offsets(), excl.partners());
+  const double t_migrate = wall_seconds() - t;
+  RealSpace rs(dup.get());
+  t = wall_seconds();
+  mig.exchange_ghosts(cutoff);
+  const double t_ghosts = wall_seconds() - t;
+  View2<double> f("realspace_forces", mig.n_owned(), 3);
+  const RealSpaceTerms local = rs.compute_local(mig, cutoff, alpha, coulomb_constant, f);
+  t = wall_seconds();
+  mig.reverse(f.data(), 3, forces_out);
+  const double t_reverse = wall_seconds() - t;
+  RealSpaceTerms out = RealSpace::reduce_terms(dup.get(), local, cell, alpha, coulomb_constant);
+  out.t_migrate = t_migrate;
+  out.t_exclusions = t_excl;
+  out.t_ghosts = t_ghosts;
+  out.t_cells = local.t_cells;
+  out.t_pairs = local.t_pairs;
+  out.t_reverse = t_reverse;
+  out.candidates = local.candidates;
+  out.pairs = local.pairs;
+  return out;
+}
+
+}  // namespace realspace
+}  // namespace pmewald

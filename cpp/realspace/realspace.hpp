@@ -1,0 +1,104 @@
+// Real-space part of Ewald: erfc-screened pairs within the cutoff (cell list
+// over owned + ghost atoms), exclusion corrections, self and background
+// terms.
+//
+// Pair counting: a half neighbour search over owned + ghost atoms sorted by
+// cell (cells >= cutoff / 2, half stencil). Every pair of this rank's atoms is
+// visited once: two owned atoms count here and both get their force; an
+// owned-ghost pair counts fully on exactly one of the two ranks that see it
+// (keeps_cross_pair, pair_kernel.hpp), and the force on the ghost is sent to
+// its owner; two ghosts are skipped. Since cutoff <= min height / 2, at most
+// one image of a pair is within the cutoff and it is the minimum image. The
+// kernel itself is pair_kernel.hpp's erfc_pair_batch.
+//
+// Exclusions (OpenMM's way): an excluded pair gets no erfc term and gets
+// -k q_i q_j erf(alpha r)/r (minimum image) to remove its reciprocal-space
+// part. Excluded pairs must be closer than the cutoff.
+//
+// Virial: W = -dE/d(eps) with positions and box strained by (1 + eps); for
+// pairs W_ab = sum r_ij,a F_ij,b (F_ij the force on i due to j).
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/kokkos_types.hpp"
+#include "base/virial.hpp"
+#include "realspace/migration.hpp"
+#include "realspace/exclusions.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+
+// Energies and virial.
+struct RealSpaceTerms {
+  double real = 0;        // erfc pair sum
+  double exclusion = 0;   // -erf corrections of excluded pairs
+  double self = 0;        // -k alpha / sqrt(pi) sum q^2
+  double background = 0;  // -k pi Q^2 / (2 V alpha^2)
+  Virial virial;  // of real + exclusion + background
+  double sum_q = 0, sum_q2 = 0;
+  // Wall seconds on this rank, by phase (filled by compute_realspace; the
+  // pair kernel time also by compute_local as `pairs`, cell list as `cells`).
+  double t_migrate = 0, t_exclusions = 0, t_ghosts = 0, t_cells = 0, t_pairs = 0, t_reverse = 0;
+  // Neighbour-search statistics on this rank: distances checked, pairs evaluated.
+  double candidates = 0, pairs = 0;
+  double energy() const { return real + exclusion + self + background; }
+};
+
+class RealSpace {
+ public:
+  // Uses `comm` as given (the same communicator as the Migration).
+  explicit RealSpace(MPI_Comm comm);
+
+  // Collective (the ghost forces' return, Migration::reverse_ghosts, and the
+  // error agreement at its end). Needs
+  // mig.forward() (with the ExclusionList's CSR as payload when there are
+  // exclusions) and mig.exchange_ghosts(cutoff) first. Overwrites forces
+  // (n_owned x 3) with the real-space + exclusion forces on the owned atoms
+  // and returns THIS RANK's share (not reduced): real, exclusion, virial,
+  // sum_q, sum_q2 (self/background left 0; see reduce_terms). An excluded
+  // pair not closer than the cutoff raises ValueError on every rank.
+  // pair_terms = false computes only the exclusion corrections (for a solver
+  // whose caller does its own erfc pairs).
+  RealSpaceTerms compute_local(Migration& mig, double cutoff, double alpha,
+                               double coulomb_constant, View2<double> forces,
+                               bool pair_terms = true);
+
+  // Collective: sums local terms over ranks and adds the self and background
+  // terms (background virial E_bg * identity). Identical on every rank.
+  static RealSpaceTerms reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
+                                     const PeriodicCell& cell, double alpha,
+                                     double coulomb_constant);
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  // Cell-list scratch, reused between calls: prefix sums over cells (atoms,
+  // owned atoms); atoms sorted by cell as structure of arrays; their forces.
+  View1<int> cell_start_, cell_owned_, slot_of_, scell_, sowner_;
+  View1<double> sx_, sy_, sz_, sq_, sown_;
+  View1<std::int64_t> sid_, skey_, selo_, sehi_, semask_;
+  View2<double> sforce_;
+  std::vector<double> ghost_force_;  // n_ghost x 3, for Migration::reverse_ghosts
+  View1<int> found_;
+  std::vector<int> cell_of_, fill_;
+};
+
+// The whole real-space pipeline on caller-split atoms (what the Python
+// binding runs, and the order the solver follows): route exclusions, migrate
+// (exclusion lists as payload), ghosts, pair kernel, reverse the forces to the
+// caller's order, reduce. forces_out: n_local x 3.
+RealSpaceTerms compute_realspace(MPI_Comm comm, const double* box9, const Int3& mesh,
+                                 const double* positions, const double* charges,
+                                 const std::int64_t* ids, std::size_t n_local,
+                                 const std::int64_t* exclusions, std::size_t n_exclusions,
+                                 double cutoff, double alpha, double coulomb_constant,
+                                 double* forces_out);
+
+}  // namespace realspace
+}  // namespace pmewald

@@ -1,0 +1,264 @@
+#include "solver/pme_solver.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "geometry/decomposition.hpp"
+#include "base/errors.hpp"
+#include "base/kokkos_runtime.hpp"
+#include "pme/gather.hpp"
+
+namespace pmewald {
+inline namespace solver {
+
+namespace {
+
+
+constexpr int kMinOrder = 3, kMaxOrder = 10, kMaxMesh = 4096;
+
+// Local validation of the options; "" when fine.
+std::string check_options(const SolverOptions& o) {
+  std::ostringstream why;
+  const std::string box_problem = PeriodicCell::check(o.box.data());
+  if (!box_problem.empty()) return "box: " + box_problem;
+  if (o.order < kMinOrder || o.order > kMaxOrder)
+    return "order must be between " + std::to_string(kMinOrder) + " and " + std::to_string(kMaxOrder) +
+           ", got " + std::to_string(o.order);
+  for (int d = 0; d < 3; ++d) {
+    if (o.mesh[d] < o.order || o.mesh[d] > kMaxMesh) {
+      why << "mesh must have between order (" << o.order << ") and " << kMaxMesh << " points per axis, got ("
+          << o.mesh[0] << ", " << o.mesh[1] << ", " << o.mesh[2] << ")";
+      return why.str();
+    }
+  }
+  if (!(o.alpha > 0) || !std::isfinite(o.alpha)) return "alpha must be a positive finite number";
+  if (!(o.coulomb_constant > 0) || !std::isfinite(o.coulomb_constant))
+    return "coulomb_constant must be a positive finite number";
+  if (!(o.cutoff > 0) || !std::isfinite(o.cutoff)) return "cutoff must be a positive finite number";
+  const PeriodicCell cell(o.box.data());
+  if (o.cutoff > 0.5 * cell.min_height() * (1 + 1e-12)) {
+    why << "cutoff " << o.cutoff << " is longer than half the smallest cell height ("
+        << 0.5 * cell.min_height() << ")";
+    return why.str();
+  }
+  return "";
+}
+
+std::vector<double> options_fingerprint(const SolverOptions& o) {
+  std::vector<double> v(o.box.begin(), o.box.end());
+  v.insert(v.end(), {double(o.mesh[0]), double(o.mesh[1]), double(o.mesh[2]), double(o.order), o.alpha, o.cutoff,
+                     double(static_cast<int>(o.differentiation)), double(static_cast<int>(o.mode)),
+                     o.coulomb_constant, o.real_space ? 1.0 : 0.0});
+  return v;
+}
+
+}  // namespace
+
+PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
+    : comm_(comm), opt_(options), migration_(comm_.get()), exclusions_(comm_.get()), realspace_(comm_.get()) {
+  ensure_kokkos_initialized();
+  agree_or_throw(comm_.get(), check_options(opt_));
+  if (!same_on_all_ranks(comm_.get(), options_fingerprint(opt_)))
+    throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
+                     "order, alpha, differentiation, comm_mode, coulomb_constant and real_space");
+  cell_ = PeriodicCell(opt_.box.data());
+  recip_ = reciprocal_of(opt_.box);
+  const int P = comm_.size(), me = comm_.rank();
+  const Int3 grid = processor_grid_3d(P, opt_.mesh);
+  for (int r = 0; r < P; ++r) bricks_.push_back(brick_box(grid, opt_.mesh, r));
+  halo_ = std::make_unique<Halo>(comm_.get(), bricks_, opt_.mesh, opt_.order - 1, opt_.mode);
+  // The real grids are the FFT's storage: it reads and writes their interior.
+  // One rank: a single 3-D r2c plan, halving z (the contiguous axis: measured
+  // faster); across ranks the r2c runs in the x-pencils, halving x.
+  const int halved = P == 1 ? 2 : 0;
+  RealFFTOptions fft_options;
+  fft_options.mode = opt_.mode;
+  fft_options.fftw_flags = FFTW_MEASURE;
+  fft_options.in_storage = halo_->extended();
+  fft_options.halved_axis = halved;
+  fft_ = std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],
+                                     RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), fft_options);
+  SpectrumLayout layout;
+  layout.half_axis = halved;
+  layout.unnormalised_backward = true;
+  kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order,
+                                                    opt_.coulomb_constant, fft_->outbox(), kCOrder, layout);
+  migration_.set_geometry(cell_, opt_.mesh);
+
+  const Int3 e = halo_->extended().shape();
+  grid_ = View3<double>("pme_grid", e[0], e[1], e[2]);
+  kspace_c_ = View1<Complex>("pme_kspace_c", fft_->outbox().volume());
+  if (opt_.differentiation == Differentiation::IK) {
+    for (int a = 0; a < 3; ++a) {
+      field_[a] = View3<double>("pme_field", e[0], e[1], e[2]);
+      kfield_[a] = View1<Complex>("pme_kfield", fft_->outbox().volume());
+    }
+  }
+}
+
+void PMESolver::set_box(const Mat3& box) {
+  SolverOptions next = opt_;
+  next.box = box;
+  agree_or_throw(comm_.get(), check_options(next));
+  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next)))
+    throw ValueError("set_box: the box differs between ranks");
+  opt_ = next;
+  cell_ = PeriodicCell(opt_.box.data());
+  recip_ = reciprocal_of(opt_.box);
+  kspace_->set_box(opt_.box);
+  migration_.set_geometry(cell_, opt_.mesh);
+}
+
+void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
+  static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const bool ad = opt_.differentiation == Differentiation::AD;
+  const Box3& ext = halo_->extended();
+  double t = wall_seconds();
+  // Stencils from the migration's own fractional coordinates, so ownership and
+  // stencil base agree to the last bit.
+  compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
+                            stencil_);
+  spread(stencil_, migration_.owned_charges(), ext, grid_, true);
+  t = timers_.lap("spread", t);
+  halo_->reduce(grid_.data());
+  t = timers_.lap("ghost", t);
+  fft_->forward(grid_.data(), kspace_c_.data());
+  t = timers_.lap("fft", t);
+  Virial vir;
+  double e_rec = 0;
+  if (ad) {
+    e_rec = kspace_->apply_ad(kspace_c_.data(), &vir);
+    t = timers_.lap("solve", t);
+    fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false);
+    t = timers_.lap("fft", t);
+    halo_->fill(grid_.data());
+    t = timers_.lap("ghost", t);
+    gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces,
+                       View1<double>());
+    t = timers_.lap("gather", t);
+  } else {
+    e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
+    t = timers_.lap("solve", t);
+    for (int a = 0; a < 3; ++a) {
+      fft_->backward_destroying_input(kfield_[a].data(), field_[a].data(), false);
+      t = timers_.lap("fft", t);
+      halo_->fill(field_[a].data());
+      t = timers_.lap("ghost", t);
+    }
+    gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+    t = timers_.lap("gather", t);
+  }
+  res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
+  res.virial = vir;
+}
+
+SolverResult PMESolver::compute(const double* positions, const double* charges, const std::int64_t* ids,
+                                std::size_t n, const std::int64_t* exclusions, std::size_t m,
+                                double* forces_out) {
+  SolverResult res;
+  double t = wall_seconds();
+  // Exclusions are routed to the ranks holding their atoms (cached while the
+  // ids and pairs do not change) and travel with the atoms as payload.
+  exclusions_.update(ids, n, exclusions, m);
+  t = timers_.lap("exclusions", t);
+  migration_.forward(positions, charges, ids, n, exclusions_.offsets(), exclusions_.partners());
+  t = timers_.lap("migrate", t);
+  const std::size_t n_own = migration_.n_owned();
+  if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
+    f_real_ = View2<double>("pme_f_real", n_own, 3);
+    f_rec_ = View2<double>("pme_f_rec", n_own, 3);
+  }
+  // Real space: pairs (or, with real_space off, only the exclusion corrections).
+  RealSpaceTerms local;
+  if (opt_.real_space || exclusions_.any()) {
+    migration_.exchange_ghosts(opt_.cutoff);
+    t = timers_.lap("ghost_atoms", t);
+    local = realspace_.compute_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_,
+                                     opt_.real_space);
+    t = timers_.lap("real_space", t);
+  } else {
+    auto q = migration_.owned_charges();
+    for (std::size_t i = 0; i < n_own; ++i) {
+      local.sum_q += q(i);
+      local.sum_q2 += q(i) * q(i);
+    }
+    Kokkos::deep_copy(f_real_, 0.0);
+  }
+  const RealSpaceTerms terms =
+      RealSpace::reduce_terms(comm_.get(), local, cell_, opt_.alpha, opt_.coulomb_constant);
+  t = timers_.lap("reduce", t);
+
+  reciprocal(res, f_rec_);
+
+  // Total forces on owned atoms, global sums, and forces back to the callers.
+  t = wall_seconds();
+  auto fr = f_real_;
+  auto fk = f_rec_;
+  double f2 = 0;
+  Kokkos::parallel_reduce(
+      "pmewald::sum_forces", Range(0, n_own),
+      KOKKOS_LAMBDA(const std::size_t i, double& acc) {
+        for (int a = 0; a < 3; ++a) {
+          fk(i, a) += fr(i, a);
+          acc += fk(i, a) * fk(i, a);
+        }
+      },
+      f2);
+  constexpr int kSums = 2 + Virial::kComponents;  // reciprocal energy, virial, sum |F|^2
+  double sums[kSums];
+  sums[0] = res.terms["reciprocal"];
+  for (int k = 0; k < Virial::kComponents; ++k) sums[1 + k] = res.virial[k];
+  sums[kSums - 1] = f2;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, kSums, MPI_DOUBLE, MPI_SUM, comm_.get()), "MPI_Allreduce");
+  long long n_local = static_cast<long long>(n), n_total = 0;
+  check_mpi(MPI_Allreduce(&n_local, &n_total, 1, MPI_LONG_LONG, MPI_SUM, comm_.get()), "MPI_Allreduce");
+  t = timers_.lap("reduce", t);
+  migration_.reverse(fk.data(), 3, forces_out);
+  t = timers_.lap("migrate", t);
+
+  res.terms["reciprocal"] = sums[0];
+  res.terms["real"] = terms.real;
+  res.terms["exclusion"] = terms.exclusion;
+  res.terms["self"] = terms.self;
+  res.terms["background"] = terms.background;
+  res.energy = sums[0] + terms.energy();
+  for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[1 + k] + terms.virial[k];
+  res.sum_force2 = sums[kSums - 1];
+  res.sum_q = terms.sum_q;
+  res.sum_q2 = terms.sum_q2;
+  res.n_atoms = n_total;
+  timers_.count("calls");
+  return res;
+}
+
+std::map<std::string, double> PMESolver::timings() const {
+  std::map<std::string, double> out = timers_.all();
+  // Communication detail of the FFT remaps and the halo.
+  for (int t = 0; t < RealFFT3d::kRemaps; ++t)
+    for (Direction d : {Direction::Forward, Direction::Reverse}) {
+      const ExchangeStats& s = fft_->remap_stats(t, d);
+      out["fft_comm_wait"] += s.wait_seconds;
+      out["fft_pack_unpack"] += s.pack_seconds + s.unpack_seconds + s.self_seconds;
+      out["fft_messages"] += static_cast<double>(s.messages_sent);
+      out["fft_bytes"] += static_cast<double>(s.bytes_sent);
+    }
+  out["fft_1d"] = fft_->fft_seconds(Direction::Forward) + fft_->fft_seconds(Direction::Reverse);
+  // Transforms that had to copy the grid (alignment): 0 is the design.
+  out["fft_unaligned_copies"] = static_cast<double>(fft_->unaligned_copies());
+  for (Direction d : {Direction::Forward, Direction::Reverse}) {
+    const ExchangeStats& s = halo_->executor().stats(d);
+    out["ghost_comm_wait"] += s.wait_seconds;
+    out["ghost_messages"] += static_cast<double>(s.messages_sent);
+    out["ghost_bytes"] += static_cast<double>(s.bytes_sent);
+  }
+  return out;
+}
+
+void PMESolver::reset_timings() {
+  timers_.reset();
+  fft_->reset_stats();
+  halo_->reset_stats();
+}
+
+}  // namespace solver
+}  // namespace pmewald

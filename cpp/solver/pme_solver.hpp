@@ -1,0 +1,107 @@
+// The PME solver: owns the plans, buffers and timers of one (box, mesh, order,
+// alpha) set-up and runs one compute call as the design's data flow describes:
+// migrate atoms to owners -> B-spline stencils -> spread onto the ghosted brick
+// -> halo reduce -> forward real-to-complex FFT (brick -> half-spectrum
+// z-pencils, read straight from the ghosted grid) -> k-space solve (energy,
+// virial; the 1/N of the backward transform folded into its factors) ->
+// unnormalised backward c2r FFT(s) straight into the grid -> halo fill -> gather forces; real-space pairs
+// from a cell list with ghost atoms; exclusion, self and background terms;
+// forces returned to the callers' ranks in their order; energies and virial
+// reduced over ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_helpers.hpp"
+#include "comm/exchange.hpp"
+#include "fft/rfft3d.hpp"
+#include "comm/halo.hpp"
+#include "base/kokkos_types.hpp"
+#include "geometry/lattice.hpp"
+#include "pme/differentiation.hpp"
+#include "realspace/migration.hpp"
+#include "realspace/realspace.hpp"
+#include "pme/kspace_solve.hpp"
+#include "pme/spread.hpp"
+#include "base/timers.hpp"
+#include "base/virial.hpp"
+
+namespace pmewald {
+inline namespace solver {
+
+struct SolverOptions {
+  Mat3 box{};  // rows are lattice vectors
+  Int3 mesh{0, 0, 0};
+  int order = 5;
+  double alpha = 0;
+  double cutoff = 0;
+  Differentiation differentiation = Differentiation::AD;
+  CommMode mode = CommMode::Nonblocking;
+  double coulomb_constant = 1.0;
+  bool real_space = true;
+};
+
+struct SolverResult {
+  double energy = 0;
+  std::map<std::string, double> terms;  // real, reciprocal, self, background, exclusion
+  Virial virial;                        // W = -dE/d(eps); virial.matrix() is the 3x3
+  double sum_force2 = 0;                // sum over all atoms of |F_i|^2
+  double sum_q = 0, sum_q2 = 0;
+  std::int64_t n_atoms = 0;
+};
+
+class PMESolver {
+ public:
+  // Collective over `comm` (duplicated). Options must agree on every rank
+  // (checked collectively: ValueError on every rank otherwise).
+  PMESolver(MPI_Comm comm, const SolverOptions& options);
+
+  // Collective. positions n x 3, charges n, ids n (global identities),
+  // exclusions m x 2 id pairs (any rank). forces_out n x 3 in input order.
+  SolverResult compute(const double* positions, const double* charges, const std::int64_t* ids,
+                       std::size_t n, const std::int64_t* exclusions, std::size_t m, double* forces_out);
+
+  // New box with the same mesh: plans and buffers are kept; the influence
+  // function is recomputed. Collective (the box must agree on every rank).
+  void set_box(const Mat3& box);
+
+  const SolverOptions& options() const { return opt_; }
+  const Box3& brick() const { return halo_->brick(); }
+  const Box3& kspace_box() const { return fft_->outbox(); }
+  std::map<std::string, double> timings() const;
+  void reset_timings();
+  MPI_Comm comm() const { return comm_.get(); }
+
+ private:
+  void reciprocal(SolverResult& res, View2<double> forces);
+
+  Comm comm_;
+  SolverOptions opt_;
+  PeriodicCell cell_;
+  Mat3 recip_{};
+  std::vector<Box3> bricks_;
+  std::unique_ptr<Halo> halo_;
+  std::unique_ptr<RealFFT3d> fft_;
+  std::unique_ptr<KSpaceSolver> kspace_;
+  Migration migration_;
+  ExclusionList exclusions_;
+  RealSpace realspace_;
+  Stencil stencil_;
+  // Extended bricks (the FFT's input/output storage): charges, then potential.
+  View3<double> grid_;
+  std::array<View3<double>, 3> field_;  // ik: field components
+  View1<Complex> kspace_c_;              // half spectrum, z-pencils
+  std::array<View1<Complex>, 3> kfield_;
+  View2<double> f_real_, f_rec_;
+  PhaseTimers timers_;
+};
+
+}  // namespace solver
+}  // namespace pmewald

@@ -1,0 +1,351 @@
+#include "tuning/error_estimates.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "pme/bspline.hpp"
+#include "base/errors.hpp"
+#include "base/kokkos_types.hpp"
+
+namespace pmewald {
+inline namespace tuning {
+
+double real_space_error(double alpha, double cutoff, double sum_q2, int n_atoms, double volume,
+                        double coulomb_constant) {
+  if (n_atoms <= 0 || !(cutoff > 0) || !(volume > 0)) return 0.0;
+  return 2.0 * std::fabs(coulomb_constant) * sum_q2 /
+         std::sqrt(static_cast<double>(n_atoms) * cutoff * volume) *
+         std::exp(-alpha * alpha * cutoff * cutoff);
+}
+
+namespace {
+
+inline double sinc_pow(double x, int p) {  // (sin(pi x)/(pi x))^p
+  if (x == 0.0) return 1.0;
+  const double a = M_PI * x;
+  return std::pow(std::sin(a) / a, p);
+}
+
+constexpr int kJ = 30;  // aliases for the U^2-only sums (polynomial decay)
+
+struct Acc19 {
+  double v[19];
+  Acc19() {
+    for (double& x : v) x = 0;
+  }
+  Acc19& operator+=(const Acc19& o) {
+    for (int i = 0; i < 19; ++i) v[i] += o.v[i];
+    return *this;
+  }
+  void operator+=(const volatile Acc19& o) volatile {
+    for (int i = 0; i < 19; ++i) v[i] += o.v[i];
+  }
+};
+
+}  // namespace
+}  // namespace tuning
+}  // namespace pmewald
+
+namespace Kokkos {
+template <>
+struct reduction_identity<pmewald::tuning::Acc19> {
+  static pmewald::tuning::Acc19 sum() { return pmewald::tuning::Acc19(); }
+};
+}  // namespace Kokkos
+
+namespace pmewald {
+inline namespace tuning {
+
+ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& K, int p,
+                                            Differentiation diff, double sum_q2, int n_atoms,
+                                            double sum_q4) {
+  if (n_atoms <= 0 || sum_q2 <= 0) return {0.0, 0.0};
+  if (p < kMinOrder || p > kMaxOrder) throw ValueError("order must be in [3, 10]");
+  for (int d = 0; d < 3; ++d)
+    if (K[d] < p) throw ValueError("mesh smaller than the order");
+  if (!(alpha > 0)) throw ValueError("alpha must be positive");
+  if (sum_q4 < 0) sum_q4 = sum_q2 * sum_q2 / n_atoms;
+  const Mat3 R = reciprocal_of(box);
+  const double V = volume_of(box);
+  const double two_pi = 2.0 * M_PI, inv4a2 = 1.0 / (4.0 * alpha * alpha);
+  // metric of the frequency space: |2 pi R x|^2 = 4 pi^2 x^T Gm x
+  double Gm[3][3];
+  for (int d = 0; d < 3; ++d)
+    for (int e = 0; e < 3; ++e) {
+      double s = 0;
+      for (int r = 0; r < 3; ++r) s += R[3 * r + d] * R[3 * r + e];
+      Gm[d][e] = s;
+    }
+  // Per-axis tables, index g in [0, K) <-> signed m. The principal (j = 0)
+  // alias is kept apart from the sums over j != 0 so that S(m), a small
+  // difference of large terms, is assembled from non-cancelling pieces:
+  //   S = sum_{j != j'} |D g U_j U_j'|^2 + sum_j |D_j g U_j^2 - R_j|^2.
+  struct Axis {
+    std::vector<int> m;
+    std::vector<double> u0, B, r1;         // u(j=0), moduli, u0^2 B - 1
+    std::vector<double> a[3], b[3];        // sum_{j!=0} x^k u^2 and x^k u^4, k = 0,1,2
+    std::vector<double> u1, T0, T1;        // u at j = -1,0,1; self-force tables (n = -1,0,1)
+  } ax[3];
+  for (int d = 0; d < 3; ++d) {
+    const int Kd = K[d];
+    Axis& A = ax[d];
+    A.m.assign(Kd, 0);
+    A.u0.assign(Kd, 0);
+    A.r1.assign(Kd, 0);
+    for (int k = 0; k < 3; ++k) {
+      A.a[k].assign(Kd, 0);
+      A.b[k].assign(Kd, 0);
+    }
+    A.u1.assign(3 * Kd, 0);
+    A.T0.assign(3 * Kd, 0);
+    A.T1.assign(3 * Kd, 0);
+    A.B = bspline_moduli(Kd, p);
+    std::vector<double> u(2 * kJ + 3);
+    for (int g = 0; g < Kd; ++g) {
+      const int m = (2 * g > Kd) ? g - Kd : g;
+      A.m[g] = m;
+      for (int j = -kJ - 1; j <= kJ + 1; ++j)
+        u[j + kJ + 1] = sinc_pow(static_cast<double>(m + j * Kd) / Kd, p);
+      for (int j = -kJ; j <= kJ; ++j) {
+        const double x = m + static_cast<double>(j) * Kd, uu = u[j + kJ + 1];
+        if (j != 0) {
+          const double u2 = uu * uu, u4 = u2 * u2;
+          A.a[0][g] += u2;
+          A.a[1][g] += x * u2;
+          A.a[2][g] += x * x * u2;
+          A.b[0][g] += u4;
+          A.b[1][g] += x * u4;
+          A.b[2][g] += x * x * u4;
+        }
+        for (int n = -1; n <= 1; ++n) {
+          const double v = uu * u[j - n + kJ + 1];
+          A.T0[3 * g + n + 1] += v;
+          A.T1[3 * g + n + 1] += x * v;
+        }
+      }
+      A.u0[g] = u[kJ + 1];
+      A.r1[g] = A.u0[g] * A.u0[g] * A.B[g] - 1.0;
+      for (int j = -1; j <= 1; ++j) A.u1[3 * g + j + 1] = u[j + kJ + 1];
+    }
+  }
+  // prod_d (base_d + ex_d) - prod_d base_d, expanded over non-empty subsets
+  auto excess3 = [](const double* base, const double* ex) {
+    return ex[0] * base[1] * base[2] + base[0] * ex[1] * base[2] + base[0] * base[1] * ex[2] +
+           ex[0] * ex[1] * base[2] + ex[0] * base[1] * ex[2] + base[0] * ex[1] * ex[2] +
+           ex[0] * ex[1] * ex[2];
+  };
+  // sum_{j != 0} |2 pi recip (m + jK)|^2 U_j^q for q = 2 (pw = 1) or q = 4 (pw = 2)
+  auto k2_moment = [&](const int* gg, const double* x0, int pw) {
+    double tot = 0;
+    for (int d = 0; d < 3; ++d)
+      for (int e = 0; e < 3; ++e) {
+        double base[3], ex[3];
+        for (int c = 0; c < 3; ++c) {
+          const double u0 = ax[c].u0[gg[c]];
+          const double u0q = pw == 1 ? u0 * u0 : u0 * u0 * u0 * u0;
+          const auto& tab = pw == 1 ? ax[c].a : ax[c].b;
+          const int k = (c == d) + (c == e);  // power of x on this axis
+          double xk = 1.0;
+          for (int i = 0; i < k; ++i) xk *= x0[c];
+          base[c] = xk * u0q;
+          ex[c] = tab[k][gg[c]];
+        }
+        tot += Gm[d][e] * excess3(base, ex);
+      }
+    return 4.0 * M_PI * M_PI * tot;
+  };
+  // Sum over the mesh, using S(-m) = S(m): only one point of each pair
+  // (m, -m) is visited (weight 2; self-conjugate points weight 1). The
+  // self-force coefficients obey contrib(-m, n) = -contrib(m, -n).
+  // Any alias j != 0 has |x_d| >= K_d/2 on some axis, and x_d = a_d . k / (2 pi),
+  // so |k_j| >= min_d pi K_d / |a_d|.
+  double kmin = 1e300;
+  for (int d = 0; d < 3; ++d) {
+    const double ad = std::sqrt(box[3 * d] * box[3 * d] + box[3 * d + 1] * box[3 * d + 1] +
+                                box[3 * d + 2] * box[3 * d + 2]);
+    kmin = std::fmin(kmin, M_PI * K[d] / ad);
+  }
+  const bool aliases_negligible = kmin * kmin * inv4a2 > 60.0;
+  // With negligible aliases every term of S(m) and of the self force carries f(k_0) (or
+  // g = f(k_0) B), so the points with |k_0|^2 / 4 alpha^2 > 60 add nothing (< e^-60
+  // relative): the sum then runs over the ellipsoid m^T Gm m <= 240 alpha^2 / 4 pi^2 only
+  // (|m_d| <= that radius times |a_d|), which lies inside the principal zone exactly when
+  // the aliases are negligible. For fine meshes this is a small part of the mesh: the cost
+  // no longer grows with K (about (5 alpha |a|)^3 / 2 points).
+  const double rm2 = 240.0 * alpha * alpha / (4.0 * M_PI * M_PI);
+  int mlo[3], mhi[3];
+  for (int d = 0; d < 3; ++d) {
+    mlo[d] = -((K[d] - 1) / 2);
+    mhi[d] = K[d] / 2;
+    if (aliases_negligible) {
+      const double ad = std::sqrt(box[3 * d] * box[3 * d] + box[3 * d + 1] * box[3 * d + 1] +
+                                  box[3 * d + 2] * box[3 * d + 2]);
+      const int r = static_cast<int>(std::floor(std::sqrt(rm2) * ad)) + 1;
+      mlo[d] = std::max(mlo[d], -r);
+      mhi[d] = std::min(mhi[d], r);
+    }
+  }
+  Acc19 tot;
+  Kokkos::parallel_reduce(
+      "pmewald::reciprocal_error", Kokkos::RangePolicy<ExecSpace>(0, mhi[0] - mlo[0] + 1),
+      [&](const int i0, Acc19& acc) {
+    const int m0s = mlo[0] + i0, g0 = m0s < 0 ? m0s + K[0] : m0s;
+    for (int m1s = mlo[1]; m1s <= mhi[1]; ++m1s) {
+      const int g1 = m1s < 0 ? m1s + K[1] : m1s;
+      int lo2 = mlo[2], hi2 = mhi[2];
+      if (aliases_negligible) {  // the m2 interval of the ellipsoid on this (m0, m1) line
+        const double b = Gm[0][2] * m0s + Gm[1][2] * m1s;
+        const double c = Gm[0][0] * m0s * m0s + 2.0 * Gm[0][1] * m0s * m1s + Gm[1][1] * m1s * m1s;
+        const double disc = b * b - Gm[2][2] * (c - rm2);
+        if (disc < 0) continue;
+        const double w = std::sqrt(disc);
+        lo2 = std::max(lo2, static_cast<int>(std::floor((-b - w) / Gm[2][2])) - 1);
+        hi2 = std::min(hi2, static_cast<int>(std::ceil((-b + w) / Gm[2][2])) + 1);
+      }
+      for (int m2s = lo2; m2s <= hi2; ++m2s) {
+        const int g2 = m2s < 0 ? m2s + K[2] : m2s;
+        const int c0 = (K[0] - g0) % K[0], c1 = (K[1] - g1) % K[1], c2 = (K[2] - g2) % K[2];
+        if (g0 > c0 || (g0 == c0 && (g1 > c1 || (g1 == c1 && g2 > c2)))) continue;
+        const bool selfconj = (g0 == c0 && g1 == c1 && g2 == c2);
+        const double wgt = selfconj ? 1.0 : 2.0;
+        const int gg[3] = {g0, g1, g2};
+        const int m[3] = {ax[0].m[g0], ax[1].m[g1], ax[2].m[g2]};
+        const double x0[3] = {double(m[0]), double(m[1]), double(m[2])};
+        const bool zero = (m[0] == 0 && m[1] == 0 && m[2] == 0);
+        double k0[3], kp[3];
+        for (int r = 0; r < 3; ++r) {
+          k0[r] = two_pi * (R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2]);
+          kp[r] = two_pi * (R[3 * r] * (2 * m[0] == K[0] ? 0 : m[0]) +
+                            R[3 * r + 1] * (2 * m[1] == K[1] ? 0 : m[1]) +
+                            R[3 * r + 2] * (2 * m[2] == K[2] ? 0 : m[2]));
+        }
+        const double k02 = k0[0] * k0[0] + k0[1] * k0[1] + k0[2] * k0[2];
+        const double kp2 = kp[0] * kp[0] + kp[1] * kp[1] + kp[2] * kp[2];
+        const bool nyq = kp2 != k02;
+        const double B = ax[0].B[g0] * ax[1].B[g1] * ax[2].B[g2];
+        const double f0 = zero ? 0.0 : 4.0 * M_PI * std::exp(-k02 * inv4a2) / k02;
+        const double gi = f0 * B;
+        double U0sq[3], a0[3], b0[3], U0q[3], ones[3] = {1, 1, 1}, r1[3];
+        for (int d = 0; d < 3; ++d) {
+          const double u0 = ax[d].u0[gg[d]];
+          U0sq[d] = u0 * u0;
+          U0q[d] = U0sq[d] * U0sq[d];
+          a0[d] = ax[d].a[0][gg[d]];
+          b0[d] = ax[d].b[0][gg[d]];
+          r1[d] = ax[d].r1[gg[d]];
+        }
+        const double U02 = U0sq[0] * U0sq[1] * U0sq[2];
+        const double D1 = excess3(U0sq, a0);       // sum_{j!=0} U_j^2
+        const double D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
+        const double BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
+        // j = 0 diagonal term and the off-diagonal (j != j') terms
+        double KU4 = 0;
+        double S = 0;
+        if (!zero) {
+          if (diff == Differentiation::IK) {
+            const double cross = 2.0 * U02 * D1 + (D1 * D1 - D4);
+            S += kp2 * gi * gi * cross;
+            if (!nyq) {
+              S += k02 * f0 * f0 * BU0m1 * BU0m1;
+            } else {
+              for (int r = 0; r < 3; ++r) {
+                const double v = kp[r] * gi * U02 - k0[r] * f0;
+                S += v * v;
+              }
+            }
+          } else {
+            const double KU1 = k2_moment(gg, x0, 1);  // sum_{j!=0} k_j^2 U_j^2
+            KU4 = k2_moment(gg, x0, 2);  // sum_{j!=0} k_j^2 U_j^4
+            const double bracket = k02 * U02 * D1 + KU1 * (U02 + D1) - KU4;
+            S += gi * gi * bracket + k02 * f0 * f0 * BU0m1 * BU0m1;
+          }
+        }
+        // j != 0 diagonal terms, sum_{j!=0} |D_j g U_j^2 - R_j|^2, split as
+        //   ik: |k'|^2 g^2 sum_{j!=0} U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k'.k_j)
+        //   ad: g^2 sum_{j!=0} k_j^2 U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k_j^2):
+        // the first part uses the factorised alias sums (|j_d| <= 30), the
+        // second only aliases whose Gaussian matters (|j_d| <= 1, skipped
+        // altogether when the nearest alias is beyond exp(-60)).
+        if (!zero) {
+          if (diff == Differentiation::IK) S += kp2 * gi * gi * D4;
+          else S += gi * gi * KU4;
+        }
+        if (!aliases_negligible) {
+          for (int j0 = -1; j0 <= 1; ++j0)
+            for (int j1 = -1; j1 <= 1; ++j1)
+              for (int j2 = -1; j2 <= 1; ++j2) {
+                if (j0 == 0 && j1 == 0 && j2 == 0) continue;
+                const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
+                                     m[1] + static_cast<double>(j1) * K[1],
+                                     m[2] + static_cast<double>(j2) * K[2]};
+                double kj[3];
+                for (int r = 0; r < 3; ++r)
+                  kj[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+                const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
+                const double ex = kj2 * inv4a2;
+                if (ex > 60.0) continue;  // negligible next to g U_j^2
+                const double fj = 4.0 * M_PI * std::exp(-ex) / kj2;
+                const double uj = ax[0].u1[3 * g0 + j0 + 1] * ax[1].u1[3 * g1 + j1 + 1] *
+                                  ax[2].u1[3 * g2 + j2 + 1];
+                const double Uj2 = uj * uj;
+                const double kdot = diff == Differentiation::IK
+                                        ? kp[0] * kj[0] + kp[1] * kj[1] + kp[2] * kj[2]
+                                        : kj2;
+                S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
+              }
+        }
+        acc.v[0] += wgt * S;
+        if (gi == 0.0) continue;
+        // self-force Fourier coefficients (up to the common factor -i/V);
+        // only the six n = +-e_d: the other n != 0 are products of two or
+        // three first-order-small T0 factors (second order, negligible)
+        double contr[6][3];
+        for (int face = 0; face < 6; ++face) {
+          int nn[3] = {0, 0, 0};
+          nn[face / 2] = (face % 2) ? 1 : -1;
+          double t0[3], t1[3];
+          for (int d = 0; d < 3; ++d) {
+            t0[d] = ax[d].T0[3 * gg[d] + nn[d] + 1];
+            t1[d] = ax[d].T1[3 * gg[d] + nn[d] + 1];
+          }
+          double* c = contr[face];
+          if (diff == Differentiation::IK) {
+            const double t = gi * t0[0] * t0[1] * t0[2];
+            for (int r = 0; r < 3; ++r) c[r] = kp[r] * t;
+          } else {
+            const double w0 = t1[0] * t0[1] * t0[2], w1 = t0[0] * t1[1] * t0[2],
+                         w2 = t0[0] * t0[1] * t1[2];
+            for (int r = 0; r < 3; ++r)
+              c[r] = gi * two_pi * (R[3 * r] * w0 + R[3 * r + 1] * w1 + R[3 * r + 2] * w2);
+          }
+        }
+        for (int face = 0; face < 6; ++face) {
+          const int other = face ^ 1;  // -n
+          for (int r = 0; r < 3; ++r)
+            acc.v[1 + 3 * face + r] +=
+                selfconj ? contr[face][r] : contr[face][r] - contr[other][r];
+        }
+      }
+    }
+      },
+      Kokkos::Sum<Acc19>(tot));
+  const double S_sum = tot.v[0];
+  double self2 = 0;
+  for (int i = 1; i < 19; ++i) self2 += tot.v[i] * tot.v[i];
+  self2 /= V * V;
+  return {(sum_q2 * sum_q2 - sum_q4) * std::fmax(S_sum, 0.0) / (V * V), sum_q4 * self2};
+}
+
+double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
+                        Differentiation diff, double sum_q2, int n_atoms,
+                        double coulomb_constant, double sum_q4) {
+  if (n_atoms <= 0 || sum_q2 <= 0) return 0.0;
+  const ReciprocalErrorParts e = reciprocal_error_parts(box, alpha, K, p, diff, sum_q2, n_atoms, sum_q4);
+  const double var = (e.pair + e.self) / n_atoms;
+  return std::fabs(coulomb_constant) * std::sqrt(std::fmax(var, 0.0));
+}
+
+}  // namespace tuning
+}  // namespace pmewald

@@ -27,6 +27,8 @@ inline constexpr int kExclusionHolders = 3140;
 inline constexpr int kExchange = 7301;
 // ... except the halo's (comm/halo).
 inline constexpr int kHalo = 7411;
+// comm/exchange_plan: component labels between a plan's partners (component_root).
+inline constexpr int kComponentLabels = 7421;
 
 }  // namespace tags
 }  // namespace comm

@@ -184,11 +184,17 @@ void Migration::forward(const double* positions, const double* charges, const st
       srcs_.clear();
       recvbufs_.clear();
       break;
-    case ForwardPath::Neighbors:
+    case ForwardPath::Neighbors: {
+      const auto m0 = near_forward_.messages_sent(), b0 = near_forward_.bytes_sent();
       near_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+      migration_traffic_.messages += near_forward_.messages_sent() - m0;
+      migration_traffic_.bytes += near_forward_.bytes_sent() - b0;
       break;
+    }
     case ForwardPath::Sparse:
       nbx_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+      migration_traffic_.messages += static_cast<std::int64_t>(nd);
+      for (std::size_t k = 0; k < nd; ++k) migration_traffic_.bytes += static_cast<std::int64_t>(sendbufs_[k].size());
       break;
   }
 
@@ -310,6 +316,8 @@ void Migration::reverse(const double* owned_values, int ncomp, double* local_out
     check_mpi(MPI_Isend(p, static_cast<int>(recv_slot_[k].size() * nc), MPI_DOUBLE, recv_srcs_[k],
                         tags::kMigrationReverse, comm_, &reqs_.back()),
               "MPI_Isend");
+    migration_traffic_.messages += 1;
+    migration_traffic_.bytes += static_cast<std::int64_t>(recv_slot_[k].size() * nc * sizeof(double));
     off += recv_slot_[k].size() * nc;
   }
   for (std::size_t j = 0; j < self_idx_.size(); ++j)
@@ -424,7 +432,10 @@ void Migration::exchange_ghosts(double cutoff) {
         }
   }
   // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
+  const auto m0 = near_ghost_.messages_sent(), b0 = near_ghost_.bytes_sent();
   near_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
+  ghost_traffic_.messages += near_ghost_.messages_sent() - m0;
+  ghost_traffic_.bytes += near_ghost_.bytes_sent() - b0;
 
   ghost_srcs_ = srcs_;
   ghost_recv_count_.clear();
@@ -482,6 +493,8 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) 
     check_mpi(MPI_Isend(ghost_values + off, static_cast<int>(3 * ghost_recv_count_[k]), MPI_DOUBLE,
                         ghost_srcs_[k], tags::kGhostForces, comm_, &reqs_.back()),
               "MPI_Isend");
+    ghost_traffic_.messages += 1;
+    ghost_traffic_.bytes += static_cast<std::int64_t>(3 * ghost_recv_count_[k] * sizeof(double));
     off += 3 * ghost_recv_count_[k];
   }
   for (std::size_t g = 0; g < n_self; ++g)

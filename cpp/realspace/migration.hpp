@@ -89,6 +89,16 @@ class Migration {
   // example routed exclusions) is stale when the generation differs.
   std::uint64_t generation() const { return generation_; }
 
+  // Point-to-point messages this rank sent and their bytes, since the last reset:
+  // atoms to owners and results back (forward + reverse), ghost atoms and the
+  // forces on them (exchange_ghosts, with its size messages, + reverse_ghosts).
+  struct Traffic {
+    std::int64_t messages = 0, bytes = 0;
+  };
+  const Traffic& migration_traffic() const { return migration_traffic_; }
+  const Traffic& ghost_traffic() const { return ghost_traffic_; }
+  void reset_traffic() { migration_traffic_ = ghost_traffic_ = Traffic{}; }
+
   // After forward(): this rank's owned atoms.
   std::size_t n_owned() const { return n_owned_; }
   View2<double> owned_positions() const { return own_r_; }   // wrapped Cartesian, n_owned x 3
@@ -150,6 +160,7 @@ class Migration {
   bool have_geometry_ = false;
   bool have_atoms_ = false;
   ForwardPath forward_path_ = ForwardPath::None;
+  Traffic migration_traffic_, ghost_traffic_;
   std::uint64_t generation_ = 0;
   double margin_[3] = {0, 0, 0};
 

@@ -55,6 +55,16 @@ def test_grid_minimises_surface(mesh):
             assert all(ci <= ni for ci, ni in zip(grid, mesh))
 
 
+@pytest.mark.parametrize("n0,n1", [(1, 1), (7, 11), (30, 27), (64, 3), (270, 136)])
+def test_grid_2d_is_the_brute_force_choice(n0, n1):
+    # The divisor search runs to sqrt(P) only; the choice must be the exhaustive one:
+    # no empty pencil if possible, then the smallest p0 n1 + p1 n0, then the larger p1.
+    for P in list(range(1, 130)) + [210, 1000, 1024, 4096, 65536, 65537]:
+        cands = [(a, P // a) for a in range(1, P + 1) if P % a == 0]
+        best = min(cands, key=lambda c: (c[0] > n0 or c[1] > n1, c[0] * n1 + c[1] * n0, -c[1]))
+        assert tuple(g.processor_grid_2d(P, n0, n1)) == best, (P, n0, n1)
+
+
 def test_grid_surface_formula():
     assert g.grid_surface((2, 1, 1), (10, 20, 30)) == 2 * (2 * 600 + 300 + 200)
 

@@ -11,7 +11,7 @@ and ``docs/scaling/``. See docs/scaling.md for what is simulated and how.
 
 Runs are cached: a result file that exists is reused (``--force`` reruns), so an interrupted
 sweep resumes where it stopped; ``--report`` only rebuilds the docs from the results.
-One simulation runs at a time, under ``nice``.
+One simulation runs at a time.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def choose_parameters(kind: str, box: float, cache: dict) -> dict:
                           spacing=spacing, sample_atoms=int(sample.n_atoms))
     from pmewald import _core
     c = cache[key]
-    K = int(_core.kernels.fft_friendly(math.ceil(box / c["spacing"])))
+    K = int(_core.tuning.fft_friendly(math.ceil(box / c["spacing"])))
     return dict(mesh=K, alpha=c["alpha"], order=c["order"], differentiation=c["differentiation"], cutoff=CUTOFF)
 
 
@@ -193,13 +193,13 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
                    modes=MODES, warmup=1, steps=2, dump=None, timeout=None) -> dict:
-    """One smpirun of the driver (every mode), under nice and /usr/bin/time -v; the driver's
+    """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
     JSON plus the simulation's own wall time, peak memory and SimGrid's timing line."""
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = smpirun_command(exe, P, platform,
                           driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump),
                           out.parent)
-    timed = ["nice"] + (["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []) + cmd
+    timed = (["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []) + cmd
     t0 = time.time()
     proc = subprocess.run(timed, capture_output=True, text=True, timeout=timeout)
     wall = time.time() - t0

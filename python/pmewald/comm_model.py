@@ -96,9 +96,10 @@ def census(ranks, mesh, order, differentiation, box, cutoff, atoms):
 
 
 def _per_rank(P, idx, values):
-    out = np.zeros(P)
-    np.add.at(out, idx, values)
-    return out
+    """Sum of values per rank (idx: rank of each value; a scalar value counts each once)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    w = np.broadcast_to(np.asarray(values, dtype=float), idx.shape)
+    return np.bincount(idx, weights=w, minlength=P).astype(float)
 
 
 def traffic(cen) -> dict:

@@ -84,6 +84,14 @@ STRONG = [System("water98k", "water", 32), System("water1.03M", "water", 70)]
 WEAK_ATOMS_PER_RANK = 1000
 
 
+# Correctness at scale: a rock-salt crystal whose upper half is vacuum (ranks without atoms)
+# on a mesh with fewer FFT pencils than ranks from 1,024 ranks on (ranks without k-space),
+# bricks 1-2 points thick along z at 1,024 ranks (halo partners beyond the neighbours),
+# fixed parameters. Cheap to compute, so the simulation's cost is its MPI calls.
+CORRECTNESS = System("rocksalt8-vacuum", "rocksalt", 8, vacuum=0.5)
+CORRECTNESS_PARAMS = {"mesh": 32, "alpha": 0.35, "order": 4, "differentiation": "ad", "cutoff": 9.0}
+
+
 def weak_system(P: int) -> System:
     return water(WEAK_ATOMS_PER_RANK * P)
 
@@ -167,11 +175,20 @@ def hostfile(platform: str, directory: Path) -> Path:
     return path
 
 
-def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Path) -> list[str]:
+# The communication-only series: computation runs (results are real) but takes no simulated
+# time, so the simulated time of a call is its communication alone (and the waits it causes):
+# what the communication model predicts, free of this shared machine's timing noise.
+COMM_ONLY = ("smpi/simulate-computation", "no")
+
+
+def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Path,
+                    comm_only: bool = False) -> list[str]:
     xml = ROOT / PLATFORMS[platform][0]
     if P > PLATFORMS[platform][1]:
         raise ValueError(f"{platform} has {PLATFORMS[platform][1]} hosts, fewer than {P} ranks")
     cfg = [f"--cfg={k}:{v}" for k, v, _ in SMPI_CONFIG]
+    if comm_only:
+        cfg.append(f"--cfg={COMM_ONLY[0]}:{COMM_ONLY[1]}")
     return ["smpirun", "-np", str(P), "-platform", str(xml), "-hostfile", str(hostfile(platform, work)),
             *cfg, "--log=root.thres:warning", str(exe), *args]
 
@@ -192,13 +209,13 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 
 
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
-                   modes=MODES, warmup=1, steps=2, dump=None, timeout=None) -> dict:
+                   modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False) -> dict:
     """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
     JSON plus the simulation's own wall time, peak memory and SimGrid's timing line."""
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = smpirun_command(exe, P, platform,
                           driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump),
-                          out.parent)
+                          out.parent, comm_only)
     timed = (["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []) + cmd
     t0 = time.time()
     proc = subprocess.run(timed, capture_output=True, text=True, timeout=timeout)
@@ -209,11 +226,13 @@ def run_simulation(exe: Path, P: int, platform: str, system: System, params: dic
     res = json.loads(out.with_suffix(".driver.json").read_text())
     err = proc.stderr
     mem = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    cpu = [re.search(rf"{k} time \(seconds\): ([\d.]+)", err) for k in ("User", "System")]
     took = re.search(r"The simulation took ([\d.]+) seconds", proc.stdout + err)
     app = re.search(r"([\d.]+) seconds were actual computation", proc.stdout + err)
     res["simulation"] = {
-        "platform": platform, "command": " ".join(cmd), "wall_s": wall,
+        "platform": platform, "command": " ".join(cmd), "wall_s": wall, "comm_only": comm_only,
         "max_rss_kb": int(mem.group(1)) if mem else None,
+        "cpu_s": sum(float(c.group(1)) for c in cpu) if all(cpu) else None,
         "simgrid_s": float(took.group(1)) if took else None,
         "application_s": float(app.group(1)) if app else None,
     }
@@ -255,8 +274,11 @@ class Plan:
     runs: list = field(default_factory=list)  # (kind, system, platform, P)
 
 
-def sweep_plan(ranks, platforms, strong=True, weak=True, systems=None) -> Plan:
+def sweep_plan(ranks, platforms, strong=True, weak=True, systems=None, correctness=True) -> Plan:
     plan = Plan()
+    if correctness:
+        for P in ranks:
+            plan.runs.append(("correctness", CORRECTNESS, "fat_tree", P))
     if strong:
         for s in (systems or STRONG):
             for pf in platforms:
@@ -276,8 +298,12 @@ def sweep_plan(ranks, platforms, strong=True, weak=True, systems=None) -> Plan:
     return plan
 
 
+def _tag(system: System) -> str:
+    return f"{system.kind}{system.cells}" + (f"v{system.vacuum:g}" if system.vacuum else "")
+
+
 def result_path(results: Path, system: System, platform: str, P: int) -> Path:
-    return results / f"{system.kind}{system.cells}_{platform}_P{P}.json"
+    return results / f"{_tag(system)}_{platform}_P{P}.json"
 
 
 # ---------------------------------------------------------------------------- correctness
@@ -324,12 +350,23 @@ def allreduces_per_step(results: list) -> float:
     return 0.0
 
 
-def census_of(res: dict):
+_CENSUS_CACHE: dict = {}
+
+
+def cached_census(P, mesh, order, differentiation, box, cutoff, atoms):
+    """comm_model.census, computed once per argument set (the report asks for each several times)."""
     from . import comm_model
+    mesh = (mesh,) * 3 if isinstance(mesh, int) else tuple(mesh)
+    key = (P, mesh, order, differentiation, float(box), float(cutoff), int(atoms))
+    if key not in _CENSUS_CACHE:
+        _CENSUS_CACHE[key] = comm_model.census(P, mesh, order, differentiation, [box] * 3, cutoff, atoms)
+    return _CENSUS_CACHE[key]
+
+
+def census_of(res: dict):
     p = res["parameters"]
-    L = res["system"]["box"]
-    return comm_model.census(res["ranks"], tuple(p["mesh"]), p["order"], p["differentiation"], [L, L, L],
-                             p["cutoff"], res["system"]["atoms"])
+    return cached_census(res["ranks"], p["mesh"], p["order"], p["differentiation"], res["system"]["box"],
+                         p["cutoff"], res["system"]["atoms"])
 
 
 def calibration(res: dict, mode: str) -> dict:
@@ -358,6 +395,22 @@ def model_row(res: dict, calib_res: dict, mode: str, allreduces: float) -> dict:
             "ratio": m["total"] / run["step_s"]}
 
 
+def validation_rows(results: dict, allreduces: float) -> list:
+    """Model communication time against the communication-only simulations, per rank count and mode."""
+    from . import comm_model
+    rows = []
+    for (kind, s, pf, P), res in sorted(results.items(), key=lambda kv: kv[0][3]):
+        if not res.get("simulation", {}).get("comm_only"):
+            continue
+        cen = census_of(res)
+        for m in MODES:
+            run = _run(res, m)
+            t = comm_model.comm_time(cen, comm_model.NETWORKS[pf], m, allreduces)["total"]
+            rows.append({"ranks": P, "mode": m, "platform": pf, "simulated": run["step_s"], "model": t,
+                         "ratio": t / run["step_s"] if run["step_s"] > 0 else float("nan")})
+    return rows
+
+
 def predictions(system: System, params: dict, platform: str, ranks, calib_res: dict, allreduces: float) -> list:
     """Messages, bytes and modelled time per compute call at rank counts beyond the simulations."""
     from . import comm_model
@@ -365,8 +418,8 @@ def predictions(system: System, params: dict, platform: str, ranks, calib_res: d
     net = comm_model.NETWORKS[platform]
     rows = []
     for P in ranks:
-        cen = comm_model.census(P, params["mesh"], params["order"], params["differentiation"],
-                                [system.box] * 3, params["cutoff"], system.atoms)
+        cen = cached_census(P, params["mesh"], params["order"], params["differentiation"], system.box,
+                            params["cutoff"], system.atoms)
         tr = comm_model.traffic(cen)
         msgs = sum(v["messages"] for v in tr.values())
         byts = sum(v["bytes"] for v in tr.values())
@@ -468,6 +521,8 @@ def add_parser(sub):
                    help="strong-scaling systems (default %(default)s)")
     p.add_argument("--no-strong", action="store_true", help="skip the strong-scaling series")
     p.add_argument("--no-weak", action="store_true", help="skip the weak-scaling series (1,000 atoms per rank)")
+    p.add_argument("--no-correctness", action="store_true",
+                   help="skip the correctness series (rock salt with vacuum, empty ranks, fat tree)")
     p.add_argument("--steps", type=int, default=2, help="timed compute calls per mode (after one warm-up)")
     p.add_argument("--predict", default="1024,4096,16384,65536", help="rank counts the model predicts")
     p.add_argument("--work", default=str(ROOT / "build-smpi" / "scale-results"),
@@ -482,8 +537,8 @@ def add_parser(sub):
 
 def _reference(exe, system, params, work, progress):
     """The one-rank run of a system (every mode), whose forces the others are compared with."""
-    out = work / f"{system.kind}{system.cells}_reference_P1.json"
-    dump = work / "dumps" / f"{system.kind}{system.cells}_P1"
+    out = work / f"{_tag(system)}_reference_P1.json"
+    dump = work / "dumps" / f"{_tag(system)}_P1"
     if not out.exists() or not Path(str(dump) + ".nonblocking.bin").exists():
         progress.show(f"{system.name}: 1-rank reference")
         (work / "dumps").mkdir(parents=True, exist_ok=True)
@@ -496,14 +551,15 @@ def main(args) -> int:
     platforms = [x for x in args.platforms.split(",") if x]
     by_name = {s.name: s for s in STRONG}
     systems = [by_name[n] for n in args.systems.split(",") if n]
-    plan = sweep_plan(ranks, platforms, strong=not args.no_strong, weak=not args.no_weak, systems=systems)
+    plan = sweep_plan(ranks, platforms, strong=not args.no_strong, weak=not args.no_weak, systems=systems,
+                      correctness=not args.no_correctness)
     work, docs = Path(args.work), Path(args.docs)
     work.mkdir(parents=True, exist_ok=True)
     pcache_path = work / "parameters.json"
     pcache = json.loads(pcache_path.read_text()) if pcache_path.exists() else {}
     params = {}
     for _, s, _, _ in plan.runs:
-        params[s] = choose_parameters(s.kind, s.box, pcache)
+        params[s] = CORRECTNESS_PARAMS if s == CORRECTNESS else choose_parameters(s.kind, s.box, pcache)
     pcache_path.write_text(json.dumps(pcache, indent=1))
     if args.list:
         for kind, s, pf, P in plan.runs:
@@ -519,8 +575,12 @@ def main(args) -> int:
             if s not in refs:
                 refs[s] = _reference(exe, s, params[s], work, progress)
             progress.show(f"{s.name} {pf} P={P}")
-            dump = work / "dumps" / f"{s.kind}{s.cells}_{pf}_P{P}"
-            res = run_simulation(exe, P, pf, s, params[s], path, steps=args.steps, dump=dump)
+            dump = work / "dumps" / f"{_tag(s)}_{pf}_P{P}"
+            # The correctness series (communication only) needs no warm-up: its simulated time
+            # has no computation, and its communication is the same on every call.
+            check = kind == "correctness"
+            res = run_simulation(exe, P, pf, s, params[s], path, steps=1 if check else args.steps,
+                                 warmup=0 if check else 1, dump=dump, comm_only=check)
             ref_res, ref_dump = refs[s]
             res["correctness"] = {
                 m: {"force": force_error(Path(f"{ref_dump}.{m}.bin"), Path(f"{dump}.{m}.bin")),
@@ -619,6 +679,24 @@ def report(results: dict, params: dict, ranks, predict, docs: Path) -> str:
         for res in weak:
             if _summary(res) not in summary["runs"]:
                 summary["runs"].append(_summary(res))
+    # The communication model against communication-only simulations.
+    comm_rows = validation_rows(results, allreduces)
+    if comm_rows:
+        summary["model_comm_only"] = comm_rows
+        out.append(f"### Communication model against communication-only simulations ({CORRECTNESS.name})\n")
+        out.append("The correctness series runs with computation taking no simulated time "
+                   f"(`--cfg={COMM_ONLY[0]}:{COMM_ONLY[1]}`), so its simulated time per call is communication "
+                   "alone; `pmewald.comm_model.comm_time` predicts it from the plan geometry. Simulated and "
+                   "modelled ms per call, and model / simulated:\n")
+        out.append("| ranks | " + " | ".join(f"{m} sim / model (ratio)" for m in MODES) + " |\n|---:|" +
+                   "---:|" * len(MODES))
+        for P in sorted({r["ranks"] for r in comm_rows}):
+            cells = []
+            for m in MODES:
+                r = next(x for x in comm_rows if x["ranks"] == P and x["mode"] == m)
+                cells.append(f"{_fmt_ms(r['simulated'])} / {_fmt_ms(r['model'])} ({r['ratio']:.2f})")
+            out.append(f"| {P} | " + " | ".join(cells) + " |")
+        out.append("")
     # Correctness.
     out.append("### Correctness: every run against the one-rank result\n")
     out.append("max over atoms |F - F(1 rank)| / RMS |F(1 rank)|, and |E - E(1 rank)| / sum of |terms|, "

@@ -150,10 +150,16 @@ def exchange_time(c, net: Network, mode: str, reverse: bool = False) -> float:
     s, d, b = _direction(c, reverse)
     if len(b) == 0:
         return 0.0
-    lat = net.latency(s, d)
     beta = net.bandwidth
-    out_b, in_b = _per_rank(P, s, b), _per_rank(P, d, b)
-    max_lat = np.maximum(_maxat(P, s, lat), _maxat(P, d, lat))
+    # Per exchange and network (not per mode or direction: both are symmetric in s and d),
+    # kept in the census entry: the latencies, each rank's bytes out and in, largest latency.
+    memo = c.setdefault("_memo", {})
+    if net.name not in memo:
+        lat = net.latency(c["src"], c["dst"])
+        memo[net.name] = (lat, _per_rank(P, c["src"], c["bytes"]), _per_rank(P, c["dst"], c["bytes"]),
+                          np.maximum(_maxat(P, c["src"], lat), _maxat(P, c["dst"], lat)))
+    lat, by_src, by_dst, max_lat = memo[net.name]
+    out_b, in_b = (by_dst, by_src) if reverse else (by_src, by_dst)
     if c["name"] in ("ghost atoms", "ghost forces"):
         # NeighborExchange (sizes with the data) / plain Isend-Irecv: the same in every mode.
         rounds = 2.0 if c["name"] == "ghost atoms" else 1.0

@@ -714,13 +714,16 @@ def report(results: dict, params: dict, ranks, predict, docs: Path) -> str:
         out.append(f"| {s.name} | {pf} | {P} | {r['ranks_without_atoms']:.0f} | "
                    f"{r['runs'][0].get('ranks_without_kspace', 0):.0f} | {fe:.1e} | {ee:.1e} |")
     out.append(f"\nWorst: {worst:.1e}.\n")
-    big = max(all_res, key=lambda r: (r["ranks"], r["system"]["atoms"]))
-    sim = big["simulation"]
-    out.append(f"Largest simulation: {big['system']['atoms']:,} atoms on {big['ranks']} ranks "
-               f"({sim['platform']}, three modes, one warm-up and {big['steps']} timed calls each): "
-               f"{sim['wall_s'] / 60:.1f} min of wall time, {(sim['max_rss_kb'] or 0) / 1e6:.2f} GB peak memory "
-               f"(SimGrid: {sim['simgrid_s']} s simulating, of which {sim['application_s']} s the application's "
-               "own computation).\n")
+    out.append("Wall time, CPU time (user + system) and peak memory of every simulation, largest first "
+               "(all three modes in one simulation; this machine: 2 shared cores):\n")
+    out.append("| system | platform | ranks | simulated calls per mode | wall | CPU | peak memory |\n"
+               "|---|---|---:|---:|---:|---:|---:|")
+    for (k, s, pf, P), r in sorted(results.items(), key=lambda kv: (-kv[0][3], -kv[0][1].atoms)):
+        sim = r["simulation"]
+        cpu = f"{sim['cpu_s'] / 60:.1f} min" if sim.get("cpu_s") is not None else "-"
+        out.append(f"| {s.name} | {pf} | {P} | {r['warmup']} + {r['steps']} | {sim['wall_s'] / 60:.1f} min | {cpu} | "
+                   f"{(sim['max_rss_kb'] or 0) / 1e6:.2f} GB |")
+    out.append("")
     (docs / "scaling").mkdir(parents=True, exist_ok=True)
     (docs / "scaling" / "results.json").write_text(json.dumps(summary, indent=1))
     return "\n".join(out)

@@ -417,7 +417,15 @@ def predictions(system: System, params: dict, platform: str, ranks, calib_res: d
     import numpy as np
     net = comm_model.NETWORKS[platform]
     rows = []
+    # Rows are kept in PREDICTION_CACHE (a JSON file in the results folder) under everything
+    # they depend on: at 65,536 ranks one row takes minutes.
+    cache = json.loads(PREDICTION_CACHE.read_text()) if PREDICTION_CACHE and PREDICTION_CACHE.exists() else {}
     for P in ranks:
+        key = json.dumps([system.name, system.cells, params, platform, P, calib_res["ranks"],
+                          [_run(calib_res, m)["phases"].get("real_space") for m in MODES], allreduces])
+        if key in cache:
+            rows.append(cache[key])
+            continue
         cen = cached_census(P, params["mesh"], params["order"], params["differentiation"], system.box,
                             params["cutoff"], system.atoms)
         tr = comm_model.traffic(cen)
@@ -430,7 +438,13 @@ def predictions(system: System, params: dict, platform: str, ranks, calib_res: d
             row[mode] = st["total"]
             row[mode + "_comm"] = st["comm"]
         rows.append(row)
+        if PREDICTION_CACHE:
+            cache[key] = row
+            PREDICTION_CACHE.write_text(json.dumps(cache))
     return rows
+
+
+PREDICTION_CACHE: Path | None = None  # set by main()
 
 
 # ---------------------------------------------------------------------------- report
@@ -555,6 +569,8 @@ def main(args) -> int:
                       correctness=not args.no_correctness)
     work, docs = Path(args.work), Path(args.docs)
     work.mkdir(parents=True, exist_ok=True)
+    global PREDICTION_CACHE
+    PREDICTION_CACHE = work / "predictions.json"
     pcache_path = work / "parameters.json"
     pcache = json.loads(pcache_path.read_text()) if pcache_path.exists() else {}
     params = {}

@@ -407,7 +407,10 @@ class PME(Tuning):
     def timings(self) -> dict:
         """Cumulative seconds per phase on this rank (spread, ghost, fft, solve, gather,
         real_space, ghost_atoms, exclusions, migrate, reduce) plus FFT/halo communication
-        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``) and ``calls``."""
+        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``), the messages and
+        bytes this rank sent for the atoms (``migrate_messages``, ``migrate_bytes``: to their owners
+        and results back; ``ghost_atoms_messages``, ``ghost_atoms_bytes``: ghost atoms and the forces
+        on them) and ``calls``."""
         return dict(self._solver.timings()) if self._solver is not None else {}
 
     def reset_timings(self):

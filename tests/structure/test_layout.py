@@ -57,6 +57,7 @@ TEST_FOLDERS = {
     "bench": "pmewald.bench",
     "docs": "the docs build, examples/, notebooks/",
     "structure": "this layout, the C++ library, the MPI harness",
+    "scale": "scale/ (the SimGrid SMPI driver), cpp/solver/plan_census, pmewald.comm_model, pmewald.bench.scale",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -2,10 +2,13 @@
 ``python -m pmewald.bench peers [options]`` (run it without mpirun: pmewald against LAMMPS
 and OpenMM at matched measured force error, see :mod:`pmewald.bench.peers`) and
 ``python -m pmewald.bench cost [options]`` (calibrates the cost model of the automatic
-parameter choice, see :mod:`pmewald.bench.cost`).
+parameter choice, see :mod:`pmewald.bench.cost`) and ``python -m pmewald.bench scale [options]``
+(run it without mpirun: the solver on 16-1,024 simulated ranks under SimGrid SMPI and the
+communication model to 65,536, see :mod:`pmewald.bench.scale` and docs/scaling.md).
 
 The benchmarks' one home: this subpackage holds the benchmarks with a subcommand, one module
-each (:mod:`pmewald.bench.fft`, :mod:`pmewald.bench.peers`, :mod:`pmewald.bench.cost`);
+each (:mod:`pmewald.bench.fft`, :mod:`pmewald.bench.peers`, :mod:`pmewald.bench.cost`,
+:mod:`pmewald.bench.scale`);
 standalone measurement scripts live in the repository's ``benchmarks/`` folder
 (docs/benchmarks.md lists both).
 """
@@ -18,7 +21,8 @@ import importlib
 #: subcommand -> (module, the function of it that runs the subcommand); each module has
 #: ``add_parser(sub)``. Imported when the command runs (``python -m pmewald.bench.peers
 #: _worker`` must not find its module imported already).
-SUBCOMMANDS = {"fft": ("fft", "bench_fft"), "peers": ("peers", "bench_peers"), "cost": ("cost", "bench_cost")}
+SUBCOMMANDS = {"fft": ("fft", "bench_fft"), "peers": ("peers", "bench_peers"), "cost": ("cost", "bench_cost"),
+               "scale": ("scale", "main")}
 
 
 def main(argv=None) -> int:

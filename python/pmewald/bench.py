@@ -227,10 +227,11 @@ def main(argv=None) -> int:
                         "default) or z-pencils")
     f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
     f.add_argument("--json", help="write all results to this file (rank 0)")
-    from . import bench_cost, bench_peers
+    from . import bench_accuracy, bench_cost, bench_peers
 
     bench_peers.add_parser(sub)
     bench_cost.add_parser(sub)
+    bench_accuracy.add_parser(sub)
     args = parser.parse_args(argv)
     if args.what == "fft":
         return bench_fft(args)
@@ -238,6 +239,8 @@ def main(argv=None) -> int:
         return bench_peers.bench_peers(args)
     if args.what == "cost":
         return bench_cost.bench_cost(args)
+    if args.what == "accuracy":
+        return bench_accuracy.bench_accuracy(args)
     return 2
 
 

@@ -26,6 +26,10 @@ from .reference import cell_heights
 
 _MODES = ("pt2pt", "nonblocking", "collective")
 _DIFFS = ("auto", "ad", "ik")
+_ERROR_MODELS = ("correlated", "uncorrelated")
+# Largest index half-width of the charge structure-factor table of the correlated error
+# model (tuning.local_structure_factors): |x_d| <= 24, a transform of at most 100^3 points.
+_CORRELATION_HALF = 24
 # Orders the automatic choice (order=None) considers.
 _ORDERS = (4, 8)
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
@@ -135,6 +139,13 @@ class PME:
     real_space : bool
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
+    error_model : "correlated" or "uncorrelated"
+        How the reciprocal-space error is estimated (for the automatic choice and
+        ``estimated_error``): ``"correlated"`` (default) weighs the error functional by
+        the structure factor of the charges of the first call, so neutral molecules and
+        ion pairs, whose mesh errors largely cancel, are estimated as accurately as random
+        charges; ``"uncorrelated"`` is the textbook functional that assumes uncorrelated
+        charges (pessimistic for molecular systems). See docs/accuracy.md.
 
     Notes
     -----
@@ -171,7 +182,7 @@ class PME:
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True):
+                 real_space=True, error_model="correlated"):
         from mpi4py import MPI
 
         _core.comm_info(comm)  # TypeError for a non-communicator
@@ -201,22 +212,26 @@ class PME:
                 raise ValueError(f"differentiation must be 'auto', 'ad' or 'ik', got {differentiation!r}")
             if comm_mode not in _MODES:
                 raise ValueError(f"comm_mode must be one of {', '.join(_MODES)}, got {comm_mode!r}")
+            if error_model not in _ERROR_MODELS:
+                raise ValueError(f"error_model must be 'correlated' or 'uncorrelated', got {error_model!r}")
             k = float(coulomb_constant)
             if not (math.isfinite(k) and k > 0):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
             return b, rc, tol, a, m, p, k
 
         b, rc, tol, a, m, p, k = _agreed(self._comm, check)
-        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space))
+        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model)
         root = self._comm.bcast(mine, root=0)
         _core.agree_or_throw(self._comm, "" if root == mine else
                              "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
-                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant and "
-                             "real_space")
+                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
+                             "real_space and error_model")
         self._box, self._cutoff, self._tolerance = b, rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, bool(real_space)
+        self._error_model = error_model
+        self._correlation = None  # tuning.ChargeCorrelation of the first call's charges (correlated model)
         self._solver = None
         self._params = None
         self._recheck = False
@@ -259,7 +274,7 @@ class PME:
         r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
                                     n_atoms, differentiation=differentiation or self._diff_request,
                                     coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
-                                    orders=_ORDERS, cost=_COST,
+                                    orders=_ORDERS, cost=_COST, correlation=self._correlation,
                                     mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
         for key in ("est_real", "est_recip", "est_total"):
             r[key] *= self._k
@@ -275,10 +290,11 @@ class PME:
         from ._core import tuning
 
         p = self._params
-        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
+        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self._correlation))
         if self._cache_estimate is None or self._cache_estimate[0] != key:
             e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
-                                        p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)
+                                        p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k,
+                                        correlation=self._correlation)
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
             self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
@@ -317,6 +333,7 @@ class PME:
             self._solver.set_box(b)
         self._box = b
         self._cache_estimate = None
+        self._correlation = None  # the table is indexed by the box's reciprocal lattice
         self._recheck = self._fixed["mesh"] is None
 
     # ----------------------------------------------------------------- compute
@@ -345,11 +362,32 @@ class PME:
         stats = comm.allreduce(np.array([n, q.sum(), (q * q).sum()], dtype=np.float64))
         n_atoms, sum_q, sum_q2 = int(stats[0]), float(stats[1]), float(stats[2])
         _core.agree_or_throw(comm, "" if n_atoms > 0 else "no atoms were passed on any rank (positions are empty)")
+        if self._error_model == "correlated" and self._correlation is None:
+            self._correlation = self._charge_correlation(pos, q, sum_q2)
         if self._solver is None or self._recheck:
             raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
         else:
             raw = self._solver.compute(pos, q, idv, ex)
         return self._result(raw, n_atoms, sum_q, sum_q2)
+
+    def _charge_correlation(self, pos, q, sum_q2):
+        """The charges' structure-factor table for the correlated error model (collective).
+
+        Every rank transforms its own atoms (tuning.local_structure_factors: a B-spline
+        spread onto a periodic grid and one FFT) and the sums are reduced over the ranks,
+        so the table does not depend on how the atoms are split; its values are rounded
+        to six digits, so neither does the choice made with it."""
+        from ._core import tuning
+
+        kmax = 2 * math.pi * _CORRELATION_HALF / float(np.linalg.norm(self._box, axis=1).max())
+        half = tuple(int(h) for h in tuning.correlation_half_widths(self._box, kmax, _CORRELATION_HALF))
+        local = tuning.local_structure_factors(self._box, pos, q, half)
+        total = np.empty_like(local)
+        from mpi4py import MPI
+
+        self._comm.Allreduce(local, total, op=MPI.SUM)
+        sum_q4 = float(self._comm.allreduce(float((q ** 4).sum())))
+        return tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
 
     def _typical_force(self, n_atoms, sum_q2):
         """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""

@@ -230,8 +230,10 @@ void bind_tuning(py::module_& core) {
       "also require the ad reciprocal estimate of the mesh to be at most this (an energy "
       "requirement, whatever the differentiation). correlation: a ChargeCorrelation (None: uncorrelated).");
 
-  t.def("correlation_half_widths", &correlation_half_widths, py::arg("box"), py::arg("kmax"),
-        py::arg("max_half"),
+  t.def(
+      "correlation_half_widths",
+      [](darr box, double kmax, int max_half) { return correlation_half_widths(mat3_from_python(box), kmax, max_half); },
+      py::arg("box"), py::arg("kmax"), py::arg("max_half"),
         "Index half-widths ceil(kmax |a_d| / 2 pi) (each at most max_half) of the structure-factor table that "
         "covers every |k| <= kmax.");
   t.def(

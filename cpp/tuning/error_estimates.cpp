@@ -196,26 +196,51 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
       mhi[d] = std::min(mhi[d], r);
     }
   }
-  // W_0(m) (c(m) - 1): the correlation of the charges seen at the principal frequency
-  // (see the header; the aliases b != 0 are taken as uncorrelated)
+  // sum_b W_b(m) (c(m + b K) - 1) over the aliases |b_d| <= 1 (see the header)
   const bool ik_diff = diff == Differentiation::IK;
-  auto correlation_excess = [&](const int* m, const double* k0, const double* kp, double k02, double kp2,
-                                double f0, double gi, double U02, double D1, double KU1, double BU0m1, bool nyq) {
-    if (m[0] == 0 && m[1] == 0 && m[2] == 0) return 0.0;
-    const double c = (*corr)(m[0], m[1], m[2]);
-    if (c == 1.0) return 0.0;
-    double diag;  // |D_0 g U_0^2 - k_0 f_0|^2
-    if (ik_diff && nyq) {
-      diag = 0;
-      for (int r = 0; r < 3; ++r) {
-        const double v = kp[r] * gi * U02 - k0[r] * f0;
-        diag += v * v;
-      }
-    } else {
-      diag = k02 * f0 * f0 * BU0m1 * BU0m1;
-    }
-    // + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
-    return (diag + gi * gi * U02 * (ik_diff ? kp2 * D1 : KU1)) * (c - 1.0);
+  auto correlation_excess = [&](const int* m, const int* gg, const double* k0, const double* kp, double k02,
+                                double kp2, double f0, double gi, double U02, double D1, double KU1, double BU0m1,
+                                bool nyq) {
+    const double sumDU = ik_diff ? kp2 * (U02 + D1) : k02 * U02 + KU1;  // sum_a |D_a|^2 U_a^2
+    double extra = 0;
+    for (int b0 = -1; b0 <= 1; ++b0)
+      for (int b1 = -1; b1 <= 1; ++b1)
+        for (int b2 = -1; b2 <= 1; ++b2) {
+          const long x[3] = {m[0] + long(b0) * K[0], m[1] + long(b1) * K[1], m[2] + long(b2) * K[2]};
+          const double c = (*corr)(x[0], x[1], x[2]);
+          if (c == 1.0) continue;
+          double W;
+          if (b0 == 0 && b1 == 0 && b2 == 0) {
+            if (m[0] == 0 && m[1] == 0 && m[2] == 0) continue;
+            double diag;  // |D_0 g U_0^2 - k_0 f_0|^2
+            if (ik_diff && nyq) {
+              diag = 0;
+              for (int r = 0; r < 3; ++r) {
+                const double v = kp[r] * gi * U02 - k0[r] * f0;
+                diag += v * v;
+              }
+            } else {
+              diag = k02 * f0 * f0 * BU0m1 * BU0m1;
+            }
+            W = diag + gi * gi * U02 * (ik_diff ? kp2 * D1 : KU1);  // + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
+          } else {
+            const double ub = ax[0].u1[3 * gg[0] + b0 + 1] * ax[1].u1[3 * gg[1] + b1 + 1] * ax[2].u1[3 * gg[2] + b2 + 1];
+            const double Ub2 = ub * ub;
+            W = gi * gi * Ub2 * sumDU;
+            double kb[3];
+            for (int r = 0; r < 3; ++r)
+              kb[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+            const double kb2 = kb[0] * kb[0] + kb[1] * kb[1] + kb[2] * kb[2];
+            const double ex = kb2 * inv4a2;
+            if (ex <= 60.0) {
+              const double fb = 4.0 * M_PI * std::exp(-ex) / kb2;
+              const double kdot = ik_diff ? kp[0] * kb[0] + kp[1] * kb[1] + kp[2] * kb[2] : kb2;
+              W += kb2 * fb * fb - 2.0 * gi * Ub2 * kdot * fb;
+            }
+          }
+          extra += W * (c - 1.0);
+        }
+    return extra;
   };
   Acc19 tot;
   Kokkos::parallel_reduce(
@@ -326,7 +351,7 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
                 S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
               }
         }
-        if (corr != nullptr) S += correlation_excess(m, k0, kp, k02, kp2, f0, gi, U02, D1, KU1, BU0m1, nyq);
+        if (corr != nullptr) S += correlation_excess(m, gg, k0, kp, k02, kp2, f0, gi, U02, D1, KU1, BU0m1, nyq);
         acc.v[0] += wgt * S;
         if (gi == 0.0) continue;
         // self-force Fourier coefficients (up to the common factor -i/V);

@@ -29,14 +29,12 @@
 // sum_q4 defaults to sum_q2^2 / N (equal |q|).
 //
 // Correlated charges (charge_correlation.hpp): with a ChargeCorrelation table c(x) the pair
-// part becomes (sum_q2^2 - sum_q4) sum_m [S(m) + W_0(m) (c(m) - 1)] / V^2, W_0(m) the terms of
-// S(m) that see the charges at the principal frequency,
-//   W_0 = |D_0 g U_0^2 - k_0 f_0|^2 + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
-// (D_a = k' for ik, k_a for ad). The aliases (b != 0) are taken as uncorrelated: weighing
-// them by c(m + b K) too made the estimate worse (1.5x pessimistic on water, 1.4x optimistic
-// on a displaced crystal with ik), since at sub-mesh wavelengths the diagonal (random-phase)
-// approximation of the functional does not hold for bonded neighbours. The self force is
-// reduced by the neighbours' cancellation (chi; see kSelfCancellation in the .cpp).
+// part becomes (sum_q2^2 - sum_q4) sum_m sum_b W_b(m) c(m + b K) / V^2, W_b(m) the terms of
+// S(m) that see the charges of alias b,
+//   W_b = g^2 U_b^2 sum_a |D_a|^2 U_a^2 - 2 g U_b^2 D_b.k_b f_b + k_b^2 f_b^2
+// (D_a = k' for ik, k_a for ad), evaluated for the aliases |b_d| <= 1 inside the table
+// (c = 1 elsewhere). The self force is reduced by the part of it that the position-
+// dependent pair errors of the neighbours cancel (chi; kSelfCancellation in the .cpp).
 #pragma once
 
 #include "geometry/index_box.hpp"

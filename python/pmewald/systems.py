@@ -834,39 +834,56 @@ def solvated_chains(n_chains=2, residues=12, *, n_water=300, density=0.0334, see
     unit = len(_UNIT_NAMES)
     chain_pos, chain_q, bonds = [], [], []
     for c in range(n_chains):
-        back = _chain_backbone(3 * residues, rng)
-        back -= back.mean(axis=0)
-        rot = _random_rotations(rng, 1)[0]
-        back = back @ rot.T + rng.random(3) @ box
-        pos = np.zeros((unit * residues, 3))
-        base = unit * residues * c
-        for r in range(residues):
-            for k in range(unit):
-                i = unit * r + k
-                parent = _UNIT_PARENT[k]
-                if parent < 0:
-                    pos[i] = back[3 * r + (0 if k == 0 else 1 if k == 2 else 2)]
-                    continue
-                b = 3 * r + (0 if parent == 0 else 1 if parent == 2 else 2)
-                prev = back[b - 1] if b > 0 else back[b] - (back[b + 1] - back[b])
-                nxt = back[b + 1] if b + 1 < len(back) else back[b] + (back[b] - back[b - 1])
-                out = 2 * back[b] - prev - nxt   # away from both backbone neighbours
-                out /= np.linalg.norm(out)
-                pos[i] = back[b] + _SIDE_BOND[k] * out
-                bonds.append((base + unit * r + parent, base + i))
-            if r > 0:  # N(r) - C(r-1)
-                bonds.append((base + unit * r, base + unit * (r - 1) + 4))
-            bonds.append((base + unit * r, base + unit * r + 2))       # N - CA
-            bonds.append((base + unit * r + 2, base + unit * r + 4))   # CA - C
+        for attempt in range(100):
+            chain_bonds = []
+            back = _chain_backbone(3 * residues, rng)
+            back -= back.mean(axis=0)
+            rot = _random_rotations(rng, 1)[0]
+            back = back @ rot.T + rng.random(3) @ box
+            pos = np.zeros((unit * residues, 3))
+            base = unit * residues * c
+            for r in range(residues):
+                for k in range(unit):
+                    i = unit * r + k
+                    parent = _UNIT_PARENT[k]
+                    if parent < 0:
+                        pos[i] = back[3 * r + (0 if k == 0 else 1 if k == 2 else 2)]
+                        continue
+                    b = 3 * r + (0 if parent == 0 else 1 if parent == 2 else 2)
+                    prev = back[b - 1] if b > 0 else back[b] - (back[b + 1] - back[b])
+                    nxt = back[b + 1] if b + 1 < len(back) else back[b] + (back[b] - back[b - 1])
+                    out = 2 * back[b] - prev - nxt   # away from both backbone neighbours
+                    if np.linalg.norm(out) < 1e-6 * _BACKBONE_BOND:  # chain end (collinear): any perpendicular
+                        t = nxt - prev
+                        out = np.cross(t, [1.0, 0.0, 0.0] if abs(t[0]) < 0.9 * np.linalg.norm(t) else [0.0, 1.0, 0.0])
+                    out /= np.linalg.norm(out)
+                    pos[i] = back[b] + _SIDE_BOND[k] * out
+                    chain_bonds.append((base + unit * r + parent, base + i))
+                if r > 0:  # N(r) - C(r-1)
+                    chain_bonds.append((base + unit * r, base + unit * (r - 1) + 4))
+                chain_bonds.append((base + unit * r, base + unit * r + 2))       # N - CA
+                chain_bonds.append((base + unit * r + 2, base + unit * r + 4))   # CA - C
+            # no two atoms more than three bonds apart closer than 1.8
+            local = _bond_exclusions(unit * residues, [(i - base, j - base) for i, j in chain_bonds])
+            ii, jj = np.triu_indices(unit * residues, 1)
+            r2 = np.einsum("ij,ij->i", pos[ii] - pos[jj], pos[ii] - pos[jj])
+            near = set(zip(ii[r2 < 1.8 ** 2].tolist(), jj[r2 < 1.8 ** 2].tolist()))
+            if near <= set(map(tuple, local.tolist())):
+                break
+        else:
+            raise RuntimeError("could not build a chain without clashes")
+        bonds += chain_bonds
         chain_pos.append(pos)
         chain_q.append(np.tile(_UNIT_CHARGES, residues))
     cpos = np.concatenate(chain_pos)
     n_chain_atoms = len(cpos)
     wpos = water.positions.reshape(-1, 3, 3)
     keep = np.ones(len(wpos), dtype=bool)
-    for start in range(0, n_chain_atoms, 64):
-        d = minimum_image(box, wpos.reshape(-1, 1, 3) - cpos[None, start:start + 64])
-        close = (np.einsum("ijk,ijk->ij", d, d) < min_distance ** 2).any(axis=1)
+    flat = wpos.reshape(-1, 3)
+    for start in range(0, n_chain_atoms, 16):
+        part = cpos[start:start + 16]
+        d = minimum_image(box, (flat[:, None, :] - part[None, :, :]).reshape(-1, 3))
+        close = (np.einsum("ij,ij->i", d, d) < min_distance ** 2).reshape(len(flat), len(part)).any(axis=1)
         keep &= ~close.reshape(-1, 3).any(axis=1)
     wpos = wpos[keep].reshape(-1, 3)
     n_w = int(keep.sum())

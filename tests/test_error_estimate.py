@@ -7,7 +7,14 @@ rock-salt crystal, SPC/E-like water, peptide-like chains with partial charges in
 
 - automatic parameters, tolerances 1e-3..1e-6: measured <= tolerance and
   estimated / measured relative RMS force error within [0.67, 1.5];
-- explicit parameters (orders 4-8, ad and ik, three meshes): within [0.5, 2].
+- explicit parameters (orders 4, 6, 8, ad and ik, two meshes; the benchmark runs 4-8 and
+  three meshes): within [0.5, 2].
+
+Known limit (docs/accuracy.md): on a crystal, whose atoms all sit alike in the mesh cells of
+a commensurate mesh, the functional's average over the mesh position does not hold; the
+estimate then stays on the safe side (ik up to ~3x pessimistic, and the Kolafa-Perram real-
+space estimate 1.5-2x), so there the test asserts only that it is never optimistic by more
+than 1.5x.
 
 Also: the structure factors the correlated model uses are the direct sums, and neither
 they nor the choice depend on how the atoms are split over the ranks.
@@ -28,6 +35,10 @@ def _failures(rows):
     return [bench_accuracy._line(r) for r in rows if not r["ok"]]
 
 
+CRYSTALS = {"nacl-displaced"}
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(bench_accuracy.sweep_systems("small")))
 def test_sweep_automatic(name):
     rows = bench_accuracy.run_sweep("small", names=[name], explicit=False, diffs=("auto",))
@@ -36,10 +47,17 @@ def test_sweep_automatic(name):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(bench_accuracy.sweep_systems("small")))
 def test_sweep_explicit(name):
-    rows = bench_accuracy.run_sweep("small", names=[name], auto=False)
-    assert len(rows) == 30
+    rows = bench_accuracy.run_sweep("small", names=[name], auto=False,
+                                    explicit_kw=dict(orders=(4, 6, 8), spacings=(1.2, 0.7)))
+    assert len(rows) == 12
+    if name in CRYSTALS:
+        optimistic = [r for r in rows if not r["ratio"] >= 1 / 1.5]
+        assert not optimistic, "\n".join(bench_accuracy._line(r) for r in optimistic)
+        rows = [r for r in rows if r["differentiation"] == "ad" and r["real_share"] < 0.2]
+        assert len(rows) >= 4
     bad = _failures(rows)
     assert not bad, "\n".join(bad)
 

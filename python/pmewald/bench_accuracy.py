@@ -96,17 +96,18 @@ def rel_rms(f, fref):
     return math.sqrt(float(np.sum((np.asarray(f) - fref) ** 2)) / float(np.sum(fref ** 2)))
 
 
-def explicit_cases(s, rc):
-    """(alpha, mesh, order, diff): orders 4-8, ad and ik, three mesh spacings each."""
+def explicit_cases(s, rc, orders=(4, 5, 6, 7, 8), spacings=(1.2, 0.8, 0.55)):
+    """(alpha, mesh, order, diff): the orders, ad and ik, a mesh per spacing (units of 1 / 2 alpha, a
+    little wider for higher orders) each."""
     from ._core import tuning
     from .reference import cell_heights
 
     alpha = math.sqrt(math.log(4.0 / 1e-5)) / rc
     h = cell_heights(s.box)
     cases = []
-    for p in (4, 5, 6, 7, 8):
+    for p in orders:
         for diff in ("ad", "ik"):
-            for spacing in (1.2, 0.8, 0.55):  # in units of 1 / alpha ... scaled to the system below
+            for spacing in spacings:
                 step = spacing * (0.9 + 0.05 * p) / (2.0 * alpha)
                 mesh = tuple(max(p, tuning.fft_friendly(int(math.ceil(hd / step)))) for hd in h)
                 cases.append((round(alpha, 4), mesh, p, diff))
@@ -114,7 +115,7 @@ def explicit_cases(s, rc):
 
 
 def run_sweep(size="small", models=("correlated",), names=None, auto=True, explicit=True, tolerances=TOLERANCES,
-              diffs=("auto", "ad", "ik"), log=None):
+              diffs=("auto", "ad", "ik"), log=None, explicit_kw=None):
     """Rows of estimated and measured relative RMS force errors (one per case)."""
     from . import PME, reference
 
@@ -134,7 +135,7 @@ def run_sweep(size="small", models=("correlated",), names=None, auto=True, expli
                 jobs += [("auto", dict(tolerance=t, differentiation=d)) for t in tolerances for d in diffs]
             if explicit:
                 jobs += [("explicit", dict(alpha=a, mesh=m, order=p, differentiation=d))
-                         for a, m, p, d in explicit_cases(s, rc)]
+                         for a, m, p, d in explicit_cases(s, rc, **(explicit_kw or {}))]
             for mode, kw in jobs:
                 t0 = time.perf_counter()
                 pme = PME(s.box, rc, error_model=model, **kw)
@@ -194,7 +195,8 @@ def markdown(rows):
 def bench_accuracy(args) -> int:
     t0 = time.time()
     rows = run_sweep(args.size, tuple(args.models), names=args.systems, auto=not args.explicit_only,
-                     explicit=not args.auto_only, log=lambda s: print(s, flush=True))
+                     explicit=not args.auto_only, diffs=tuple(args.diffs), log=lambda s: print(s, flush=True),
+                     explicit_kw=dict(orders=tuple(args.orders)))
     print()
     for (model, mode), e in summary(rows).items():
         print(f"{model:>12} {mode:<8}: {e['n']} cases, est/measured {e['lo']:.2f} .. {e['hi']:.2f}, "
@@ -215,6 +217,9 @@ def add_parser(sub):
     a.add_argument("--models", nargs="+", default=["correlated", "uncorrelated"],
                    choices=["correlated", "uncorrelated"])
     a.add_argument("--systems", nargs="+", help="only these systems (names as printed)")
+    a.add_argument("--diffs", nargs="+", default=["auto", "ad", "ik"], choices=["auto", "ad", "ik"],
+                   help="differentiation requests of the automatic cases")
+    a.add_argument("--orders", type=int, nargs="+", default=[4, 5, 6, 7, 8], help="orders of the explicit cases")
     a.add_argument("--auto-only", action="store_true")
     a.add_argument("--explicit-only", action="store_true")
     a.add_argument("--json", help="write the rows and the summary to this file")

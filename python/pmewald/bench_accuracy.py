@@ -59,26 +59,26 @@ def sweep_systems(size="small"):
     """name -> (builder, box kind): the systems of the sweep (builders return a System)."""
     from . import systems
 
-    if size == "small":
-        out = {
-            "random-neutral": (lambda: systems.random_charges(200, [11.0, 12.0, 13.0], neutral=True, seed=31), "ortho"),
-            "random-net": (lambda: systems.random_charges(150, systems.triclinic_box(12.0, "strong"), neutral=False,
-                                                          seed=32), "triclinic"),
-            "nacl-displaced": (lambda: systems.displace(systems.rock_salt((3, 3, 3)), 0.1, seed=33), "ortho"),
-            "water": (lambda: systems.water_box(100, seed=34), "ortho"),
-            "chains-in-water": (lambda: systems.solvated_chains(1, 6, n_water=100, seed=35), "ortho"),
-            "ion-pairs": (lambda: _ion_pairs(80, systems.triclinic_box(13.0, "strong"), 1.0, seed=36), "triclinic"),
-        }
-        return out
+    small = size == "small"
+
+    def pick(small_value, full_value):
+        return small_value if small else full_value
+
     out = {
-        "random-neutral": (lambda: systems.random_charges(1000, [20.0, 22.0, 24.0], neutral=True, seed=41), "ortho"),
-        "random-net": (lambda: systems.random_charges(800, systems.triclinic_box(22.0, "strong"), neutral=False,
-                                                      seed=42), "triclinic"),
-        "nacl-displaced": (lambda: systems.displace(systems.rock_salt((5, 5, 5)), 0.1, seed=43), "ortho"),
-        "water": (lambda: systems.water_box(700, seed=44), "ortho"),
-        "chains-in-water": (lambda: systems.solvated_chains(3, 10, n_water=700, seed=45), "ortho"),
-        "ion-pairs": (lambda: _ion_pairs(600, systems.triclinic_box(24.0, "strong"), 1.0, seed=46), "triclinic"),
+        "random-neutral": (lambda: systems.random_charges(pick(200, 1000), pick([11.0, 12.0, 13.0], [20.0, 22.0, 24.0]),
+                                                          neutral=True, seed=pick(31, 41)), "ortho"),
+        "random-net": (lambda: systems.random_charges(pick(150, 800), systems.triclinic_box(pick(12.0, 22.0), "strong"),
+                                                      neutral=False, seed=pick(32, 42)), "triclinic"),
+        "nacl-displaced": (lambda: systems.displace(systems.rock_salt((pick(3, 5),) * 3), 0.1, seed=pick(33, 43)),
+                           "ortho"),
+        "water": (lambda: systems.water_box(pick(100, 700), seed=pick(34, 44)), "ortho"),
+        "chains-in-water": (lambda: systems.solvated_chains(pick(1, 3), pick(6, 10), n_water=pick(100, 700),
+                                                            seed=pick(35, 45)), "ortho"),
+        "ion-pairs": (lambda: _ion_pairs(pick(80, 600), systems.triclinic_box(pick(13.0, 24.0), "strong"), 1.0,
+                                         seed=pick(36, 46)), "triclinic"),
     }
+    if small:
+        return out
     for name, path in (("lammps-peptide", "peptide/data.peptide"), ("lammps-spce", "HEAT/data.spce")):
         full = os.path.join(LAMMPS_EXAMPLES, path)
         if os.path.exists(full):

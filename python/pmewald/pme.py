@@ -316,7 +316,7 @@ class PME:
              "modelled_cost": self._choice["cost"] if self._choice else None}
         p.update(cutoff=self._cutoff, tolerance=self._tolerance,
                  comm_mode=self._comm_mode, coulomb_constant=self._k, real_space=self._real_space,
-                 box=self._box.copy())
+                 error_model=self._error_model, box=self._box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
 

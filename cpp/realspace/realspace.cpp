@@ -72,8 +72,11 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     // along every axis (triclinic-correct: |ds_d| <= r / height_d). reach = 2
     // searches (5 rc/2)^3 instead of (3 rc)^3 per atom.
     const PeriodicCell& cell = mig.cell();
+    // The orthorhombic row trimming needs positive edges (a negative diagonal, a
+    // legitimate lattice, takes the general path).
     const bool ortho = cell.box[0][1] == 0 && cell.box[0][2] == 0 && cell.box[1][0] == 0 &&
-                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0;
+                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0 &&
+                       cell.box[0][0] > 0 && cell.box[1][1] > 0 && cell.box[2][2] > 0;
     int nc[3];
     double flo[3], inv_w[3];
     for (int d = 0; d < 3; ++d) {
@@ -218,7 +221,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     kern.pairs = pair_terms;
     kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
     View1<double> sums("realspace_sums", 10);
-    Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(0, static_cast<int>(N)), kern, sums);
+    parallel_reduce_locked("pmewald::realspace_pairs", Range(0, static_cast<int>(N)), kern, sums);
     Kokkos::Experimental::contribute(sforce, kern.sforces);
     Kokkos::fence();
     for (std::size_t i = 0; i < n_o; ++i)

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <complex>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "bindings/bindings.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
+#include "tuning/charge_correlation.hpp"
 #include "tuning/cost_model.hpp"
 #include "tuning/error_estimates.hpp"
 #include "tuning/parameter_choice.hpp"
@@ -65,6 +67,11 @@ CostModel cost_arg(const py::object& cost) {
   return c;
 }
 
+// A ChargeCorrelation argument (None: uncorrelated charges).
+const ChargeCorrelation* correlation_arg(const py::object& c) {
+  return c.is_none() ? nullptr : c.cast<const ChargeCorrelation*>();
+}
+
 }  // namespace
 
 void bind_tuning(py::module_& core) {
@@ -80,16 +87,17 @@ void bind_tuning(py::module_& core) {
       "estimate_errors",
       [](darr box, double alpha, double cutoff, const Int3& mesh, int order,
          const std::string& differentiation, double sum_q2, int n_atoms,
-         double coulomb_constant, py::object sum_q4) {
+         double coulomb_constant, py::object sum_q4, py::object correlation) {
         const Mat3 B = mat3_from_python(box);
         const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        const ChargeCorrelation* corr = correlation_arg(correlation);
         const double er = real_space_error(alpha, cutoff, sum_q2, n_atoms, volume_of(B),
                                            coulomb_constant);
         double ek;
         {
           py::gil_scoped_release nogil;
           ek = reciprocal_error(B, alpha, mesh, order, parse_differentiation(differentiation),
-                                sum_q2, n_atoms, coulomb_constant, q4);
+                                sum_q2, n_atoms, coulomb_constant, q4, corr);
         }
         py::dict d;
         d["real"] = er;
@@ -99,46 +107,49 @@ void bind_tuning(py::module_& core) {
       },
       py::arg("box"), py::arg("alpha"), py::arg("cutoff"), py::arg("mesh"), py::arg("order"),
       py::arg("differentiation"), py::arg("sum_q2"), py::arg("n_atoms"),
-      py::arg("coulomb_constant") = 1.0, py::arg("sum_q4") = py::none(),
+      py::arg("coulomb_constant") = 1.0, py::arg("sum_q4") = py::none(), py::arg("correlation") = py::none(),
       "Absolute RMS force error estimates {real, recip, total} (Kolafa-Perram; "
-      "Hockney-Eastwood/Deserno-Holm functional for SPME incl. self forces).");
+      "Hockney-Eastwood/Deserno-Holm functional for SPME incl. self forces; with a ChargeCorrelation, "
+      "weighted by the charges' structure factor).");
   t.def(
       "choose_parameters",
       [](darr box, double cutoff, double target, double sum_q2, int n_atoms,
          const std::string& differentiation, double coulomb_constant, py::object alpha,
-         py::object mesh, py::object order, py::object sum_q4) {
+         py::object mesh, py::object order, py::object sum_q4, py::object correlation) {
         const Mat3 B = mat3_from_python(box);
         const double a = alpha.is_none() ? 0.0 : alpha.cast<double>();
         const Int3 K = mesh.is_none() ? Int3{0, 0, 0} : mesh.cast<Int3>();
         const int p = order.is_none() ? 0 : order.cast<int>();
         const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
         const Differentiation diff = parse_differentiation(differentiation);
+        const ChargeCorrelation* corr = correlation_arg(correlation);
         Parameters P;
         {
           py::gil_scoped_release nogil;
           P = choose_parameters(B, cutoff, target, sum_q2, n_atoms, diff, coulomb_constant, a,
-                                K, p, q4);
+                                K, p, q4, corr);
         }
         return params_dict(P);
       },
       py::arg("box"), py::arg("cutoff"), py::arg("target"), py::arg("sum_q2"),
       py::arg("n_atoms"), py::arg("differentiation") = "ad", py::arg("coulomb_constant") = 1.0,
       py::arg("alpha") = py::none(), py::arg("mesh") = py::none(), py::arg("order") = 5,
-      py::arg("sum_q4") = py::none(),
+      py::arg("sum_q4") = py::none(), py::arg("correlation") = py::none(),
       "Choose (alpha, mesh, order) for an ABSOLUTE RMS force error target; order=None "
       "chooses the order by a cost model. Returns dict alpha, mesh, order, est_real, "
       "est_recip, est_total.");
   t.def(
       "reciprocal_error_parts",
       [](darr box, double alpha, const Int3& mesh, int order, const std::string& differentiation,
-         double sum_q2, int n_atoms, py::object sum_q4) {
+         double sum_q2, int n_atoms, py::object sum_q4, py::object correlation) {
         const Mat3 B = mat3_from_python(box);
         const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        const ChargeCorrelation* corr = correlation_arg(correlation);
         ReciprocalErrorParts e;
         {
           py::gil_scoped_release nogil;
           e = reciprocal_error_parts(B, alpha, mesh, order, parse_differentiation(differentiation), sum_q2,
-                                     n_atoms, q4);
+                                     n_atoms, q4, corr);
         }
         py::dict d;
         d["pair"] = e.pair;
@@ -146,7 +157,7 @@ void bind_tuning(py::module_& core) {
         return d;
       },
       py::arg("box"), py::arg("alpha"), py::arg("mesh"), py::arg("order"), py::arg("differentiation"),
-      py::arg("sum_q2"), py::arg("n_atoms"), py::arg("sum_q4") = py::none(),
+      py::arg("sum_q2"), py::arg("n_atoms"), py::arg("sum_q4") = py::none(), py::arg("correlation") = py::none(),
       "The pair and self parts of the reciprocal variance: recip = k sqrt((pair + self) / n_atoms).");
   t.def("cost_model", []() { return cost_dict(default_cost_model()); },
         "The calibrated constants of the reciprocal cost model (seconds; see tuning/cost_model.hpp and "
@@ -163,7 +174,7 @@ void bind_tuning(py::module_& core) {
       "choose_cheapest",
       [](darr box, double cutoff, double target, double sum_q2, int n_atoms, const std::string& differentiation,
          double coulomb_constant, py::object alpha, py::object order, std::pair<int, int> orders,
-         py::object cost, py::object sum_q4, py::object mesh_target) {
+         py::object cost, py::object sum_q4, py::object mesh_target, py::object correlation) {
         const Mat3 B = mat3_from_python(box);
         const double a = alpha.is_none() ? 0.0 : alpha.cast<double>();
         const double mt = mesh_target.is_none() ? 0.0 : mesh_target.cast<double>();
@@ -175,10 +186,12 @@ void bind_tuning(py::module_& core) {
         if (!order.is_none()) lo = hi = order.cast<int>();
         const CostModel cm = cost_arg(cost);
         const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
+        const ChargeCorrelation* corr = correlation_arg(correlation);
         Choice C;
         {
           py::gil_scoped_release nogil;
-          C = choose_cheapest(B, cutoff, target, sum_q2, n_atoms, coulomb_constant, a, diffs, lo, hi, cm, q4, mt);
+          C = choose_cheapest(B, cutoff, target, sum_q2, n_atoms, coulomb_constant, a, diffs, lo, hi, cm, q4, mt,
+                              corr);
         }
         py::dict d;
         d["alpha"] = C.alpha;
@@ -207,7 +220,7 @@ void bind_tuning(py::module_& core) {
       py::arg("box"), py::arg("cutoff"), py::arg("target"), py::arg("sum_q2"), py::arg("n_atoms"),
       py::arg("differentiation") = "auto", py::arg("coulomb_constant") = 1.0, py::arg("alpha") = py::none(),
       py::arg("order") = py::none(), py::arg("orders") = std::make_pair(4, 8), py::arg("cost") = py::none(),
-      py::arg("sum_q4") = py::none(), py::arg("mesh_target") = py::none(),
+      py::arg("sum_q4") = py::none(), py::arg("mesh_target") = py::none(), py::arg("correlation") = py::none(),
       "The cheapest (differentiation, order, alpha, mesh) by the cost model whose estimated "
       "ABSOLUTE RMS force error meets target. differentiation 'auto' tries ad and ik; order None "
       "tries orders[0]..orders[1]; alpha None scans alpha (real-space share 99%..10% of the "
@@ -215,6 +228,54 @@ void bind_tuning(py::module_& core) {
       "cost (modelled seconds) and candidates (the best of each (differentiation, order), "
       "cheapest first; 'exact' marks those checked with the exact estimate). mesh_target: "
       "also require the ad reciprocal estimate of the mesh to be at most this (an energy "
-      "requirement, whatever the differentiation).");}
+      "requirement, whatever the differentiation). correlation: a ChargeCorrelation (None: uncorrelated).");
+
+  t.def(
+      "correlation_half_widths",
+      [](darr box, double kmax, int max_half) { return correlation_half_widths(mat3_from_python(box), kmax, max_half); },
+      py::arg("box"), py::arg("kmax"), py::arg("max_half"),
+        "Index half-widths ceil(kmax |a_d| / 2 pi) (each at most max_half) of the structure-factor table that "
+        "covers every |k| <= kmax.");
+  t.def(
+      "local_structure_factors",
+      [](darr box, darr positions, darr charges, const Int3& half) {
+        const Mat3 B = mat3_from_python(box);
+        if (positions.ndim() != 2 || positions.shape(1) != 3) throw ValueError("positions must have shape (n, 3)");
+        if (charges.ndim() != 1 || charges.shape(0) != positions.shape(0))
+          throw ValueError("charges must have shape (n,) matching positions");
+        std::vector<Complex> v;
+        {
+          py::gil_scoped_release nogil;
+          v = local_structure_factors(B, positions.data(), charges.data(), static_cast<std::size_t>(charges.shape(0)),
+                                      half);
+        }
+        py::array_t<std::complex<double>> out(
+            {py::ssize_t(2), py::ssize_t(2 * half[0] + 1), py::ssize_t(2 * half[1] + 1), py::ssize_t(2 * half[2] + 1)});
+        auto* o = out.mutable_data();
+        for (std::size_t i = 0; i < v.size(); ++i) o[i] = std::complex<double>(v[i].real(), v[i].imag());
+        return out;
+      },
+      py::arg("box"), py::arg("positions"), py::arg("charges"), py::arg("half"),
+      "S(x) = sum_j q_j exp(-2 pi i x.s_j) and T(x) (the same with q_j^3) of these atoms for every integer x with "
+      "|x_d| <= half[d]: a complex array (2, 2 half_0 + 1, 2 half_1 + 1, 2 half_2 + 1). Sum it over the ranks "
+      "before building a ChargeCorrelation.");
+  py::class_<ChargeCorrelation>(t, "ChargeCorrelation",
+                                "c(x) = C(k_x) / (sum_q2^2 - sum_q4), C(k) = sum_i q_i^2 |S_{-i}(k)|^2, over the "
+                                "table of local_structure_factors (tuning/charge_correlation.hpp); 1 outside it.")
+      .def(py::init([](const Int3& half, py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast> sums,
+                       double sum_q2, double sum_q4) {
+             const std::size_t M = static_cast<std::size_t>(2 * half[0] + 1) * (2 * half[1] + 1) * (2 * half[2] + 1);
+             if (static_cast<std::size_t>(sums.size()) != 2 * M)
+               throw ValueError("sums must hold 2 (2 half_0 + 1)(2 half_1 + 1)(2 half_2 + 1) values");
+             std::vector<Complex> v(2 * M);
+             const auto* s = sums.data();
+             for (std::size_t i = 0; i < 2 * M; ++i) v[i] = Complex(s[i].real(), s[i].imag());
+             return ChargeCorrelation(half, v.data(), sum_q2, sum_q4);
+           }),
+           py::arg("half"), py::arg("sums"), py::arg("sum_q2"), py::arg("sum_q4"))
+      .def_property_readonly("half", [](const ChargeCorrelation& c) { return c.half(); })
+      .def_property_readonly("empty", &ChargeCorrelation::empty)
+      .def("__call__", [](const ChargeCorrelation& c, long x0, long x1, long x2) { return c(x0, x1, x2); });
+}
 
 }  // namespace pmewald::bindings

@@ -29,18 +29,26 @@ inline double sinc_pow(double x, int p) {  // (sin(pi x)/(pi x))^p
 }
 
 constexpr int kJ = 30;  // aliases for the U^2-only sums (polynomial decay)
+// The self force of a correlated system is reduced by (1 + cross/self2)^kSelfCancellation:
+// 2 completes the square (a lower bound: exact only when every atom's neighbourhood
+// cancels the same fraction along its self force), 1 is the linear term alone; measured
+// on displaced rock salt and water (docs/accuracy.md), 1.5 is within [0.7, 1.6] of the truth.
+constexpr double kSelfCancellation = 1.5;
 
+// v[0]: sum of S(m); v[1..18]: the self-force coefficients of the six n = +-e_d (3
+// components each); v[19..36]: the same weighted by the neighbours' correlation chi.
+constexpr int kAcc = 37;
 struct Acc19 {
-  double v[19];
+  double v[kAcc];
   Acc19() {
     for (double& x : v) x = 0;
   }
   Acc19& operator+=(const Acc19& o) {
-    for (int i = 0; i < 19; ++i) v[i] += o.v[i];
+    for (int i = 0; i < kAcc; ++i) v[i] += o.v[i];
     return *this;
   }
   void operator+=(const volatile Acc19& o) volatile {
-    for (int i = 0; i < 19; ++i) v[i] += o.v[i];
+    for (int i = 0; i < kAcc; ++i) v[i] += o.v[i];
   }
 };
 
@@ -60,8 +68,9 @@ inline namespace tuning {
 
 ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& K, int p,
                                             Differentiation diff, double sum_q2, int n_atoms,
-                                            double sum_q4) {
+                                            double sum_q4, const ChargeCorrelation* correlation) {
   if (n_atoms <= 0 || sum_q2 <= 0) return {0.0, 0.0};
+  const ChargeCorrelation* corr = correlation != nullptr && !correlation->empty() ? correlation : nullptr;
   if (p < kMinOrder || p > kMaxOrder) throw ValueError("order must be in [3, 10]");
   for (int d = 0; d < 3; ++d)
     if (K[d] < p) throw ValueError("mesh smaller than the order");
@@ -187,6 +196,52 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
       mhi[d] = std::min(mhi[d], r);
     }
   }
+  // sum_b W_b(m) (c(m + b K) - 1) over the aliases |b_d| <= 1 (see the header)
+  const bool ik_diff = diff == Differentiation::IK;
+  auto correlation_excess = [&](const int* m, const int* gg, const double* k0, const double* kp, double k02,
+                                double kp2, double f0, double gi, double U02, double D1, double KU1, double BU0m1,
+                                bool nyq) {
+    const double sumDU = ik_diff ? kp2 * (U02 + D1) : k02 * U02 + KU1;  // sum_a |D_a|^2 U_a^2
+    double extra = 0;
+    for (int b0 = -1; b0 <= 1; ++b0)
+      for (int b1 = -1; b1 <= 1; ++b1)
+        for (int b2 = -1; b2 <= 1; ++b2) {
+          const long x[3] = {m[0] + long(b0) * K[0], m[1] + long(b1) * K[1], m[2] + long(b2) * K[2]};
+          const double c = (*corr)(x[0], x[1], x[2]);
+          if (c == 1.0) continue;
+          double W;
+          if (b0 == 0 && b1 == 0 && b2 == 0) {
+            if (m[0] == 0 && m[1] == 0 && m[2] == 0) continue;
+            double diag;  // |D_0 g U_0^2 - k_0 f_0|^2
+            if (ik_diff && nyq) {
+              diag = 0;
+              for (int r = 0; r < 3; ++r) {
+                const double v = kp[r] * gi * U02 - k0[r] * f0;
+                diag += v * v;
+              }
+            } else {
+              diag = k02 * f0 * f0 * BU0m1 * BU0m1;
+            }
+            W = diag + gi * gi * U02 * (ik_diff ? kp2 * D1 : KU1);  // + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
+          } else {
+            const double ub = ax[0].u1[3 * gg[0] + b0 + 1] * ax[1].u1[3 * gg[1] + b1 + 1] * ax[2].u1[3 * gg[2] + b2 + 1];
+            const double Ub2 = ub * ub;
+            W = gi * gi * Ub2 * sumDU;
+            double kb[3];
+            for (int r = 0; r < 3; ++r)
+              kb[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+            const double kb2 = kb[0] * kb[0] + kb[1] * kb[1] + kb[2] * kb[2];
+            const double ex = kb2 * inv4a2;
+            if (ex <= 60.0) {
+              const double fb = 4.0 * M_PI * std::exp(-ex) / kb2;
+              const double kdot = ik_diff ? kp[0] * kb[0] + kp[1] * kb[1] + kp[2] * kb[2] : kb2;
+              W += kb2 * fb * fb - 2.0 * gi * Ub2 * kdot * fb;
+            }
+          }
+          extra += W * (c - 1.0);
+        }
+    return extra;
+  };
   Acc19 tot;
   parallel_reduce_locked(
       "pmewald::reciprocal_error", Kokkos::RangePolicy<ExecSpace>(0, mhi[0] - mlo[0] + 1),
@@ -241,7 +296,7 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
         const double D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
         const double BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
         // j = 0 diagonal term and the off-diagonal (j != j') terms
-        double KU4 = 0;
+        double KU4 = 0, KU1 = 0;
         double S = 0;
         if (!zero) {
           if (diff == Differentiation::IK) {
@@ -256,7 +311,7 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
               }
             }
           } else {
-            const double KU1 = k2_moment(gg, x0, 1);  // sum_{j!=0} k_j^2 U_j^2
+            KU1 = k2_moment(gg, x0, 1);  // sum_{j!=0} k_j^2 U_j^2
             KU4 = k2_moment(gg, x0, 2);  // sum_{j!=0} k_j^2 U_j^4
             const double bracket = k02 * U02 * D1 + KU1 * (U02 + D1) - KU4;
             S += gi * gi * bracket + k02 * f0 * f0 * BU0m1 * BU0m1;
@@ -296,6 +351,7 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
                 S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
               }
         }
+        if (corr != nullptr) S += correlation_excess(m, gg, k0, kp, k02, kp2, f0, gi, U02, D1, KU1, BU0m1, nyq);
         acc.v[0] += wgt * S;
         if (gi == 0.0) continue;
         // self-force Fourier coefficients (up to the common factor -i/V);
@@ -327,22 +383,65 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
             acc.v[1 + 3 * face + r] +=
                 selfconj ? contr[face][r] : contr[face][r] - contr[other][r];
         }
+        if (corr != nullptr) {
+          // the position-dependent pair error of the neighbours, harmonic n: the alias
+          // pairs (a, b) = (n, 0) and (0, -n) (the leading ones), weighted by chi at k_b
+          const double U0 = ax[0].u0[g0] * ax[1].u0[g1] * ax[2].u0[g2];
+          const double chi0 = corr->chi(m[0], m[1], m[2]);
+          double dc[6][3];
+          for (int face = 0; face < 6; ++face) {
+            int nn[3] = {0, 0, 0};
+            nn[face / 2] = (face % 2) ? 1 : -1;
+            double un = 1, umn = 1;
+            long xn[3], xmn[3];
+            for (int d = 0; d < 3; ++d) {
+              un *= ax[d].u1[3 * gg[d] + nn[d] + 1];
+              umn *= ax[d].u1[3 * gg[d] - nn[d] + 1];
+              xn[d] = m[d] + long(nn[d]) * K[d];
+              xmn[d] = m[d] - long(nn[d]) * K[d];
+            }
+            const double chim = corr->chi(xmn[0], xmn[1], xmn[2]);
+            for (int r = 0; r < 3; ++r) {
+              const double kn = two_pi * (R[3 * r] * xn[0] + R[3 * r + 1] * xn[1] + R[3 * r + 2] * xn[2]);
+              const double d1 = ik_diff ? kp[r] : kn, d2 = ik_diff ? kp[r] : k0[r];
+              dc[face][r] = gi * U0 * (d1 * un * chi0 + d2 * umn * chim);
+            }
+          }
+          for (int face = 0; face < 6; ++face) {
+            const int other = face ^ 1;
+            for (int r = 0; r < 3; ++r)
+              acc.v[19 + 3 * face + r] += selfconj ? dc[face][r] : dc[face][r] - dc[other][r];
+          }
+        }
       }
     }
       },
       Kokkos::Sum<Acc19>(tot));
   const double S_sum = tot.v[0];
-  double self2 = 0;
-  for (int i = 1; i < 19; ++i) self2 += tot.v[i] * tot.v[i];
+  double self2 = 0, cross = 0;
+  for (int i = 1; i < 19; ++i) {
+    self2 += tot.v[i] * tot.v[i];
+    cross += tot.v[i] * tot.v[18 + i];
+  }
+  // Correlated neighbours: the self force of atom i and the position-dependent pair errors
+  // of its neighbours add up to q_i^2 F_self (1 + sum_j (q_j / q_i) gamma_ij), the harmonic-n
+  // response gamma of the kernel at r_ij. Its mean square over the atoms is completed to a
+  // square from the cross term sum_i q_i^3 sum_j q_j gamma_ij = sum_q4 cross / self2 (exact
+  // when every atom's neighbourhood cancels the same fraction, as for neutral groups).
+  if (corr != nullptr && self2 > 0) {
+    const double f = std::fmin(std::fmax(1.0 + cross / self2, 0.0), 1.0);
+    self2 *= std::pow(f, kSelfCancellation);
+  }
   self2 /= V * V;
   return {(sum_q2 * sum_q2 - sum_q4) * std::fmax(S_sum, 0.0) / (V * V), sum_q4 * self2};
 }
 
 double reciprocal_error(const Mat3& box, double alpha, const Int3& K, int p,
                         Differentiation diff, double sum_q2, int n_atoms,
-                        double coulomb_constant, double sum_q4) {
+                        double coulomb_constant, double sum_q4, const ChargeCorrelation* correlation) {
   if (n_atoms <= 0 || sum_q2 <= 0) return 0.0;
-  const ReciprocalErrorParts e = reciprocal_error_parts(box, alpha, K, p, diff, sum_q2, n_atoms, sum_q4);
+  const ReciprocalErrorParts e =
+      reciprocal_error_parts(box, alpha, K, p, diff, sum_q2, n_atoms, sum_q4, correlation);
   const double var = (e.pair + e.self) / n_atoms;
   return std::fabs(coulomb_constant) * std::sqrt(std::fmax(var, 0.0));
 }

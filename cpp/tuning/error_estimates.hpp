@@ -27,11 +27,20 @@
 //   ad: c_n = (-i/V) sum_m g sum_d 2 pi recip[:,d] T1_d prod_{e!=d} T0_e
 //   T0_d(m, n) = sum_j u_d(j) u_d(j-n),  T1_d = sum_j (m + jK_d) u_d(j) u_d(j-n).
 // sum_q4 defaults to sum_q2^2 / N (equal |q|).
+//
+// Correlated charges (charge_correlation.hpp): with a ChargeCorrelation table c(x) the pair
+// part becomes (sum_q2^2 - sum_q4) sum_m sum_b W_b(m) c(m + b K) / V^2, W_b(m) the terms of
+// S(m) that see the charges of alias b,
+//   W_b = g^2 U_b^2 sum_a |D_a|^2 U_a^2 - 2 g U_b^2 D_b.k_b f_b + k_b^2 f_b^2
+// (D_a = k' for ik, k_a for ad), evaluated for the aliases |b_d| <= 1 inside the table
+// (c = 1 elsewhere). The self force is reduced by the part of it that the position-
+// dependent pair errors of the neighbours cancel (chi; kSelfCancellation in the .cpp).
 #pragma once
 
 #include "geometry/index_box.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
+#include "tuning/charge_correlation.hpp"
 
 namespace pmewald {
 inline namespace tuning {
@@ -41,7 +50,8 @@ double real_space_error(double alpha, double cutoff, double sum_q2, int n_atoms,
 
 double reciprocal_error(const Mat3& box, double alpha, const Int3& mesh, int order,
                         Differentiation diff, double sum_q2, int n_atoms,
-                        double coulomb_constant, double sum_q4 = -1.0);
+                        double coulomb_constant, double sum_q4 = -1.0,
+                        const ChargeCorrelation* correlation = nullptr);
 
 // The two parts of the reciprocal variance, before the factor k_e^2 / N:
 //   reciprocal_error = k_e sqrt((pair + self) / N).
@@ -55,7 +65,8 @@ struct ReciprocalErrorParts {
 };
 ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& mesh, int order,
                                             Differentiation diff, double sum_q2, int n_atoms,
-                                            double sum_q4 = -1.0);
+                                            double sum_q4 = -1.0,
+                                            const ChargeCorrelation* correlation = nullptr);
 
 }  // namespace tuning
 }  // namespace pmewald

@@ -43,7 +43,8 @@ struct MeshChoice {
 };
 
 MeshChoice smallest_mesh(const Mat3& box, double alpha, int p, Differentiation diff,
-                         double sum_q2, int n, double kc, double sum_q4, double goal) {
+                         double sum_q2, int n, double kc, double sum_q4, double goal,
+                         const ChargeCorrelation* corr) {
   // K_d(s) = fft_friendly(ceil(s h_d)), s = mesh points per unit height.
   // Phase 1 brackets the smallest s meeting the goal by power-law
   // extrapolation of the estimate (error ~ s^-slope); phase 2 bisects in
@@ -55,7 +56,7 @@ MeshChoice smallest_mesh(const Mat3& box, double alpha, int p, Differentiation d
   const double s_cap = kMaxMesh / hmax;
   auto eval = [&](double s, Int3& K) {
     K = mesh_for_density(s, h, p);
-    return reciprocal_error(box, alpha, K, p, diff, sum_q2, n, kc, sum_q4);
+    return reciprocal_error(box, alpha, K, p, diff, sum_q2, n, kc, sum_q4, corr);
   };
   auto fail = [&]() {
     return ValueError("no mesh up to " + std::to_string(kMaxMesh) +
@@ -111,7 +112,7 @@ MeshChoice smallest_mesh(const Mat3& box, double alpha, int p, Differentiation d
 
 Parameters choose_parameters(const Mat3& box, double cutoff, double target, double sum_q2,
                              int n_atoms, Differentiation diff, double kc, double alpha,
-                             const Int3& mesh, int order, double sum_q4) {
+                             const Int3& mesh, int order, double sum_q4, const ChargeCorrelation* corr) {
   if (!(target > 0) || !std::isfinite(target)) throw ValueError("target error must be positive");
   if (!(cutoff > 0) || !std::isfinite(cutoff)) throw ValueError("cutoff must be positive");
   if (order > 0 && (order < kMinOrder || order > kMaxOrder))
@@ -133,13 +134,13 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
   auto finish = [&](const Int3& K, int p) {
     P.mesh = K;
     P.order = p;
-    P.est_recip = reciprocal_error(box, P.alpha, K, p, diff, sum_q2, n, kc, sum_q4);
+    P.est_recip = reciprocal_error(box, P.alpha, K, p, diff, sum_q2, n, kc, sum_q4, corr);
     P.est_total = std::sqrt(P.est_real * P.est_real + P.est_recip * P.est_recip);
     return P;
   };
   if (order > 0) {
     if (fixed_mesh) return finish(mesh, order);
-    const MeshChoice c = smallest_mesh(box, P.alpha, order, diff, sum_q2, n, kc, sum_q4, goal);
+    const MeshChoice c = smallest_mesh(box, P.alpha, order, diff, sum_q2, n, kc, sum_q4, goal, corr);
     return finish(c.mesh, order);
   }
   // choose the order by the cost model
@@ -151,7 +152,7 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
     Int3 K = mesh;
     if (!fixed_mesh) {
       try {
-        K = smallest_mesh(box, P.alpha, p, diff, sum_q2, n, kc, sum_q4, goal).mesh;
+        K = smallest_mesh(box, P.alpha, p, diff, sum_q2, n, kc, sum_q4, goal, corr).mesh;
       } catch (const ValueError&) {
         continue;
       }
@@ -210,7 +211,7 @@ double interp_log(const std::vector<TablePoint>& t, double s, double TablePoint:
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,
                        double kc, double alpha, const std::vector<Differentiation>& diffs,
                        int order_lo, int order_hi, const CostModel& cm, double sum_q4,
-                       double mesh_target) {
+                       double mesh_target, const ChargeCorrelation* corr) {
   if (!(target > 0) || !std::isfinite(target)) throw ValueError("target error must be positive");
   if (!(cutoff > 0) || !std::isfinite(cutoff)) throw ValueError("cutoff must be positive");
   if (order_lo < kMinOrder || order_hi > kMaxOrder || order_lo > order_hi)
@@ -288,7 +289,7 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
   // One (diff, order), one alpha, no mesh bound: the exact search alone (as choose_parameters).
   if (diffs.size() == 1 && order_lo == order_hi && al.size() == 1 && !mesh_bound) {
     const AlphaOption& o = al[0];
-    const MeshChoice c = smallest_mesh(box, o.alpha, order_lo, diffs[0], sum_q2, n, kc, sum_q4, o.budget);
+    const MeshChoice c = smallest_mesh(box, o.alpha, order_lo, diffs[0], sum_q2, n, kc, sum_q4, o.budget, corr);
     const Candidate w{diffs[0], order_lo, o.alpha, c.mesh, reciprocal_cost(cm, c.mesh, order_lo, diffs[0], n),
                       c.err, true};
     return finish(w, {w});
@@ -334,7 +335,7 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
         s *= 1.02;
         continue;
       }
-      const ReciprocalErrorParts e = reciprocal_error_parts(box, alpha_t, K, p, diff, sum_q2, n, sum_q4);
+      const ReciprocalErrorParts e = reciprocal_error_parts(box, alpha_t, K, p, diff, sum_q2, n, sum_q4, corr);
       tab.push_back({se, e.pair, e.self});
       double worst = 0;
       for (const AlphaOption& o : al) worst = std::fmax(worst, scaled(o.alpha, tab.back()) / goal(diff, o));
@@ -438,12 +439,12 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
     const AlphaOption o = option_of(c.alpha);
     double e = 0;
     auto meets = [&](const Int3& K) {  // sets e
-      e = reciprocal_error(box, c.alpha, K, c.order, c.diff, sum_q2, n, kc, sum_q4);
+      e = reciprocal_error(box, c.alpha, K, c.order, c.diff, sum_q2, n, kc, sum_q4, corr);
       if (e > o.budget) return false;
       if (!mesh_bound) return true;
       const double ead = c.diff == Differentiation::AD
                              ? e
-                             : reciprocal_error(box, c.alpha, K, c.order, Differentiation::AD, sum_q2, n, kc, sum_q4);
+                             : reciprocal_error(box, c.alpha, K, c.order, Differentiation::AD, sum_q2, n, kc, sum_q4, corr);
       return ead <= mesh_target;
     };
     auto next = [&](double& sv, const Int3& K, double factor) {  // the next mesh along the density line

@@ -8,6 +8,7 @@
 #include "geometry/index_box.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
+#include "tuning/charge_correlation.hpp"
 #include "tuning/cost_model.hpp"
 
 namespace pmewald {
@@ -38,7 +39,8 @@ struct Parameters {
 Parameters choose_parameters(const Mat3& box, double cutoff, double target, double sum_q2,
                              int n_atoms, Differentiation diff, double coulomb_constant,
                              double alpha = 0.0, const Int3& mesh = Int3{0, 0, 0},
-                             int order = 5, double sum_q4 = -1.0);
+                             int order = 5, double sum_q4 = -1.0,
+                             const ChargeCorrelation* correlation = nullptr);
 
 // ---------------------------------------------------------------------------------------
 // The cheapest (differentiation, order, alpha, mesh) for an ABSOLUTE RMS force error
@@ -79,11 +81,14 @@ struct Choice {
 // reciprocal estimate of (alpha, order, mesh) must not exceed it. The energy does not
 // depend on the differentiation and its error scales about like that estimate, so this
 // is how the solver passes on an energy requirement (ik then needs as fine a mesh as ad).
+// correlation: the estimates weigh the charges' structure factor (charge_correlation.hpp);
+// the tables then carry it from alpha_t by the uncorrelated scaling, which is approximate,
+// and the exact check at the candidate's alpha corrects the mesh.
 // Throws ValueError when no candidate reaches the target with a mesh up to 512 per axis.
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,
                        double coulomb_constant, double alpha, const std::vector<Differentiation>& diffs,
                        int order_lo, int order_hi, const CostModel& cost, double sum_q4 = -1.0,
-                       double mesh_target = 0.0);
+                       double mesh_target = 0.0, const ChargeCorrelation* correlation = nullptr);
 
 }  // namespace tuning
 }  // namespace pmewald

@@ -8,7 +8,9 @@ parameters, timings). The contract between the two:
 - it reads what PME's constructor and :meth:`PME.set_box` set: ``_box`` (canonical),
   ``_cutoff``, ``_tolerance``, ``_k`` (the Coulomb constant), ``_real_space``, ``_fixed``
   (the explicit alpha, mesh and order), ``_diff_request``, and the current parameters
-  ``_alpha``, ``_order``, ``_differentiation``, ``_params`` and ``_solver``;
+  ``_alpha``, ``_order``, ``_differentiation``, ``_params`` and ``_solver``, and
+  ``_correlation`` (the charge structure-factor table of the correlated error model, made by
+  :meth:`Tuning._charge_correlation` on the first call; None with ``error_model="uncorrelated"``);
 - it calls PME's set-up: ``_build`` (make the solver of a parameter set current),
   ``_new_solver`` (a solver of other parameters, for the energy check's second mesh) and
   ``_run`` (one checked solver call, collective);
@@ -30,6 +32,9 @@ import numpy as np
 
 # Orders the automatic choice (order=None) considers.
 _ORDERS = (4, 8)
+# Largest index half-width of the charge structure-factor table of the correlated error
+# model (tuning.local_structure_factors): |x_d| <= 24, a transform of at most 100^3 points.
+_CORRELATION_HALF = 24
 # Cost-model constants for the automatic choice: None uses the calibrated ones built into
 # the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
 # entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
@@ -59,7 +64,7 @@ class Tuning:
         r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
                                     _model_atoms(n_atoms), differentiation=differentiation or self._diff_request,
                                     coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
-                                    orders=_ORDERS, cost=_COST,
+                                    orders=_ORDERS, cost=_COST, correlation=self._correlation,
                                     mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
         for key in ("est_real", "est_recip", "est_total"):
             r[key] *= self._k
@@ -75,15 +80,34 @@ class Tuning:
         from ._core import tuning
 
         p = self._params
-        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
+        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self._correlation))
         if self._cache_estimate is None or self._cache_estimate[0] != key:
             e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
                                         p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                        coulomb_constant=self._k)
+                                        coulomb_constant=self._k, correlation=self._correlation)
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
             self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
         return self._cache_estimate[1]
+
+    def _charge_correlation(self, pos, q, sum_q2):
+        """The charges' structure-factor table for the correlated error model (collective).
+
+        Every rank transforms its own atoms (tuning.local_structure_factors: a B-spline
+        spread onto a periodic grid and one FFT) and the sums are reduced over the ranks,
+        so the table does not depend on how the atoms are split; its values are rounded
+        to six digits, so neither does the choice made with it."""
+        from mpi4py import MPI
+
+        from ._core import tuning
+
+        kmax = 2 * math.pi * _CORRELATION_HALF / float(np.linalg.norm(self._box, axis=1).max())
+        half = tuple(int(h) for h in tuning.correlation_half_widths(self._box, kmax, _CORRELATION_HALF))
+        local = tuning.local_structure_factors(self._box, pos, q, half)
+        total = np.empty_like(local)
+        self._comm.Allreduce(local, total, op=MPI.SUM)
+        sum_q4 = float(self._comm.allreduce(float((q ** 4).sum())))
+        return tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
 
     def _typical_force(self, n_atoms, sum_q2):
         """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""
@@ -189,7 +213,8 @@ class Tuning:
 
             def recip_estimate(mesh, diff):
                 return tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
-                                               _model_atoms(n_atoms), coulomb_constant=self._k)["recip"]
+                                               _model_atoms(n_atoms), coulomb_constant=self._k,
+                                               correlation=self._correlation)["recip"]
 
             est_c = recip_estimate(coarse["mesh"], p["differentiation"])
             if not max(est_c, rec) > 1.5 * min(est_c, rec):
@@ -228,7 +253,7 @@ class Tuning:
                 continue
             est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
                                           p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                          coulomb_constant=self._k)["recip"]
+                                          coulomb_constant=self._k, correlation=self._correlation)["recip"]
             if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
                 chosen = mesh
                 break

@@ -30,11 +30,12 @@ from ._validate import as_int, canonical_box, check_atoms, checked_box, coincide
 
 _MODES = ("pt2pt", "nonblocking", "collective")
 _DIFFS = ("auto", "ad", "ik")
+_ERROR_MODELS = ("correlated", "uncorrelated")
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
 # call fails, so a failed first call leaves the object as it was.
 _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
-                 "_cache_estimate", "_energy_error")
+                 "_cache_estimate", "_energy_error", "_correlation")
 
 
 @dataclass
@@ -107,6 +108,13 @@ class PME(Tuning):
     real_space : bool
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
+    error_model : "correlated" or "uncorrelated"
+        How the reciprocal-space error is estimated (for the automatic choice and
+        ``estimated_error``): ``"correlated"`` (default) weighs the error functional by
+        the structure factor of the charges of the first call, so neutral molecules and
+        ion pairs, whose mesh errors largely cancel, are estimated as accurately as random
+        charges; ``"uncorrelated"`` is the textbook functional that assumes uncorrelated
+        charges (pessimistic for molecular systems). See docs/accuracy.md.
 
     Notes
     -----
@@ -154,7 +162,7 @@ class PME(Tuning):
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True):
+                 real_space=True, error_model="correlated"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
@@ -182,6 +190,8 @@ class PME(Tuning):
                 raise ValueError(f"differentiation must be 'auto', 'ad' or 'ik', got {differentiation!r}")
             if comm_mode not in _MODES:
                 raise ValueError(f"comm_mode must be one of {', '.join(_MODES)}, got {comm_mode!r}")
+            if error_model not in _ERROR_MODELS:
+                raise ValueError(f"error_model must be 'correlated' or 'uncorrelated', got {error_model!r}")
             k = float(coulomb_constant)
             if not (math.isfinite(k) and k > 0):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
@@ -194,20 +204,22 @@ class PME(Tuning):
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
             same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space)),
+                                         bool(real_space), error_model),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
-                            "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant and "
-                            "real_space")
+                            "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
+                            "real_space and error_model")
             self._node_ranks = node_ranks(self._comm)
-            self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space))
+            self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model)
 
-    def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space):
+    def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model):
         self._busy = Busy("PME")
         self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
         self._box, self._cutoff, self._tolerance = canonical_box(b), rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, real_space
+        self._error_model = error_model
+        self._correlation = None  # tuning.ChargeCorrelation of the first call's charges (correlated model)
         self._solver = None
         self._params = None
         self._recheck = False
@@ -268,7 +280,7 @@ class PME(Tuning):
              "modelled_cost": self._choice["cost"] if self._choice else None}
         p.update(cutoff=self._cutoff, tolerance=self._tolerance,
                  comm_mode=self._comm_mode, coulomb_constant=self._k, real_space=self._real_space,
-                 box=self._user_box.copy())
+                 error_model=self._error_model, box=self._user_box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
 
@@ -288,6 +300,7 @@ class PME(Tuning):
                 self._solver.set_box(c)
             self._user_box, self._box = b, c
             self._cache_estimate = None
+            self._correlation = None  # the table is indexed by the box's reciprocal lattice
             self._recheck = self._fixed["mesh"] is None
 
     # ----------------------------------------------------------------- compute
@@ -346,6 +359,8 @@ class PME(Tuning):
             return self._zero_result(len(q), n_atoms)
         saved = {name: getattr(self, name) for name in _TUNING_STATE}
         try:
+            if self._error_model == "correlated" and self._correlation is None:
+                self._correlation = self._charge_correlation(pos, q, sum_q2)
             if self._solver is None or self._recheck:
                 raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
             else:

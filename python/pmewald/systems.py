@@ -767,3 +767,177 @@ def displace(system, sigma, seed=0):
                    exclusions=system.exclusions.copy(),
                    name=f"{system.name} displaced(sigma={sigma}, seed={seed})",
                    nearest_neighbor_distance=None, madelung_reference=None)
+
+
+# Peptide-like backbone unit (CHARMM-style partial charges, each unit neutral): the atoms of
+# one residue in storage order, their charges, and the backbone atom each side atom is
+# bonded to (index within the unit, -1 for backbone atoms).
+_UNIT_NAMES = ("N", "H", "CA", "HA", "C", "O")
+_UNIT_CHARGES = (-0.47, 0.31, 0.07, 0.09, 0.51, -0.51)
+_UNIT_PARENT = (-1, 0, -1, 2, -1, 4)
+_SIDE_BOND = {1: 1.0, 3: 1.09, 5: 1.23}   # N-H, CA-HA, C=O
+_BACKBONE_BOND = 1.45
+_BACKBONE_ANGLE = math.radians(111.0)
+
+
+def _chain_backbone(n_atoms, rng, max_tries=200):
+    """A random backbone of `n_atoms` atoms, fixed bond length and angle, random dihedrals,
+    no two atoms more than three bonds apart closer than 2.5."""
+    pts = [np.zeros(3), np.array([_BACKBONE_BOND, 0.0, 0.0])]
+    while len(pts) < n_atoms:
+        for _ in range(max_tries):
+            a, b = pts[-2], pts[-1]
+            u = (b - a) / np.linalg.norm(b - a)
+            v = rng.normal(size=3)
+            v -= v.dot(u) * u
+            v /= np.linalg.norm(v)
+            d = -math.cos(_BACKBONE_ANGLE) * u + math.sin(_BACKBONE_ANGLE) * v
+            c = b + _BACKBONE_BOND * d
+            if len(pts) < 4 or np.min(np.linalg.norm(np.asarray(pts[:-3]) - c, axis=1)) > 2.5:
+                pts.append(c)
+                break
+        else:
+            raise RuntimeError("could not grow the chain")
+    return np.asarray(pts)
+
+
+def _bond_exclusions(n_atoms, bonds, depth=3):
+    """Pairs (i < j) at most `depth` bonds apart in the graph `bonds` (1-2, 1-3, 1-4 for 3)."""
+    nbr = [[] for _ in range(n_atoms)]
+    for i, j in bonds:
+        nbr[int(i)].append(int(j))
+        nbr[int(j)].append(int(i))
+    pairs = set()
+    for s in range(n_atoms):
+        frontier, seen = {s}, {s}
+        for _ in range(depth):
+            frontier = {t for f in frontier for t in nbr[f]} - seen
+            seen |= frontier
+        pairs.update((s, t) for t in seen if t > s)
+    out = np.array(sorted(pairs), dtype=np.int64)
+    return out.reshape(-1, 2)
+
+
+def solvated_chains(n_chains=2, residues=12, *, n_water=300, density=0.0334, seed=0,
+                    min_distance=2.0):
+    """Peptide-like chains with partial charges in a box of water, with the bond-graph exclusions.
+
+    A stand-in for a solvated protein (like LAMMPS's ``peptide`` example with CHARMM charges):
+    each chain is ``residues`` neutral units ``N(-0.47) H(0.31) CA(0.07) HA(0.09) C(0.51)
+    O(-0.51)`` on a random backbone (bond 1.45, angle 111 degrees, random dihedrals) with the
+    H, HA and O atoms bonded to N, CA and C; the chains sit at random positions and
+    orientations in a :func:`water_box` of ``n_water`` molecules from which every water with
+    an atom closer than ``min_distance`` to a chain atom (minimum image) is removed.
+    Exclusions: every pair at most three bonds apart on a chain (1-2, 1-3 and 1-4, i.e.
+    CHARMM's ``special_bonds 0 0 0``) and the three intramolecular pairs of every water.
+    Atoms are stored chains first, then waters (O, H, H). The system is neutral.
+    """
+    rng = np.random.default_rng(seed)
+    water = water_box(n_water, density=density, seed=seed)
+    box = water.box
+    unit = len(_UNIT_NAMES)
+    chain_pos, chain_q, bonds = [], [], []
+    for c in range(n_chains):
+        for attempt in range(100):
+            chain_bonds = []
+            back = _chain_backbone(3 * residues, rng)
+            back -= back.mean(axis=0)
+            rot = _random_rotations(rng, 1)[0]
+            back = back @ rot.T + rng.random(3) @ box
+            pos = np.zeros((unit * residues, 3))
+            base = unit * residues * c
+            for r in range(residues):
+                for k in range(unit):
+                    i = unit * r + k
+                    parent = _UNIT_PARENT[k]
+                    if parent < 0:
+                        pos[i] = back[3 * r + (0 if k == 0 else 1 if k == 2 else 2)]
+                        continue
+                    b = 3 * r + (0 if parent == 0 else 1 if parent == 2 else 2)
+                    prev = back[b - 1] if b > 0 else back[b] - (back[b + 1] - back[b])
+                    nxt = back[b + 1] if b + 1 < len(back) else back[b] + (back[b] - back[b - 1])
+                    out = 2 * back[b] - prev - nxt   # away from both backbone neighbours
+                    if np.linalg.norm(out) < 1e-6 * _BACKBONE_BOND:  # chain end (collinear): any perpendicular
+                        t = nxt - prev
+                        out = np.cross(t, [1.0, 0.0, 0.0] if abs(t[0]) < 0.9 * np.linalg.norm(t) else [0.0, 1.0, 0.0])
+                    out /= np.linalg.norm(out)
+                    pos[i] = back[b] + _SIDE_BOND[k] * out
+                    chain_bonds.append((base + unit * r + parent, base + i))
+                if r > 0:  # N(r) - C(r-1)
+                    chain_bonds.append((base + unit * r, base + unit * (r - 1) + 4))
+                chain_bonds.append((base + unit * r, base + unit * r + 2))       # N - CA
+                chain_bonds.append((base + unit * r + 2, base + unit * r + 4))   # CA - C
+            # no two atoms more than three bonds apart closer than 1.8
+            local = _bond_exclusions(unit * residues, [(i - base, j - base) for i, j in chain_bonds])
+            ii, jj = np.triu_indices(unit * residues, 1)
+            r2 = np.einsum("ij,ij->i", pos[ii] - pos[jj], pos[ii] - pos[jj])
+            near = set(zip(ii[r2 < 1.8 ** 2].tolist(), jj[r2 < 1.8 ** 2].tolist()))
+            if near <= set(map(tuple, local.tolist())):
+                break
+        else:
+            raise RuntimeError("could not build a chain without clashes")
+        bonds += chain_bonds
+        chain_pos.append(pos)
+        chain_q.append(np.tile(_UNIT_CHARGES, residues))
+    cpos = np.concatenate(chain_pos)
+    n_chain_atoms = len(cpos)
+    wpos = water.positions.reshape(-1, 3, 3)
+    keep = np.ones(len(wpos), dtype=bool)
+    flat = wpos.reshape(-1, 3)
+    for start in range(0, n_chain_atoms, 16):
+        part = cpos[start:start + 16]
+        d = minimum_image(box, (flat[:, None, :] - part[None, :, :]).reshape(-1, 3))
+        close = (np.einsum("ij,ij->i", d, d) < min_distance ** 2).reshape(len(flat), len(part)).any(axis=1)
+        keep &= ~close.reshape(-1, 3).any(axis=1)
+    wpos = wpos[keep].reshape(-1, 3)
+    n_w = int(keep.sum())
+    pos = np.concatenate([cpos, wpos])
+    q = np.concatenate(chain_q + [np.tile([_Q_O, _Q_H, _Q_H], n_w)])
+    ex_chain = _bond_exclusions(n_chain_atoms, bonds)
+    o = n_chain_atoms + 3 * np.arange(n_w, dtype=np.int64)
+    ex_w = np.stack([np.stack([o, o + 1], 1), np.stack([o, o + 2], 1), np.stack([o + 1, o + 2], 1)],
+                    axis=1).reshape(-1, 2)
+    return System(box=box.copy(), positions=pos, charges=q, ids=np.arange(len(q), dtype=np.int64),
+                  exclusions=np.concatenate([ex_chain, ex_w]).astype(np.int64),
+                  name=f"solvated_chains n_chains={n_chains} residues={residues} n_water={n_w}")
+
+
+def read_lammps_data(path, special_depth=3):
+    """A :class:`System` from a LAMMPS data file with ``atom_style full`` (e.g. the
+    ``peptide`` and ``HEAT/data.spce`` examples of Debian's ``lammps-examples``).
+
+    Orthorhombic or triclinic (``xy xz yz``) boxes; positions are taken as written (the
+    solver wraps them); ids are renumbered ``0..n-1`` in the file's id order. Exclusions:
+    every pair at most ``special_depth`` bonds apart (3: 1-2, 1-3 and 1-4, LAMMPS's
+    ``special_bonds lj/coul 0 0 0``; 0: none).
+    """
+    lines = open(path).read().splitlines()
+    bounds, tilt = {}, (0.0, 0.0, 0.0)
+    sections, current = {None: []}, None
+    for line in lines[1:]:
+        text = line.split("#")[0].strip()
+        if not text:
+            continue
+        words = text.split()
+        if len(words) >= 4 and words[-2] in ("xlo", "ylo", "zlo"):
+            bounds[words[-2][0]] = (float(words[0]), float(words[1]))
+        elif len(words) == 6 and words[3:] == ["xy", "xz", "yz"]:
+            tilt = tuple(float(w) for w in words[:3])
+        elif words[0][0].isalpha():
+            current = text.split()[0] if words[0] != "Pair" else None
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(words)
+    if "Atoms" not in sections or set(bounds) != {"x", "y", "z"}:
+        raise ValueError(f"{path}: not a LAMMPS data file with an Atoms section and a box")
+    lx, ly, lz = (bounds[c][1] - bounds[c][0] for c in "xyz")
+    xy, xz, yz = tilt
+    box = np.array([[lx, 0, 0], [xy, ly, 0], [xz, yz, lz]], dtype=np.float64)
+    atoms = sorted(sections["Atoms"], key=lambda w: int(w[0]))
+    index = {int(w[0]): i for i, w in enumerate(atoms)}
+    q = np.array([float(w[3]) for w in atoms])
+    pos = np.array([[float(v) for v in w[4:7]] for w in atoms])
+    bonds = [(index[int(w[2])], index[int(w[3])]) for w in sections.get("Bonds", [])]
+    ex = _bond_exclusions(len(q), bonds, special_depth) if special_depth > 0 else _no_exclusions()
+    return System(box=box, positions=pos, charges=q, ids=np.arange(len(q), dtype=np.int64), exclusions=ex,
+                  name=f"lammps data {path}")

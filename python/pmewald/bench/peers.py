@@ -139,7 +139,7 @@ def worker_pme(job):
     for cfg in job["configs"]:
         # "differentiation" (the resolved choice of an earlier automatic run) over "diff" (the request)
         kw = dict(differentiation=cfg.get("differentiation") or cfg.get("diff", "auto"), comm_mode=job["comm_mode"],
-                  coulomb_constant=K_REAL)
+                  coulomb_constant=K_REAL, error_model=cfg.get("error_model", "correlated"))
         for key in ("alpha", "mesh", "order", "tolerance"):
             if cfg.get(key) is not None:
                 kw[key] = tuple(cfg[key]) if key == "mesh" else cfg[key]
@@ -427,13 +427,15 @@ def bench_peers(args) -> int:
                         bar.update(f"{s['name']} P{P} openmm")
                     else:
                         cfgs = []
-                        for d in args.pme_diffs:
-                            for t in args.tolerances:
-                                c = dict(tolerance=t, diff=d, variant=f"pmewald-{d}")
-                                # The automatic choice is rank-count independent: tune once (first run),
-                                # then pass the chosen alpha, mesh, order and differentiation explicitly.
-                                c.update(pme_params.get((s["name"], d, t), {}))
-                                cfgs.append(c)
+                        for model in args.pme_models:
+                            for d in args.pme_diffs:
+                                for t in args.tolerances:
+                                    v = f"pmewald-{d}" + ("" if model == "correlated" else "-uncorr")
+                                    c = dict(tolerance=t, diff=d, variant=v, error_model=model)
+                                    # The automatic choice is rank-count independent: tune once (first run),
+                                    # then pass the chosen alpha, mesh, order and differentiation explicitly.
+                                    c.update(pme_params.get((s["name"], v, t), {}))
+                                    cfgs.append(c)
                         if not args.skip_lammps:
                             for acc in args.lammps_accuracies or args.tolerances:
                                 if (s["name"], acc) in lammps_params:
@@ -450,7 +452,7 @@ def bench_peers(args) -> int:
                             if want:
                                 r["error"] = rel_error(np.load(r["forces_file"]), ref)
                             if r["variant"] != "pmewald-ik@lammps":
-                                pme_params.setdefault((s["name"], r["diff"], r["tolerance"]),
+                                pme_params.setdefault((s["name"], r["variant"], r["tolerance"]),
                                                       dict(alpha=r["alpha"], mesh=r["mesh"], order=r["order"],
                                                            differentiation=r["differentiation"]))
                             setting = r.get("tolerance") if r["variant"] != "pmewald-ik@lammps" else r["lammps_acc"]
@@ -486,6 +488,10 @@ def add_parser(sub):
     p.add_argument("--pme-diffs", nargs="+", default=["auto"], choices=["auto", "ik", "ad"],
                    help="pmewald differentiation requests; 'auto' (variant pmewald-auto) lets the cost model "
                         "choose differentiation, order, alpha and mesh (the tables show the choice)")
+    p.add_argument("--pme-models", nargs="+", default=["correlated"], choices=["correlated", "uncorrelated"],
+                   help="pmewald error models (PME(error_model=...)); 'uncorrelated' runs as variant "
+                        "pmewald-<diff>-uncorr: the textbook estimate, for the before/after comparison at the "
+                        "same measured error (issue 15)")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--modes", nargs="+", default=["pt2pt", "nonblocking", "collective"],
                    choices=["pt2pt", "nonblocking", "collective"], help="pmewald comm modes on more than 1 rank")

@@ -1,6 +1,6 @@
 """The error estimate on molecular and correlated systems (issue 15).
 
-The validation sweep of ``pmewald.bench_accuracy`` at its ``small`` size, against the direct
+The validation sweep of ``pmewald.bench.accuracy`` at its ``small`` size, against the direct
 Ewald sum: random charges (neutral, and with a net charge in a triclinic cell), a displaced
 rock-salt crystal, SPC/E-like water, peptide-like chains with partial charges in water
 (1-2/1-3/1-4 exclusions), ion pairs in a triclinic cell. Criteria (issue 15's "Done when"):
@@ -27,7 +27,8 @@ import pytest
 from mpi4py import MPI
 
 import pmewald
-from pmewald import bench_accuracy, systems
+from pmewald import systems
+from pmewald.bench import accuracy as bench_accuracy
 from pmewald._core import tuning
 
 

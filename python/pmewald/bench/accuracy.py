@@ -19,7 +19,7 @@ model (the default) and, with ``--models correlated uncorrelated``, the textbook
 criteria of issue 15: estimate / measured within [0.67, 1.5] and measured <= tolerance for
 the automatic choice, within [0.5, 2] for explicit parameters.
 
-The test suite runs the ``small`` sweep (tests/test_error_estimate.py); docs/accuracy.md
+The test suite runs the ``small`` sweep (tests/tuning/test_correlated_error_model.py); docs/accuracy.md
 tables the ``full`` one.
 """
 

@@ -24,7 +24,9 @@ import numpy as np
 from . import _core
 from .reference import cell_heights
 
-_MODES = ("pt2pt", "nonblocking", "collective")
+_MODES = ("pt2pt", "nonblocking", "collective", "auto")
+# Default progress-call intervals of overlap=True: (pair rows, microseconds); docs/overlap.md.
+_POLL = (256, 100.0)
 _DIFFS = ("auto", "ad", "ik")
 # Orders the automatic choice (order=None) considers.
 _ORDERS = (4, 8)
@@ -128,8 +130,20 @@ class PME:
         ``"auto"`` (default) takes whichever the cost model finds cheaper for the tolerance.
     comm : mpi4py intracommunicator, optional
         Defaults to ``MPI.COMM_WORLD``.
-    comm_mode : "pt2pt", "nonblocking" or "collective"
-        How the FFT remaps and ghost-layer exchanges communicate.
+    comm_mode : "pt2pt", "nonblocking", "collective" or "auto"
+        How the FFT remaps and ghost-layer exchanges communicate. ``"auto"`` times the
+        three on this problem's own exchanges at the first :meth:`compute` (the slowest
+        rank's time decides, so every rank picks the same) and keeps the fastest;
+        ``parameters["comm_mode_used"]`` and ``parameters["comm_mode_seconds"]`` show the
+        outcome. It measures again only when the mesh (the plans) changes.
+    overlap : bool
+        Hide the reciprocal part's communication behind the real-space pair loop: the
+        exchanges are started and the pairs run in pieces while they are in flight, with
+        progress calls in between (``timings()["comm_hidden"]``, ``["comm_wait"]``). The
+        results are the same either way. docs/overlap.md has the measurements.
+    overlap_poll : (int, float), optional
+        With ``overlap``: test the exchange in flight every this many pair rows or this
+        many microseconds, whichever comes first (default ``(256, 100.0)``).
     coulomb_constant : float
         1.0 (Gaussian units) by default; see :mod:`pmewald.units`.
     real_space : bool
@@ -171,7 +185,7 @@ class PME:
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True):
+                 real_space=True, overlap=False, overlap_poll=None):
         from mpi4py import MPI
 
         _core.comm_info(comm)  # TypeError for a non-communicator
@@ -204,19 +218,30 @@ class PME:
             k = float(coulomb_constant)
             if not (math.isfinite(k) and k > 0):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
-            return b, rc, tol, a, m, p, k
+            if not isinstance(overlap, (bool, np.bool_)):
+                raise ValueError(f"overlap must be True or False, got {overlap!r}")
+            poll = _POLL if overlap_poll is None else overlap_poll
+            try:
+                rows, us = poll
+                rows, us = _as_int(rows, "overlap_poll rows"), float(us)
+            except (TypeError, ValueError):
+                raise ValueError(f"overlap_poll must be (rows, microseconds), got {overlap_poll!r}")
+            if rows < 1 or not (math.isfinite(us) and us > 0):
+                raise ValueError(f"overlap_poll must be (rows >= 1, microseconds > 0), got {overlap_poll!r}")
+            return b, rc, tol, a, m, p, k, (rows, us)
 
-        b, rc, tol, a, m, p, k = _agreed(self._comm, check)
-        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space))
+        b, rc, tol, a, m, p, k, poll = _agreed(self._comm, check)
+        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), bool(overlap), poll)
         root = self._comm.bcast(mine, root=0)
         _core.agree_or_throw(self._comm, "" if root == mine else
                              "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
-                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant and "
-                             "real_space")
+                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
+                             "real_space, overlap and overlap_poll")
         self._box, self._cutoff, self._tolerance = b, rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, bool(real_space)
+        self._overlap, self._poll = bool(overlap), poll
         self._solver = None
         self._params = None
         self._recheck = False
@@ -243,7 +268,8 @@ class PME:
         if self._solver is not None and new == self._params:
             return
         self._solver = _core.PMESolver(self._comm, self._box, mesh, int(order), float(alpha), self._cutoff,
-                                       differentiation, self._comm_mode, self._k, self._real_space)
+                                       differentiation, self._comm_mode, self._k, self._real_space,
+                                       self._overlap, self._poll[0], self._poll[1])
         self._params = new
         self._cache_estimate = None
 
@@ -284,6 +310,19 @@ class PME:
             self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
         return self._cache_estimate[1]
 
+    def _mode_used(self):
+        """The mode the exchanges use: comm_mode, or with "auto" the measured winner
+        (None before the first compute has measured)."""
+        if self._comm_mode != "auto":
+            return self._comm_mode
+        if self._solver is None or not self._solver.comm_mode_seconds and self._comm.Get_size() > 1:
+            return None
+        return self._solver.comm_mode
+
+    def _probe_mode(self):
+        """The mode of the tuning's probe solvers ("auto" would measure for each)."""
+        return self._mode_used() or "nonblocking" if self._comm_mode == "auto" else self._comm_mode
+
     @property
     def parameters(self) -> dict:
         """Parameters and error estimates.
@@ -299,7 +338,10 @@ class PME:
              "differentiation": self._differentiation or "auto",
              "modelled_cost": self._choice["cost"] if self._choice else None}
         p.update(cutoff=self._cutoff, tolerance=self._tolerance,
-                 comm_mode=self._comm_mode, coulomb_constant=self._k, real_space=self._real_space,
+                 comm_mode=self._comm_mode, comm_mode_used=self._mode_used(),
+                 comm_mode_seconds=dict(self._solver.comm_mode_seconds) if self._solver is not None else {},
+                 overlap=self._overlap, overlap_poll=self._poll,
+                 coulomb_constant=self._k, real_space=self._real_space,
                  box=self._box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
@@ -489,7 +531,7 @@ class PME:
         else:
             return None
         solver = _core.PMESolver(self._comm, self._box, mesh, p["order"], p["alpha"], self._cutoff, "ad",
-                                 self._comm_mode, self._k, False)
+                                 self._probe_mode(), self._k, False)
         raw = solver.compute(pos, q, idv, np.zeros((0, 2), dtype=np.int64))
         return {"alpha": p["alpha"], "order": p["order"], "mesh": mesh,
                 "reciprocal": float(raw["terms"]["reciprocal"])}
@@ -509,7 +551,15 @@ class PME:
     def timings(self) -> dict:
         """Cumulative seconds per phase on this rank (spread, ghost, fft, solve, gather,
         real_space, ghost_atoms, exclusions, migrate, reduce) plus FFT/halo communication
-        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``) and ``calls``."""
+        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``) and ``calls``.
+
+        ``comm_wait``: seconds inside the reciprocal part's exchanges not hidden (blocked
+        in MPI); with ``overlap``, ``comm_hidden`` (pair work run while an exchange was
+        in flight), ``overlap_polls``, ``overlap_poll_seconds`` (the progress calls' cost),
+        ``overlap_exchanges`` and ``overlap_hidden_exchanges`` (completed while work
+        ran). With ``comm_mode="auto"``: ``auto_pt2pt``, ``auto_nonblocking``,
+        ``auto_collective`` (the measured seconds per mode) and ``auto_measure`` (the
+        measurement's cost)."""
         return dict(self._solver.timings()) if self._solver is not None else {}
 
     def reset_timings(self):

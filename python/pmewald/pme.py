@@ -555,7 +555,8 @@ class PME:
 
         ``comm_wait``: seconds inside the reciprocal part's exchanges not hidden (blocked
         in MPI); with ``overlap``, ``comm_hidden`` (pair work run while an exchange was
-        in flight), ``overlap_polls``, ``overlap_poll_seconds`` (the progress calls' cost),
+        in flight), ``overlap_polls``, ``overlap_poll_seconds`` (inside the progress calls' ``MPI_Test*``: the
+        polling's cost), ``overlap_progress_seconds`` (the progress calls with the unpacks they did),
         ``overlap_exchanges`` and ``overlap_hidden_exchanges`` (completed while work
         ran). With ``comm_mode="auto"``: ``auto_pt2pt``, ``auto_nonblocking``,
         ``auto_collective`` (the measured seconds per mode) and ``auto_measure`` (the

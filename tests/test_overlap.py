@@ -32,7 +32,8 @@ def test_overlap_same_results(comm):
         for mode in MODES:
             for how in ("random", "blocks", "odd_ranks_only", "all_on_0"):
                 parts = split_atoms(s.n_atoms, size, how, seed=7)
-                plain = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode)
+                plain = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
+                            overlap=False)
                 r0, f0 = compute_split(plain, comm, s, parts)
                 # polling after every block (the most progress calls) and with the defaults
                 for poll in ((1, 1.0), None):
@@ -63,7 +64,7 @@ def test_overlap_rank_without_atoms_does_not_hang(comm):
     q = np.array([1.0, -1.0])
     mine = slice(None) if comm.Get_rank() == 0 else slice(0, 0)
     for mode in MODES:
-        ref = PME(box, 8.0, mesh=(18, 18, 20), comm=MPI.COMM_SELF, comm_mode="nonblocking")
+        ref = PME(box, 8.0, mesh=(18, 18, 20), comm=MPI.COMM_SELF, overlap=False)
         r0 = ref.compute(pos, q)
         pme = PME(box, 8.0, mesh=(18, 18, 20), comm=comm, comm_mode=mode, overlap=True)
         for _ in range(2):
@@ -80,13 +81,15 @@ def test_auto_mode(comm):
     s = _water()
     rc = half_height_cutoff(s.box)
     parts = split_atoms(s.n_atoms, size, "blocks", seed=2)
-    for overlap in (False, True):
+    for overlap in (False, True, None):
         auto = PME(s.box, rc, mesh=(20, 18, 16), order=5, comm=comm, comm_mode="auto", overlap=overlap)
         assert auto.parameters["comm_mode"] == "auto"
         r0, f0 = compute_split(auto, comm, s, parts)
         p = auto.parameters
         chosen = p["comm_mode_used"]
         assert chosen in MODES
+        # the default: overlapped unless the winner is pt2pt
+        assert p["overlap"] == (overlap if overlap is not None else chosen != "pt2pt")
         assert comm.allgather(chosen) == [chosen] * size
         seconds = p["comm_mode_seconds"]
         t = auto.timings()
@@ -128,7 +131,7 @@ def test_auto_measures_again_with_new_plans(comm):
 
 
 @pytest.mark.parametrize("kw, words", [
-    (dict(overlap="yes"), "overlap must be True or False"),
+    (dict(overlap="yes"), "overlap must be None, True or False"),
     (dict(overlap=True, overlap_poll=(0, 10.0)), "overlap_poll"),
     (dict(overlap=True, overlap_poll=(10, -1.0)), "overlap_poll"),
     (dict(overlap=True, overlap_poll=5), "overlap_poll"),

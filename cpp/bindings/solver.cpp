@@ -24,7 +24,7 @@ void bind_solver(py::module_& m) {
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
-                       bool real_space, bool overlap, std::int64_t poll_rows, double poll_us) {
+                       bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us) {
              SolverOptions o;
              o.box = mat3_from_python(box);
              o.mesh = mesh;
@@ -46,7 +46,7 @@ void bind_solver(py::module_& m) {
            }),
            py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("order"), py::arg("alpha"), py::arg("cutoff"),
            py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"),
-           py::arg("overlap") = false, py::arg("poll_rows") = OverlapSettings{}.poll_rows,
+           py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
            py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6)
       .def(
           "compute",
@@ -80,6 +80,7 @@ void bind_solver(py::module_& m) {
            })
       .def("timings", &PMESolver::timings)
       .def_property_readonly("comm_mode", [](const PMESolver& s) { return std::string(comm_mode_name(s.comm_mode())); })
+      .def_property_readonly("overlap", &PMESolver::overlapping)
       .def_property_readonly(
           "comm_mode_seconds",
           [](const PMESolver& s) {

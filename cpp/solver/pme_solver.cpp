@@ -52,7 +52,8 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
   v.insert(v.end(), {double(o.mesh[0]), double(o.mesh[1]), double(o.mesh[2]), double(o.order), o.alpha, o.cutoff,
                      double(static_cast<int>(o.differentiation)), double(static_cast<int>(o.mode)),
                      o.coulomb_constant, o.real_space ? 1.0 : 0.0, o.choose_mode ? 1.0 : 0.0,
-                     o.overlap ? 1.0 : 0.0, double(o.overlap_poll.poll_rows), o.overlap_poll.poll_seconds});
+                     o.overlap ? (*o.overlap ? 1.0 : 0.0) : -1.0, double(o.overlap_poll.poll_rows),
+                     o.overlap_poll.poll_seconds});
   return v;
 }
 
@@ -65,7 +66,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   if (!same_on_all_ranks(comm_.get(), options_fingerprint(opt_)))
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
                      "order, alpha, differentiation, comm_mode, coulomb_constant, real_space and overlap");
-  if (opt_.overlap) overlap_ = std::make_unique<Overlap>(opt_.overlap_poll);
+  configure_overlap();
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
   const int P = comm_.size(), me = comm_.rank();
@@ -99,6 +100,14 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
       kfield_[a] = View1<Complex>("pme_kfield", fft_->outbox().volume());
     }
   }
+}
+
+void PMESolver::configure_overlap() {
+  const bool on = opt_.overlap.value_or(opt_.mode != CommMode::Pt2Pt);
+  if (!on)
+    overlap_.reset();
+  else if (!overlap_)
+    overlap_ = std::make_unique<Overlap>(opt_.overlap_poll);
 }
 
 void PMESolver::set_box(const Mat3& box) {
@@ -189,6 +198,7 @@ void PMESolver::choose_mode() {
   Kokkos::deep_copy(kspace_c_, Complex(0.0, 0.0));
   modes_ = measure_modes(comm_.get(), use, run);
   modes_done_ = true;
+  configure_overlap();
   // The measurement's own exchanges are not the compute's.
   fft_->reset_stats();
   halo_->reset_stats();

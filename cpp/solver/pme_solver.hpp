@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,10 @@ struct SolverOptions {
   Differentiation differentiation = Differentiation::AD;
   CommMode mode = CommMode::Nonblocking;  // with choose_mode: the mode until it is measured
   bool choose_mode = false;               // comm_mode "auto"
-  bool overlap = false;                   // hide the reciprocal exchanges behind the pair loop
+  // Hide the reciprocal exchanges behind the pair loop; unset: where measured not
+  // slower, i.e. in the nonblocking and collective modes, not in pt2pt (whose
+  // blocking sends leave nothing to hide; docs/overlap.md).
+  std::optional<bool> overlap;
   OverlapSettings overlap_poll;           // its progress-call intervals
   double coulomb_constant = 1.0;
   bool real_space = true;
@@ -89,6 +93,8 @@ class PMESolver {
   CommMode comm_mode() const { return opt_.mode; }
   // choose_mode's measurement (measured false before the first compute or on one rank).
   const ModeMeasurement& mode_measurement() const { return modes_; }
+  // Whether the exchanges are overlapped (options.overlap, or its default for the mode in use).
+  bool overlapping() const { return overlap_ != nullptr; }
   const Box3& brick() const { return halo_->brick(); }
   const Box3& kspace_box() const { return fft_->outbox(); }
   std::map<std::string, double> timings() const;
@@ -98,6 +104,7 @@ class PMESolver {
  private:
   void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap);
   void choose_mode();
+  void configure_overlap();  // overlap_ as options.overlap says for the mode in use
   // PhaseTimers::lap less the pair work the overlap ran inside the phase (which
   // counts as real_space).
   double lap(const char* phase, double start);

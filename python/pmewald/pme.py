@@ -136,11 +136,15 @@ class PME:
         rank's time decides, so every rank picks the same) and keeps the fastest;
         ``parameters["comm_mode_used"]`` and ``parameters["comm_mode_seconds"]`` show the
         outcome. It measures again only when the mesh (the plans) changes.
-    overlap : bool
+    overlap : bool or None
         Hide the reciprocal part's communication behind the real-space pair loop: the
         exchanges are started and the pairs run in pieces while they are in flight, with
         progress calls in between (``timings()["comm_hidden"]``, ``["comm_wait"]``). The
-        results are the same either way. docs/overlap.md has the measurements.
+        results are the same either way. ``None`` (default): where it was measured not
+        slower, i.e. with ``"nonblocking"`` and ``"collective"`` (with ``"auto"``: if the
+        winner is one of them), not with ``"pt2pt"``, whose blocking sends leave nothing to
+        hide; ``parameters["overlap"]`` says what is used. docs/overlap.md has the
+        measurements.
     overlap_poll : (int, float), optional
         With ``overlap``: test the exchange in flight every this many pair rows or this
         many microseconds, whichever comes first (default ``(256, 100.0)``).
@@ -185,7 +189,7 @@ class PME:
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True, overlap=False, overlap_poll=None):
+                 real_space=True, overlap=None, overlap_poll=None):
         from mpi4py import MPI
 
         _core.comm_info(comm)  # TypeError for a non-communicator
@@ -218,8 +222,8 @@ class PME:
             k = float(coulomb_constant)
             if not (math.isfinite(k) and k > 0):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
-            if not isinstance(overlap, (bool, np.bool_)):
-                raise ValueError(f"overlap must be True or False, got {overlap!r}")
+            if overlap is not None and not isinstance(overlap, (bool, np.bool_)):
+                raise ValueError(f"overlap must be None, True or False, got {overlap!r}")
             poll = _POLL if overlap_poll is None else overlap_poll
             try:
                 rows, us = poll
@@ -231,7 +235,8 @@ class PME:
             return b, rc, tol, a, m, p, k, (rows, us)
 
         b, rc, tol, a, m, p, k, poll = _agreed(self._comm, check)
-        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), bool(overlap), poll)
+        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space),
+                None if overlap is None else bool(overlap), poll)
         root = self._comm.bcast(mine, root=0)
         _core.agree_or_throw(self._comm, "" if root == mine else
                              "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
@@ -241,7 +246,7 @@ class PME:
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
         self._k, self._real_space = k, bool(real_space)
-        self._overlap, self._poll = bool(overlap), poll
+        self._overlap, self._poll = None if overlap is None else bool(overlap), poll
         self._solver = None
         self._params = None
         self._recheck = False
@@ -319,6 +324,16 @@ class PME:
             return None
         return self._solver.comm_mode
 
+    def _overlap_used(self):
+        """Whether the exchanges are overlapped (None while "auto" has not measured)."""
+        if self._overlap is not None:
+            return self._overlap
+        if self._comm_mode == "auto" and self._mode_used() is None:
+            return None
+        if self._solver is not None:
+            return self._solver.overlap
+        return None if self._comm_mode == "auto" else self._comm_mode != "pt2pt"
+
     def _probe_mode(self):
         """The mode of the tuning's probe solvers ("auto" would measure for each)."""
         return self._mode_used() or "nonblocking" if self._comm_mode == "auto" else self._comm_mode
@@ -340,7 +355,7 @@ class PME:
         p.update(cutoff=self._cutoff, tolerance=self._tolerance,
                  comm_mode=self._comm_mode, comm_mode_used=self._mode_used(),
                  comm_mode_seconds=dict(self._solver.comm_mode_seconds) if self._solver is not None else {},
-                 overlap=self._overlap, overlap_poll=self._poll,
+                 overlap=self._overlap_used(), overlap_poll=self._poll,
                  coulomb_constant=self._k, real_space=self._real_space,
                  box=self._box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))

@@ -55,29 +55,43 @@ def _per_step(comm, pme, keys, steps):
     return {k: _slowest(comm, t.get(k, 0.0)) / steps for k in keys}
 
 
+def _problem(comm, n_mol, args):
+    """The system, this rank's atoms, the cutoff and the parameters the automatic choice makes."""
+    s, pos, q, ids, ex = _system(comm, n_mol)
+    rc = min(args.cutoff, 0.49 * float(np.min(pmewald.reference.cell_heights(s.box))))
+    base = pmewald.PME(s.box, rc, tolerance=args.tolerance, comm=comm)
+    base.compute(pos, q, ids=ids, exclusions=ex)
+    p = base.parameters
+    fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
+    return s, (pos, q, ids, ex), rc, p, fixed
+
+
+def _interleaved(comm, objs, atoms, args):
+    """Warm-up, reset, then `repeats` rounds of one call of each object: times per object."""
+    pos, q, ids, ex = atoms
+    for o in objs.values():
+        for _ in range(args.warmup):
+            o.compute(pos, q, ids=ids, exclusions=ex)
+        o.reset_timings()
+    times = {k: [] for k in objs}
+    for _ in range(args.repeats):
+        for k, o in objs.items():
+            times[k].append(_step(comm, o, pos, q, ids, ex))
+    return times
+
+
 def run_modes(comm, args):
     rows = []
     for n_mol in args.molecules:
-        s, pos, q, ids, ex = _system(comm, n_mol)
-        rc = min(args.cutoff, 0.49 * float(np.min(pmewald.reference.cell_heights(s.box))))
-        base = pmewald.PME(s.box, rc, tolerance=args.tolerance, comm=comm)
-        base.compute(pos, q, ids=ids, exclusions=ex)
-        p = base.parameters
-        fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
+        s, atoms, rc, p, fixed = _problem(comm, n_mol, args)
+        pos, q, ids, ex = atoms
         objs = {}
         for mode in MODES:
             for ov in (False, True):
                 objs[(mode, ov)] = pmewald.PME(s.box, rc, comm=comm, comm_mode=mode, overlap=ov, **fixed)
         auto = pmewald.PME(s.box, rc, comm=comm, comm_mode="auto", **fixed)
         auto.compute(pos, q, ids=ids, exclusions=ex)
-        for o in objs.values():
-            for _ in range(args.warmup):
-                o.compute(pos, q, ids=ids, exclusions=ex)
-            o.reset_timings()
-        times = {k: [] for k in objs}
-        for _ in range(args.repeats):
-            for k, o in objs.items():
-                times[k].append(_step(comm, o, pos, q, ids, ex))
+        times = _interleaved(comm, objs, atoms, args)
         keys = ("comm_wait", "comm_hidden", "overlap_poll_seconds", "real_space", "fft", "ghost")
         for mode in MODES:
             off, on = times[(mode, False)], times[(mode, True)]
@@ -100,25 +114,13 @@ def run_modes(comm, args):
 def run_poll(comm, args):
     rows = []
     for n_mol in args.molecules:
-        s, pos, q, ids, ex = _system(comm, n_mol)
-        rc = min(args.cutoff, 0.49 * float(np.min(pmewald.reference.cell_heights(s.box))))
-        base = pmewald.PME(s.box, rc, tolerance=args.tolerance, comm=comm)
-        base.compute(pos, q, ids=ids, exclusions=ex)
-        p = base.parameters
-        fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
-        objs = {"off": pmewald.PME(s.box, rc, comm=comm, comm_mode=args.mode, **fixed)}
+        s, atoms, rc, p, fixed = _problem(comm, n_mol, args)
+        objs = {"off": pmewald.PME(s.box, rc, comm=comm, comm_mode=args.mode, overlap=False, **fixed)}
         for text in args.poll:
             r, us = text.split(",")
             objs[text] = pmewald.PME(s.box, rc, comm=comm, comm_mode=args.mode, overlap=True,
                                      overlap_poll=(int(r), float(us)), **fixed)
-        for o in objs.values():
-            for _ in range(args.warmup):
-                o.compute(pos, q, ids=ids, exclusions=ex)
-            o.reset_timings()
-        times = {k: [] for k in objs}
-        for _ in range(args.repeats):
-            for k, o in objs.items():
-                times[k].append(_step(comm, o, pos, q, ids, ex))
+        times = _interleaved(comm, objs, atoms, args)
         for k, o in objs.items():
             t = _per_step(comm, o, ("comm_wait", "comm_hidden", "overlap_poll_seconds", "overlap_polls"),
                           args.repeats)

@@ -197,21 +197,39 @@ void ExchangeExecutor<T>::finish() {
   flight_.active = false;
 }
 
-namespace {
-
-// MPI_Testsome over n requests: the indices of those that completed (none when
-// every request is already inactive).
-int test_some(int n, MPI_Request* requests, std::vector<int>& done, ExchangeStats& st) {
-  if (n == 0) return 0;
+template <class T>
+bool ExchangeExecutor<T>::unpack_arrived(MPI_Request* requests, const T* rbuf, std::vector<int>& done,
+                                         ExchangeStats& st) {
+  Flight& f = flight_;
+  const ExchangeSide& in = plan_->incoming(f.dir);
+  if (f.unpacked == in.count()) return true;
   int k = 0;
   {
     ScopedTimer timer(st.test_seconds);
-    MPI_Testsome(n, requests, &k, done.data(), MPI_STATUSES_IGNORE);
+    MPI_Testsome(in.count(), requests, &k, done.data(), MPI_STATUSES_IGNORE);
   }
-  return k == MPI_UNDEFINED ? 0 : k;
+  if (k == MPI_UNDEFINED) k = 0;
+  const double t0 = wall_seconds();
+  for (int i = 0; i < k; ++i) unpack(rbuf + in.offsets[done[i]], in, done[i], done[i] + 1, f.dst, f.dir, f.op);
+  st.unpack_seconds += wall_seconds() - t0;
+  f.unpacked += k;
+  return f.unpacked == in.count();
 }
 
-}  // namespace
+template <class T>
+void ExchangeExecutor<T>::unpack_remaining(MPI_Request* requests, const T* rbuf, ExchangeStats& st) {
+  Flight& f = flight_;
+  const ExchangeSide& in = plan_->incoming(f.dir);
+  for (; f.unpacked < in.count(); ++f.unpacked) {
+    int m = MPI_UNDEFINED;
+    const double t0 = wall_seconds();
+    MPI_Waitany(in.count(), requests, &m, MPI_STATUS_IGNORE);
+    const double t1 = wall_seconds();
+    unpack(rbuf + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
+    st.wait_seconds += t1 - t0;
+    st.unpack_seconds += wall_seconds() - t1;
+  }
+}
 
 // ---------------------------------------------------------------------------
 // pt2pt
@@ -262,32 +280,12 @@ void Pt2PtExecutor<T>::post(const T* src, T* dst, Direction dir, UnpackOp op, Ex
 
 template <class T>
 bool Pt2PtExecutor<T>::poll(ExchangeStats& st) {
-  auto& f = this->flight_;
-  const ExchangeSide& in = this->plan_->incoming(f.dir);
-  const int k = test_some(in.count() - f.unpacked > 0 ? in.count() : 0, requests_.data(), done_, st);
-  const double t0 = wall_seconds();
-  for (int i = 0; i < k; ++i) {
-    const int m = done_[i];
-    this->unpack(recv_buf_.data() + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
-  }
-  st.unpack_seconds += wall_seconds() - t0;
-  f.unpacked += k;
-  return f.unpacked == in.count();
+  return this->unpack_arrived(requests_.data(), recv_buf_.data(), done_, st);
 }
 
 template <class T>
 void Pt2PtExecutor<T>::complete(ExchangeStats& st) {
-  auto& f = this->flight_;
-  const ExchangeSide& in = this->plan_->incoming(f.dir);
-  for (; f.unpacked < in.count(); ++f.unpacked) {
-    int m = MPI_UNDEFINED;
-    const double t0 = wall_seconds();
-    MPI_Waitany(in.count(), requests_.data(), &m, MPI_STATUS_IGNORE);
-    const double t1 = wall_seconds();
-    this->unpack(recv_buf_.data() + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
-    st.wait_seconds += t1 - t0;
-    st.unpack_seconds += wall_seconds() - t1;
-  }
+  this->unpack_remaining(requests_.data(), recv_buf_.data(), st);
 }
 
 // ---------------------------------------------------------------------------
@@ -344,37 +342,20 @@ void NonblockingExecutor<T>::post(const T* src, T* dst, Direction dir, UnpackOp 
 template <class T>
 bool NonblockingExecutor<T>::poll(ExchangeStats& st) {
   auto& f = this->flight_;
-  const ExchangeSide& in = this->plan_->incoming(f.dir);
-  const int k = test_some(in.count() - f.unpacked > 0 ? in.count() : 0, recv_requests_.data(), done_, st);
-  const double t0 = wall_seconds();
-  for (int i = 0; i < k; ++i) {
-    const int m = done_[i];
-    this->unpack(recv_buf_.data() + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
-  }
-  st.unpack_seconds += wall_seconds() - t0;
-  f.unpacked += k;
+  const bool received = this->unpack_arrived(recv_requests_.data(), recv_buf_.data(), done_, st);
   if (!sends_done_) {
     ScopedTimer timer(st.test_seconds);
     int flag = 0;
     MPI_Testall(this->plan_->outgoing(f.dir).count(), send_requests_.data(), &flag, MPI_STATUSES_IGNORE);
     sends_done_ = flag != 0;
   }
-  return f.unpacked == in.count() && sends_done_;
+  return received && sends_done_;
 }
 
 template <class T>
 void NonblockingExecutor<T>::complete(ExchangeStats& st) {
   auto& f = this->flight_;
-  const ExchangeSide& in = this->plan_->incoming(f.dir);
-  for (; f.unpacked < in.count(); ++f.unpacked) {
-    int m = MPI_UNDEFINED;
-    const double t0 = wall_seconds();
-    MPI_Waitany(in.count(), recv_requests_.data(), &m, MPI_STATUS_IGNORE);
-    const double t1 = wall_seconds();
-    this->unpack(recv_buf_.data() + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
-    st.wait_seconds += t1 - t0;
-    st.unpack_seconds += wall_seconds() - t1;
-  }
+  this->unpack_remaining(recv_requests_.data(), recv_buf_.data(), st);
   if (!sends_done_) {
     const double t0 = wall_seconds();
     MPI_Waitall(this->plan_->outgoing(f.dir).count(), send_requests_.data(), MPI_STATUSES_IGNORE);

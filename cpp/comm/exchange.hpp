@@ -107,6 +107,11 @@ class ExchangeExecutor : public PendingExchange {
   static T* allocate(View1<T>& view, const char* label, std::int64_t n);
 
   void count(Direction dir);
+  // Point-to-point receives of the flight (requests[m] for incoming message m, data
+  // in rbuf at the side's offsets): unpack those MPI_Testsome finds complete (true
+  // once all are), or wait for and unpack all that are left, in completion order.
+  bool unpack_arrived(MPI_Request* requests, const T* rbuf, std::vector<int>& done, ExchangeStats& st);
+  void unpack_remaining(MPI_Request* requests, const T* rbuf, ExchangeStats& st);
 
   // The exchange in flight between start() and finish().
   struct Flight {

@@ -114,6 +114,9 @@ if WORKER:
             self.rank = rank
             self.path = os.path.join(os.environ["PMEWALD_MPI_REPORT"], f"rank{rank}.jsonl")
             self.current = {}
+            # The stack dump of a timed-out test goes to a file of its own: pytest
+            # captures fd 2 while a test runs, so a dump to stderr would be lost.
+            self.stacks = open(os.path.join(os.environ["PMEWALD_MPI_REPORT"], f"rank{rank}.stack"), "w")
 
         def write(self, rec):
             with open(self.path, "a") as f:
@@ -128,7 +131,7 @@ if WORKER:
             _reporter = _Reporter()
         _reporter.write({"nodeid": item.nodeid, "event": "start", "t": time.time()})
         _reporter.current = {"outcome": "passed", "longrepr": ""}
-        faulthandler.dump_traceback_later(_timeout_of(item), exit=True)
+        faulthandler.dump_traceback_later(_timeout_of(item), exit=True, file=_reporter.stacks)
         try:
             yield
         finally:
@@ -197,8 +200,15 @@ class _Batches:
                         else:
                             recs[rec["nodeid"]] = rec
             per_rank.append((recs, started))
+        stacks = []
+        for r in range(nranks):
+            path = os.path.join(tmp, f"rank{r}.stack")
+            if os.path.exists(path) and os.path.getsize(path):
+                with open(path) as f:  # innermost frames first; pytest's own frames cut
+                    stacks.append(f"--- rank {r} ---\n" + "".join(f.readlines()[:24]))
         shutil.rmtree(tmp, ignore_errors=True)
         res = {"per_rank": per_rank, "output": out or "", "rc": proc.returncode, "killed": killed,
+               "stacks": "\n".join(stacks),
                "cmd": " ".join(shlex.quote(c) for c in cmd), "seconds": time.time() - t0}
         self.results[nranks] = res
         return res
@@ -240,7 +250,9 @@ def pytest_pyfunc_call(pyfuncitem):
                f"{_timeout_of(pyfuncitem):.0f} s)" if hung else "an earlier test aborted the MPI run")
         pytest.fail(f"no result from rank(s) {', '.join(str(r) for r, _ in missing)} of {nranks}: {why}. "
                     f"mpirun exit code {res['rc']}{' (killed after the batch limit)' if res['killed'] else ''}.\n"
-                    f"command: {res['cmd']}\n--- output (tail) ---\n{_tail(res['output'])}", pytrace=False)
+                    f"command: {res['cmd']}\n--- output (tail) ---\n{_tail(res['output'])}"
+                    + (f"\n--- stacks of the ranks at the timeout ---\n{res['stacks']}" if res["stacks"] else ""),
+                    pytrace=False)
     if skips and len(skips) == nranks:
         pytest.skip(skips[0][1])
     return True

@@ -56,6 +56,9 @@ def test_failures_and_hangs_on_any_rank_are_reported(tmp_path):
     assert "failed on rank(s) 1 of 2" in out and "rank one disagrees" in out, out
     assert "test_passes[mpi2] PASSED" in out or "3 failed, 1 passed" in out, out
     assert "test_hangs_on_rank_zero[mpi3]" in out and "it was running when the MPI run died" in out, out
+    # every rank's stack at the timeout: rank 0 in its sleep, the others in the barrier
+    assert "stacks of the ranks at the timeout" in out and "--- rank 2 ---" in out, out
+    assert "in test_hangs_on_rank_zero" in out, out
     assert "test_after_the_hang[mpi3]" in out and "an earlier test aborted the MPI run" in out, out
     assert "3 failed, 1 passed" in out, out
     assert elapsed < 120, elapsed

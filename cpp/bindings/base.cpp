@@ -38,6 +38,7 @@ void bind_base(py::module_& m) {
   m.def("agree_or_throw",
         [](py::object comm, const std::string& local_error) {
           MPI_Comm c = comm_from_python(comm);
+          py::gil_scoped_release nogil;  // other Python threads may need the GIL to reach their collectives
           agree_or_throw(c, local_error);
         },
         py::arg("comm"), py::arg("local_error"),

@@ -95,7 +95,7 @@ std::int64_t run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py:
           std::to_string(plan.destination_size(dir)) + " elements";
   else if (!(src.flags() & py::array::c_style) || !(dst.flags() & py::array::c_style) || !dst.writeable())
     err = "src and dst must be C-contiguous (and dst writeable)";
-  agree_or_throw(plan.comm(), err);
+  agree_on_arguments(plan.comm(), err, false);
   const T* s = reinterpret_cast<const T*>(src.data());
   T* d = reinterpret_cast<T*>(dst.mutable_data());
   py::gil_scoped_release release;
@@ -164,7 +164,7 @@ void bind_comm(py::module_& testing) {
             const bool is_cplx = src.dtype().is(py::dtype::of<std::complex<double>>()) &&
                                  dst.dtype().is(py::dtype::of<std::complex<double>>());
             if (!is_real && !is_cplx) err = "src and dst must both be float64 or both complex128";
-            agree_or_throw(h.plan->comm(), err);
+            agree_on_arguments(h.plan->comm(), err, false);
             return is_real ? run_exchange(*h.real, *h.plan, src, dst, dir, op, split)
                            : run_exchange(*h.cplx, *h.plan, src, dst, dir, op, split);
           },

@@ -52,7 +52,11 @@ std::string check_array(const py::handle& obj, const char* name, const Int3& sha
     return std::string(name) + " must have dtype " + (std::is_same_v<T, double> ? "float64" : "complex128") +
            ", not " + std::string(py::str(a.dtype()));
   bool ok = a.ndim() == 3;
-  for (int d = 0; ok && d < 3; ++d) ok = a.shape(d) == shape[d];
+  if (static_cast<std::int64_t>(shape[0]) * shape[1] * shape[2] == 0) {
+    ok = ok && a.size() == 0;  // an empty box: any empty 3-D array (e.g. (1, 7, 0) for a box empty along z)
+  } else {
+    for (int d = 0; ok && d < 3; ++d) ok = a.shape(d) == shape[d];
+  }
   if (!ok) {
     std::ostringstream o;
     o << name << " must have shape " << shape_str(shape) << " (" << what << "), not (";
@@ -80,7 +84,7 @@ void options_from_python(MPI_Comm comm, const std::string& mode, const std::stri
   } catch (const ValueError& e) {
     err = e.what();
   }
-  agree_or_throw(comm, err);
+  agree_on_arguments(comm, err, false);
 }
 
 // stats() of FFT3d and RealFFT3d: per-remap exchange counters, FFT time and counts.
@@ -104,12 +108,13 @@ py::dict fft_stats(const F& f) {
   return d;
 }
 
-py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool fwd) {
+py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool fwd, bool agreed) {
+  require_mpi_running();
   const Box3& src_box = fwd ? fft.inbox() : fft.outbox();
   const Box3& dst_box = fwd ? fft.outbox() : fft.inbox();
   std::string err = check_array(a, fwd ? "a" : "b", src_box.shape(), false);
   if (err.empty() && !out.is_none()) err = check_array(out, "out", dst_box.shape(), true);
-  agree_or_throw(fft.comm(), err);
+  agree_on_arguments(fft.comm(), err, agreed);
   py::array src = py::reinterpret_borrow<py::array>(a);
   py::array dst = out.is_none()
                       ? py::array(py::dtype::of<std::complex<double>>(),
@@ -129,10 +134,11 @@ py::array transform(FFT3d& fft, const py::object& a, const py::object& out, bool
 
 // RealFFT3d.forward / backward on numpy arrays after a collective argument check.
 // Real arrays have the shape of in_storage() (the inbox unless given).
-py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& out) {
+py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& out, bool agreed) {
+  require_mpi_running();
   std::string err = check_array<double>(a, "a", fft.in_storage().shape(), false, "this rank's input storage box");
   if (err.empty() && !out.is_none()) err = check_array(out, "out", fft.outbox().shape(), true);
-  agree_or_throw(fft.comm(), err);
+  agree_on_arguments(fft.comm(), err, agreed);
   py::array src = py::reinterpret_borrow<py::array>(a);
   const Int3 s = fft.outbox().shape();
   py::array dst = out.is_none() ? py::array(py::dtype::of<std::complex<double>>(), std::vector<py::ssize_t>{s[0], s[1], s[2]})
@@ -146,11 +152,12 @@ py::array real_forward(RealFFT3d& fft, const py::object& a, const py::object& ou
   return dst;
 }
 
-py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& out, bool normalise) {
+py::array real_backward(RealFFT3d& fft, const py::object& b, const py::object& out, bool normalise, bool agreed) {
+  require_mpi_running();
   std::string err = check_array(b, "b", fft.outbox().shape(), false);
   if (err.empty() && !out.is_none())
     err = check_array<double>(out, "out", fft.in_storage().shape(), true, "this rank's input storage box");
-  agree_or_throw(fft.comm(), err);
+  agree_on_arguments(fft.comm(), err, agreed);
   py::array src = py::reinterpret_borrow<py::array>(b);
   const Int3 s = fft.in_storage().shape();
   py::array dst = out.is_none() ? py::array(py::dtype::of<double>(), std::vector<py::ssize_t>{s[0], s[1], s[2]})
@@ -191,7 +198,9 @@ void bind_fft(py::module_& m, py::module_& testing) {
              FFTOptions o;
              options_from_python(c, mode, planner, o.mode, o.fftw_flags);
              o.collective_self_via_mpi = self_via_mpi;
-             // The GIL stays held: FFTW's planner is not thread-safe.
+             // Collective and long (planning): the GIL is released; FFTW's planner is
+             // serialised by fftw_planner_mutex() (base/fftw_planner.hpp).
+             py::gil_scoped_release nogil;
              return std::make_unique<FFT3d>(c, mesh, in, out, o);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
@@ -207,11 +216,13 @@ void bind_fft(py::module_& m, py::module_& testing) {
       .def("remap_active", &FFT3d::remap_active, py::arg("t"))
       .def_property_readonly("fft_groups", &FFT3d::fft_groups)
       .def("forward",
-           [](FFT3d& f, py::object a, py::object out) { return transform(f, a, out, true); }, py::arg("a"),
-           py::arg("out") = py::none())
+           [](FFT3d& f, py::object a, py::object out, bool agreed) { return transform(f, a, out, true, agreed); },
+           py::arg("a"), py::arg("out") = py::none(), py::arg("agreed") = false)
       .def("backward",
-           [](FFT3d& f, py::object b, py::object out) { return transform(f, b, out, false); }, py::arg("b"),
-           py::arg("out") = py::none())
+           [](FFT3d& f, py::object b, py::object out, bool agreed) { return transform(f, b, out, false, agreed); },
+           py::arg("b"), py::arg("out") = py::none(), py::arg("agreed") = false)
+      .def_property_readonly("comm", [](const FFT3d& f) { return comm_to_python(f.comm()); },
+                             "The object's own (duplicated) communicator, not owned by the returned handle.")
       .def("stats", [](const FFT3d& f) { return fft_stats(f); })
       .def("reset_stats", &FFT3d::reset_stats);
 
@@ -228,6 +239,7 @@ void bind_fft(py::module_& m, py::module_& testing) {
              options_from_python(c, mode, planner, o.mode, o.fftw_flags);
              o.halved_axis = halved_axis;
              o.collective_self_via_mpi = self_via_mpi;
+             py::gil_scoped_release nogil;  // as for FFT3d
              return std::make_unique<RealFFT3d>(c, mesh, in, out, o);
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
@@ -247,13 +259,16 @@ void bind_fft(py::module_& m, py::module_& testing) {
       .def("stage_order", [](const RealFFT3d& f, int s) { return f.stage_order(s); }, py::arg("stage"))
       .def("remap_active", &RealFFT3d::remap_active, py::arg("t"))
       .def_property_readonly("fft_groups", &RealFFT3d::fft_groups)
-      .def("forward", [](RealFFT3d& f, py::object a, py::object out) { return real_forward(f, a, out); },
-           py::arg("a"), py::arg("out") = py::none())
+      .def("forward",
+           [](RealFFT3d& f, py::object a, py::object out, bool agreed) { return real_forward(f, a, out, agreed); },
+           py::arg("a"), py::arg("out") = py::none(), py::arg("agreed") = false)
       .def("backward",
-           [](RealFFT3d& f, py::object b, py::object out, bool normalise) {
-             return real_backward(f, b, out, normalise);
+           [](RealFFT3d& f, py::object b, py::object out, bool normalise, bool agreed) {
+             return real_backward(f, b, out, normalise, agreed);
            },
-           py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true)
+           py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true, py::arg("agreed") = false)
+      .def_property_readonly("comm", [](const RealFFT3d& f) { return comm_to_python(f.comm()); },
+                             "The object's own (duplicated) communicator, not owned by the returned handle.")
       .def("stats",
            [](const RealFFT3d& f) {
              py::dict d = fft_stats(f);

@@ -2,7 +2,11 @@
 
 #include <mpi4py/mpi4py.h>
 
+#include <stdexcept>
 #include <string>
+
+#include "base/errors.hpp"
+#include "comm/mpi_helpers.hpp"
 
 namespace py = pybind11;
 
@@ -12,7 +16,35 @@ void import_mpi4py_api() {
   if (import_mpi4py() < 0) throw py::error_already_set();
 }
 
+void require_mpi_running() {
+  int finalized = 0, initialized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw std::runtime_error(
+        "MPI has been finalized (MPI.Finalize() was called): pmewald needs MPI running; make every pmewald "
+        "call before MPI.Finalize()");
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    throw std::runtime_error("MPI is not initialized (mpi4py.rc.initialize = False?): call MPI.Init() first");
+}
+
+void agree_on_arguments(MPI_Comm comm, const std::string& err, bool agreed) {
+  if (agreed) {
+    if (!err.empty()) throw ValueError(err);
+    return;
+  }
+  py::gil_scoped_release nogil;
+  agree_or_throw(comm, err);
+}
+
+py::object comm_to_python(MPI_Comm comm) {
+  PyObject* obj = PyMPIComm_New(comm);
+  if (obj == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(obj);
+}
+
 MPI_Comm comm_from_python(const py::object& obj, const char* argument) {
+  require_mpi_running();
   py::object comm = obj;
   if (comm.is_none()) comm = py::module_::import("mpi4py.MPI").attr("COMM_WORLD");
   if (!PyObject_TypeCheck(comm.ptr(), &PyMPIComm_Type)) {

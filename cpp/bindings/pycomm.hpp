@@ -2,6 +2,8 @@
 #pragma once
 
 #include <mpi.h>
+
+#include <string>
 #include <pybind11/pybind11.h>
 
 namespace pmewald::bindings {
@@ -14,5 +16,20 @@ MPI_Comm comm_from_python(const pybind11::object& obj, const char* argument = "c
 
 // Imports mpi4py's C API; called once when the module loads.
 void import_mpi4py_api();
+
+// Raises RuntimeError unless MPI is initialized and not yet finalized: an MPI
+// call after MPI_Finalize aborts the process, so every binding entry point that
+// communicates checks first. comm_from_python calls it.
+void require_mpi_running();
+
+// An mpi4py communicator object wrapping `comm` without owning it (the C++
+// object that owns `comm` must outlive it): Python-level collectives of that
+// object run on its own duplicated communicator.
+pybind11::object comm_to_python(MPI_Comm comm);
+
+// The collective verdict on a local argument check: agreed over `comm` with the
+// GIL released (other Python threads may need it to reach their collectives),
+// or, when the Python layer has agreed already (`agreed`), raised locally.
+void agree_on_arguments(MPI_Comm comm, const std::string& err, bool agreed);
 
 }  // namespace pmewald::bindings

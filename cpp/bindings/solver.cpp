@@ -51,6 +51,7 @@ void bind_solver(py::module_& m) {
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions) {
+            require_mpi_running();
             const std::size_t n = static_cast<std::size_t>(charges.size());
             const std::size_t m = static_cast<std::size_t>(exclusions.size() / 2);
             py::array_t<double> forces({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)});
@@ -74,6 +75,7 @@ void bind_solver(py::module_& m) {
           py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"))
       .def("set_box",
            [](PMESolver& s, darr box) {
+             require_mpi_running();
              const auto b = mat3_from_python(box);
              py::gil_scoped_release nogil;
              s.set_box(b);

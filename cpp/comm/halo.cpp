@@ -1,9 +1,11 @@
 #include "comm/halo.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "base/errors.hpp"
+#include "comm/mpi_helpers.hpp"
 #include "comm/tags.hpp"
 
 namespace pmewald {
@@ -138,6 +140,12 @@ Halo::Halo(MPI_Comm comm, const std::vector<Box3>& bricks, const Int3& mesh, int
   MPI_Comm_rank(comm, &me);
   brick_ = bricks[me];
   extended_ = halo_extended_box(brick_, ghost);
+  // local_index is 32-bit (the exchange layer's Index): refuse before building lists.
+  agree_or_throw(comm, extended_.volume() > INT32_MAX
+                           ? "halo: this rank's ghosted brick " + extended_.str() + " has " +
+                                 std::to_string(extended_.volume()) +
+                                 " points, more than the 2^31 - 1 a rank can index; use more ranks"
+                           : std::string());
   plan_ = std::make_shared<const ExchangePlan>(comm, halo_lists(bricks, mesh, ghost, me), tags::kHalo);
   exec_ = make_executor<double>(mode, plan_);
 }

@@ -8,6 +8,7 @@ namespace detail {
 
 fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int last, Complex* data, Complex* out,
                         int sign, unsigned flags) {
+  const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
   const auto st = strides_of(box, order);
   fftw_complex* p = as_fftw(data);
   fftw_complex* q = as_fftw(out);
@@ -31,6 +32,7 @@ fftw_plan plan_dft_axes(const Box3& box, const Order3& order, int first, int las
 
 fftw_plan plan_real_axes(const Int3& n, const std::array<std::int64_t, 3>& rs, const std::array<std::int64_t, 3>& cs,
                          int last, int halved, double* real, Complex* cplx, bool forward, unsigned flags) {
+  const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
   const int h = n[0] / 2 + 1;
   if (last == 0 && halved == 0 && rs[0] == 1 && cs[0] == 1) {
     // Contiguous lines along x: the batched interface, with one batch stride when

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "geometry/index_box.hpp"
+#include "base/fftw_planner.hpp"
 #include "base/kokkos_types.hpp"
 #include "fft/remap.hpp"
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/timers.hpp"
+#include "base/fftw_planner.hpp"
 
 namespace pmewald {
 inline namespace fft {
@@ -23,16 +24,16 @@ std::vector<double> pair_times(const Int3& mesh, int repeats, unsigned flags) {
 }  // namespace
 
 FFTWSerialPair::~FFTWSerialPair() {
-  if (f_) fftw_destroy_plan(f_);
-  if (g_) fftw_destroy_plan(g_);
+  destroy_fftw_plan(f_);
+  destroy_fftw_plan(g_);
   fftw_free(a_);
   fftw_free(b_);
 }
 
 void FFTWSerialPair::check(const char* what) {
   if (a_ && b_ && f_ && g_) return;
-  if (f_) fftw_destroy_plan(f_);
-  if (g_) fftw_destroy_plan(g_);
+  destroy_fftw_plan(f_);
+  destroy_fftw_plan(g_);
   fftw_free(a_);
   fftw_free(b_);
   a_ = nullptr;
@@ -58,6 +59,7 @@ FFTWSerial3d::FFTWSerial3d(const Int3& mesh, unsigned flags) {
   a_ = reinterpret_cast<double*>(a);
   b_ = fftw_alloc_complex(n_);
   if (a_ && b_) {
+    const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     f_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], a, b_, FFTW_FORWARD, flags);
     g_ = fftw_plan_dft_3d(mesh[0], mesh[1], mesh[2], b_, a, FFTW_BACKWARD, flags);
   }
@@ -74,6 +76,7 @@ FFTWSerialReal3d::FFTWSerialReal3d(const Int3& mesh, unsigned flags) {
   a_ = fftw_alloc_real(n_);
   b_ = fftw_alloc_complex(static_cast<std::size_t>(mesh[0]) * mesh[1] * (mesh[2] / 2 + 1));
   if (a_ && b_) {
+    const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     f_ = fftw_plan_dft_r2c_3d(mesh[0], mesh[1], mesh[2], a_, b_, flags);
     g_ = fftw_plan_dft_c2r_3d(mesh[0], mesh[1], mesh[2], b_, a_, flags);
   }

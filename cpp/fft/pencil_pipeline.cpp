@@ -17,8 +17,8 @@ void check_mesh_and_options(MPI_Comm c, const Int3& mesh, const FFTOptions& o) {
   std::string err;
   for (int d = 0; d < 3; ++d)
     if (mesh[d] < 1) err = "mesh dimensions must be positive";
-  if (err.empty() && static_cast<std::int64_t>(mesh[0]) * mesh[1] * mesh[2] > INT32_MAX)
-    err = "mesh too large for 32-bit local indices";
+  // The global volume may exceed 2^31 (sizes are 64-bit); the 32-bit limit is per
+  // rank, on each box a rank stores (checked by RemapPlan and ExchangePlan).
   agree_or_throw(c, err);
   if (!same_on_all_ranks(c, {double(mesh[0]), double(mesh[1]), double(mesh[2]), double(static_cast<int>(o.mode)),
                              double(o.fftw_flags)}))
@@ -66,9 +66,16 @@ PencilPipeline::PencilPipeline(MPI_Comm comm, const FFTStages& all, int first_re
   }
   for (int st = t0_; st < 5; ++st) buf_size_ = std::max(buf_size_, s_.box[st].volume());
   buf_size_ = std::max<std::int64_t>(buf_size_, 1);
+  // Out of memory on one rank must not leave the others in the agreement below:
+  // it becomes this rank's error (planning is skipped).
+  std::string err;
   for (auto& b : buf_) {
     b = reinterpret_cast<Complex*>(fftw_malloc(sizeof(Complex) * static_cast<size_t>(buf_size_)));
-    if (!b) throw std::bad_alloc();
+    if (!b) {
+      err = "out of memory: could not allocate the FFT work buffers (" +
+            std::to_string(sizeof(Complex) * static_cast<std::uint64_t>(buf_size_)) + " bytes each)";
+      break;
+    }
     count_buffer_allocation();
   }
   // Plans are made on buf_[0] (a scratch array: FFTW_MEASURE overwrites it) and
@@ -78,8 +85,7 @@ PencilPipeline::PencilPipeline(MPI_Comm comm, const FFTStages& all, int first_re
   // skipped in a complex FFT, likewise at the z end. Out-of-place plans serve those
   // cases, except a single strided axis, where FFTW out of place is slow (measured:
   // 4x at 128^3): copy + in place is used there.
-  std::string err;
-  for (int st = t0_ + 1; st <= 3; ++st) {
+  for (int st = t0_ + 1; st <= 3 && err.empty(); ++st) {
     if (s_.group_first[st] != st || s_.box[st].empty()) continue;
     const int last = s_.group_last[st];
     const bool edge = (st == 1 && s_.identity[0]) || (last == 3 && s_.identity[3]);
@@ -102,8 +108,7 @@ PencilPipeline::PencilPipeline(MPI_Comm comm, const FFTStages& all, int first_re
 PencilPipeline::~PencilPipeline() {
   for (auto* set : {&plans_, &oop_})
     for (auto& pp : *set)
-      for (auto& p : pp)
-        if (p) fftw_destroy_plan(p);
+      for (auto& p : pp) destroy_fftw_plan(p);
   for (auto& b : buf_)
     if (b) fftw_free(b);
 }

@@ -70,15 +70,20 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   // array when in->x is skipped.
   const Box3& rx = mine.real_x;
   const std::int64_t rsize = std::max<std::int64_t>(rx.volume(), remap0_->identity() ? storage_.volume() : 0);
+  // Out of memory on one rank must not leave the others in the agreement at the
+  // end: it becomes this rank's error (planning is skipped).
   rbuf_ = fftw_alloc_real(static_cast<size_t>(std::max<std::int64_t>(rsize, 1)));
-  if (!rbuf_) throw std::bad_alloc();
-  count_buffer_allocation();
+  if (rbuf_)
+    count_buffer_allocation();
+  else
+    err = "out of memory: could not allocate the real FFT work buffer (" +
+          std::to_string(8 * static_cast<std::uint64_t>(std::max<std::int64_t>(rsize, 1))) + " bytes)";
 
   // Plans are made on our buffers (scratch: FFTW_MEASURE overwrites them) and run
   // on whichever arrays hold the stage when their alignment matches (else through
   // an internal copy). The real group's real side is the caller's storage layout
   // (at in_offset_) when in->x is skipped, else the [y][z][x] x-pencil.
-  if (!rx.empty()) {
+  if (!rx.empty() && err.empty()) {
     const bool storage = remap0_->identity();
     const auto rs = storage ? strides_of(storage_, kCOrder) : strides_of(rx, mine.real_x_order);
     const auto cs = strides_of(mine.box[1], mine.order[1]);
@@ -93,8 +98,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
 }
 
 RealFFT3d::~RealFFT3d() {
-  for (auto& p : real_plans_)
-    if (p) fftw_destroy_plan(p);
+  for (auto& p : real_plans_) destroy_fftw_plan(p);
   if (rbuf_) fftw_free(rbuf_);
 }
 

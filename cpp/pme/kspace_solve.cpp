@@ -209,7 +209,7 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
     return (2 * gg > k) ? gg - k : gg;
   };
   Acc7 acc;
-  Kokkos::parallel_reduce(
+  parallel_reduce_locked(
       "pmewald::kspace_solve", Range(0, rows),
       KOKKOS_LAMBDA(const std::int64_t row, Acc7& a) {
         const int i0 = static_cast<int>(row / s1), i1 = static_cast<int>(row % s1);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/errors.hpp"
+#include "base/fftw_planner.hpp"
 #include "pme/gather.hpp"
 #include "pme/kspace_solve.hpp"
 #include "pme/spread.hpp"
@@ -47,6 +48,7 @@ struct Plan {
   fftw_plan p = nullptr;
   Plan(const Int3& K, Complex* data, int sign) {
     auto* d = reinterpret_cast<fftw_complex*>(data);
+    const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     p = fftw_plan_dft_3d(K[0], K[1], K[2], d, d, sign, FFTW_ESTIMATE);
     if (!p) throw std::runtime_error("FFTW planning failed");
   }
@@ -54,7 +56,7 @@ struct Plan {
     auto* d = reinterpret_cast<fftw_complex*>(data);
     fftw_execute_dft(p, d, d);
   }
-  ~Plan() { fftw_destroy_plan(p); }
+  ~Plan() { destroy_fftw_plan(p); }
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 };

@@ -165,7 +165,7 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
   auto run = [&](auto order, auto with_derivatives) {
     constexpr int P = decltype(order)::value;
     constexpr bool D = decltype(with_derivatives)::value;
-    Kokkos::parallel_reduce(
+    parallel_reduce_locked(
         "pmewald::compute_stencils", Range(0, n),
         KOKKOS_LAMBDA(const int i, int& nbad) {
           const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);

@@ -20,6 +20,13 @@ namespace {
 
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
+// Two atoms closer than this (alpha r below 1e-10; rc / 1e10 or so) are taken as one
+// position: r is computed as sqrt(r2 - coincident2), NaN for them, so the call's
+// result is not finite and the caller names the pair (python/pmewald/pme.py). For
+// any other pair r2 - coincident2 rounds to r2 (exact below ~1e-2 rc apart), so the
+// results do not change.
+inline double coincident2(double alpha) { return 1e-20 / (alpha * alpha); }
+
 // erfcx(x) = exp(x^2) erfc(x) on [0, 8] as a polynomial of degree 21 in
 // u = 1.5 t + 0.5, t = (x - 4) / (x + 4) (t in [-1, 1/3] maps to u in [-1, 1]):
 // a 60-node Chebyshev interpolation at 40 digits (mpmath) truncated after 22
@@ -129,10 +136,11 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
   using V = typename Vec<L>::D;
   using VL = typename Vec<L>::I;
   const double a_tsp = alpha * kTwoOverSqrtPi;
+  const double tiny2 = coincident2(alpha);
   V e = splat<V>(0), w00 = e, w01 = e, w02 = e, w11 = e, w12 = e, w22 = e, fxi = e, fyi = e, fzi = e;
   // Gather the partners into contiguous, lane-padded scratch first (padding:
-  // a zero charge one unit away, which contributes nothing), so the vector
-  // loop below only does whole-register loads and stores.
+  // a zero charge 1 / alpha away, which contributes nothing, whatever the
+  // units), so the vector loop below only does whole-register loads and stores.
   alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch];
   const int padded = (n + L - 1) / L * L;
   for (int b = 0; b < n; ++b) {
@@ -143,7 +151,7 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
     bq[b] = q[j];
   }
   for (int b = n; b < padded; ++b) {
-    bx[b] = xi + 1.0;
+    bx[b] = xi + 1.0 / alpha;
     by[b] = yi;
     bz[b] = zi;
     bq[b] = 0.0;
@@ -156,7 +164,7 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
     __builtin_memcpy(&qj, bq + b0, sizeof(V));
     const V dx = xi - xj, dy = yi - yj, dz = zi - zj;
     const V r2 = dx * dx + dy * dy + dz * dz;
-    const V r = vsqrt<V, L>(r2);
+    const V r = vsqrt<V, L>(r2 - tiny2);  // NaN for a coincident pair
     const V inv_r = 1.0 / r;
     const V xa = alpha * r;  // < kMaxAlphaR (the caller's contract)
     const V ex = vexp_neg<V, VL>(-(xa * xa));
@@ -442,11 +450,12 @@ int select_within(const NeighbourQuery& qr, int jb, int je, int* list, int n, in
 void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
   const double* coef = ErfcTable::instance().coefficients();
   const double a_tsp = alpha * kTwoOverSqrtPi;
+  const double tiny2 = coincident2(alpha);
   for (int b = 0; b < n; ++b) {
     const int j = js[b];
     const double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
     const double r2 = dx * dx + dy * dy + dz * dz;
-    const double inv_r = 1.0 / std::sqrt(r2);
+    const double inv_r = 1.0 / std::sqrt(r2 - tiny2);  // NaN for a coincident pair
     double erfc_ar, exp_mar2;
     ErfcTable::eval(coef, alpha * r2 * inv_r, erfc_ar, exp_mar2);
     const double kqq = kqi * q[j];

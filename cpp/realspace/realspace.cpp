@@ -44,7 +44,7 @@ class RealSpace::PairSweep final : public BackgroundWork {
     if (next >= rows) return 0;
     const int end = std::min(rows, next + kPairBlockRows);
     const double t0 = wall_seconds();
-    Kokkos::parallel_reduce("pmewald::realspace_pairs", Range(next, end), kern, part);
+    parallel_reduce_locked("pmewald::realspace_pairs", Range(next, end), kern, part);
     Kokkos::fence();
     for (int k = 0; k < kSums; ++k) sums[k] += part(k);
     terms.t_pairs += wall_seconds() - t0;
@@ -128,8 +128,11 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
     // along every axis (triclinic-correct: |ds_d| <= r / height_d). reach = 2
     // searches (5 rc/2)^3 instead of (3 rc)^3 per atom.
     const PeriodicCell& cell = mig.cell();
+    // The orthorhombic row trimming needs positive edges (a negative diagonal, a
+    // legitimate lattice, takes the general path).
     const bool ortho = cell.box[0][1] == 0 && cell.box[0][2] == 0 && cell.box[1][0] == 0 &&
-                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0;
+                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0 &&
+                       cell.box[0][0] > 0 && cell.box[1][1] > 0 && cell.box[2][2] > 0;
     int nc[3];
     double flo[3], inv_w[3];
     for (int d = 0; d < 3; ++d) {

@@ -1,6 +1,7 @@
 #include "solver/pme_solver.hpp"
 
 #include <cmath>
+#include <new>
 #include <sstream>
 
 #include "geometry/decomposition.hpp"
@@ -84,22 +85,32 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   fft_options.halved_axis = halved;
   fft_ = std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],
                                      RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), fft_options);
-  SpectrumLayout layout;
-  layout.half_axis = halved;
-  layout.unnormalised_backward = true;
-  kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order,
-                                                    opt_.coulomb_constant, fft_->outbox(), kCOrder, layout);
-  migration_.set_geometry(cell_, opt_.mesh);
+  // The rest is local and holds most of the memory: a failure here (out of memory
+  // on one rank) is agreed, so no rank is left in a later collective.
+  std::string err;
+  try {
+    SpectrumLayout layout;
+    layout.half_axis = halved;
+    layout.unnormalised_backward = true;
+    kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order, opt_.coulomb_constant,
+                                             fft_->outbox(), kCOrder, layout);
+    migration_.set_geometry(cell_, opt_.mesh);
 
-  const Int3 e = halo_->extended().shape();
-  grid_ = View3<double>("pme_grid", e[0], e[1], e[2]);
-  kspace_c_ = View1<Complex>("pme_kspace_c", fft_->outbox().volume());
-  if (opt_.differentiation == Differentiation::IK) {
-    for (int a = 0; a < 3; ++a) {
-      field_[a] = View3<double>("pme_field", e[0], e[1], e[2]);
-      kfield_[a] = View1<Complex>("pme_kfield", fft_->outbox().volume());
+    const Int3 e = halo_->extended().shape();
+    grid_ = View3<double>("pme_grid", e[0], e[1], e[2]);
+    kspace_c_ = View1<Complex>("pme_kspace_c", fft_->outbox().volume());
+    if (opt_.differentiation == Differentiation::IK) {
+      for (int a = 0; a < 3; ++a) {
+        field_[a] = View3<double>("pme_field", e[0], e[1], e[2]);
+        kfield_[a] = View1<Complex>("pme_kfield", fft_->outbox().volume());
+      }
     }
+  } catch (const std::bad_alloc&) {
+    err = "out of memory: could not allocate the solver's grids on this rank";
+  } catch (const std::exception& e) {
+    err = std::string("could not set up the solver's grids on this rank: ") + e.what();
   }
+  agree_or_throw(comm_.get(), err);
 }
 
 void PMESolver::configure_overlap() {
@@ -267,7 +278,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   auto fr = f_real_;
   auto fk = f_rec_;
   double f2 = 0;
-  Kokkos::parallel_reduce(
+  parallel_reduce_locked(
       "pmewald::sum_forces", Range(0, n_own),
       KOKKOS_LAMBDA(const std::size_t i, double& acc) {
         for (int a = 0; a < 3; ++a) {

@@ -188,7 +188,7 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
     }
   }
   Acc19 tot;
-  Kokkos::parallel_reduce(
+  parallel_reduce_locked(
       "pmewald::reciprocal_error", Kokkos::RangePolicy<ExecSpace>(0, mhi[0] - mlo[0] + 1),
       [&](const int i0, Acc19& acc) {
     const int m0s = mlo[0] + i0, g0 = m0s < 0 ? m0s + K[0] : m0s;

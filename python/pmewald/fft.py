@@ -31,40 +31,112 @@ import numpy as np
 
 from . import _core
 from . import geometry
+from ._collective import agree, agreed, check_comm, require_mpi, same_everywhere
+from ._limits import check_fits, fft_footprint, node_ranks
+from ._threads import Busy, Rules
+from ._validate import as_int
 
 __all__ = ["DistributedFFT", "DistributedRealFFT", "COMM_MODES"]
 
 #: The accepted values of ``comm_mode``.
 COMM_MODES = ("pt2pt", "nonblocking", "collective")
+_PLANNERS = ("estimate", "measure", "patient", "exhaustive")
+_MAX_AXIS = 2**31 - 1
 
 
 def _box(b, name):
+    """A user box as ((lo), (hi)) of ints: TypeError for the wrong kind of object,
+    ValueError for lo > hi (an inverted box is not an empty one)."""
     if b is None:
         return None
+    kind = f"{name} must be a pair of integer triples ((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))"
     try:
         lo, hi = b
-        lo = tuple(int(v) for v in lo)
-        hi = tuple(int(v) for v in hi)
+        lo = tuple(as_int(v, name, TypeError) for v in lo)
+        hi = tuple(as_int(v, name, TypeError) for v in hi)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a pair of integer triples ((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))") from None
+        raise TypeError(kind) from None
     if len(lo) != 3 or len(hi) != 3:
-        raise TypeError(f"{name} must be a pair of integer triples ((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))")
+        raise TypeError(kind)
+    if any(abs(v) > _MAX_AXIS for v in lo + hi):
+        raise ValueError(f"{name} {(lo, hi)} has indices beyond 32 bits")
+    for d in range(3):
+        if lo[d] > hi[d]:
+            raise ValueError(f"{name} {(lo, hi)} is inverted along axis {d} (lo {lo[d]} > hi {hi[d]}); an empty "
+                             "box has lo == hi")
     return (lo, hi)
 
 
 def _mesh_of(shape):
     try:
-        mesh = tuple(int(n) for n in shape)
+        mesh = tuple(as_int(n, "shape", TypeError) for n in shape)
     except TypeError:
         raise TypeError("shape must be three positive integers") from None
     if len(mesh) != 3:
         raise ValueError(f"shape must have three entries, not {len(mesh)}")
+    if min(mesh) < 1:
+        raise ValueError(f"mesh dimensions must be positive, got {mesh}")
+    if max(mesh) > _MAX_AXIS:
+        raise ValueError(f"mesh dimensions must fit in 32 bits, got {mesh}")
     return mesh
+
+
+def _choice(value, allowed, name):
+    if not (isinstance(value, str) and value in allowed):
+        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}, not {value!r}")
+    return value
 
 
 def _shape_of(box):
     lo, hi = box
     return tuple(h - l for l, h in zip(lo, hi))
+
+
+def _construct(comm, check, make, footprint):
+    """Collective construction of a distributed FFT: the local argument checks `check`
+    agreed over `comm`, the same options on every rank, the per-rank size limits
+    agreed, then the C++ object (`make`), whose own checks are collective."""
+    with Rules():
+        args = agreed(comm, check)
+        same_everywhere(comm, args["same"], "the shape, comm_mode, planner and halved_axis must be the same on "
+                        "every rank")
+        ranks_here = node_ranks(comm)
+        agreed(comm, lambda: check_fits(f"FFT of shape {args['mesh']}", *footprint(args), comm.Get_size(),
+                                        ranks_here))
+        return args, make(args)
+
+
+def _checked_arrays(comm, arrays):
+    """Collective: the local checks of a transform's arrays, agreed in one allreduce.
+
+    `arrays`: (name, array or None, shape, dtype, writeable). Non-C-contiguous inputs are
+    copied (which may run out of memory on one rank: agreed too). Returns the arrays to
+    pass to the core, which then skips its own agreement."""
+    out, error = [], None
+    try:
+        for name, a, shape, dtype, writeable in arrays:
+            if a is None:
+                out.append(None)
+                continue
+            if not isinstance(a, np.ndarray):
+                raise ValueError(f"{name} must be a numpy array")
+            if a.dtype != dtype:
+                raise ValueError(f"{name} must have dtype {np.dtype(dtype).name}, not {a.dtype}")
+            empty = 0 in shape
+            if a.ndim != 3 or (a.size != 0 if empty else a.shape != tuple(shape)):
+                raise ValueError(f"{name} must have shape {tuple(shape)} (this rank's box), not {a.shape}")
+            if writeable:
+                if not a.flags.c_contiguous:
+                    raise ValueError(f"{name} must be C-contiguous")
+                if not a.flags.writeable:
+                    raise ValueError(f"{name} must be writeable")
+            elif not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            out.append(a)
+    except Exception as e:  # noqa: BLE001 - agreed
+        error = e
+    agree(comm, error)
+    return out
 
 
 class DistributedFFT:
@@ -93,10 +165,17 @@ class DistributedFFT:
         Measurement knob for ``"collective"``: send this rank's own piece
         through ``MPI_Alltoallv`` (True) or copy it (False, the default).
 
+    Notes
+    -----
     Every rank must construct the object together (it is collective). Over all
     ranks the inboxes, and likewise the outboxes, must tile the mesh exactly;
-    empty boxes (``lo == hi`` along some axis) are allowed. A bad tiling, or a
-    mesh / mode that differs between ranks, raises ``ValueError`` on every rank.
+    empty boxes (``lo == hi`` along some axis) are allowed, and their arrays are any
+    empty 3-D arrays (the box's own shape, e.g. ``(1, 7, 0)``, is what :attr:`inshape`
+    says). An inverted box (``lo > hi``), a bad tiling, or a mesh / mode / planner that
+    differs between ranks raises ``ValueError`` on every rank, whichever rank it is on;
+    a mesh whose share on a rank would exceed 2^31 - 1 elements or its memory too,
+    before anything is allocated. One call at a time per object (another thread gets
+    ``RuntimeError``); see docs/reliability.md.
 
     Examples
     --------
@@ -109,41 +188,43 @@ class DistributedFFT:
 
     def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
                  _collective_self_via_mpi=None):
-        from mpi4py import MPI
-
-        mesh = _mesh_of(shape)
-        # Non-strings go to the core as their repr, which rejects them on every rank.
-        comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
-        planner = planner if isinstance(planner, str) else repr(planner)
-        if comm is None:
-            comm = MPI.COMM_WORLD
-        if not isinstance(comm, MPI.Intracomm):
-            # The core gives the precise message; this keeps the default-box code
-            # below from touching a non-communicator.
-            _core.FFT3d(comm, mesh, ((0, 0, 0), mesh), ((0, 0, 0), mesh), comm_mode, planner)
-        inbox = _box(inbox, "inbox")
-        outbox = _box(outbox, "outbox")
-        if inbox is None:
-            if min(mesh) < 1:
-                raise ValueError("mesh dimensions must be positive")
-            inbox = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
-        if outbox is None:
-            outbox = inbox
+        require_mpi()
+        comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
         extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
-        self._fft = _core.FFT3d(comm, mesh, inbox, outbox, comm_mode, planner, **extra)
-        self.shape = mesh
+
+        def check():
+            mesh = _mesh_of(shape)
+            _choice(comm_mode, COMM_MODES, "comm_mode")
+            _choice(planner, _PLANNERS, "planner")
+            ib, ob = _box(inbox, "inbox"), _box(outbox, "outbox")
+            if ib is None:
+                ib = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
+            return {"mesh": mesh, "inbox": ib, "outbox": ob if ob is not None else ib,
+                    "same": (mesh, comm_mode, planner, tuple(sorted(extra.items())))}
+
+        def footprint(a):
+            return fft_footprint(a["mesh"], comm.Get_size(), comm.Get_rank(), (a["inbox"], a["outbox"]))
+
+        def make(a):
+            return _core.FFT3d(comm, a["mesh"], a["inbox"], a["outbox"], comm_mode, planner, **extra)
+
+        args, self._fft = _construct(comm, check, make, footprint)
+        self.shape = args["mesh"]
         self.comm_mode = comm_mode
+        self._inbox, self._outbox = args["inbox"], args["outbox"]
+        self._comm = self._fft.comm  # the object's own duplicate: its collectives never mix with the caller's
+        self._busy = Busy("DistributedFFT")
 
     # -- geometry ---------------------------------------------------------
     @property
     def inbox(self):
-        """This rank's input box ``((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))``, half-open."""
-        return self._fft.inbox
+        """This rank's input box ``((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))``, half-open, as given."""
+        return self._inbox
 
     @property
     def outbox(self):
-        """This rank's output box, half-open, global indices."""
-        return self._fft.outbox
+        """This rank's output box, half-open, global indices, as given."""
+        return self._outbox
 
     @property
     def inshape(self):
@@ -179,9 +260,9 @@ class DistributedFFT:
         first). Returns this rank's part of the output (shape :attr:`outshape`),
         written into ``out`` when given (complex128, C-contiguous). Collective:
         every rank must call it; a wrong dtype or shape on any rank raises
-        ``ValueError`` on every rank.
+        ``ValueError`` on every rank. For an empty box any empty 3-D array does.
         """
-        return self._fft.forward(self._prepare(a), out)
+        return self._transform(True, a, out)
 
     def backward(self, b, out=None):
         """Backward transform scaled by 1/N (like ``numpy.fft.ifftn``): ``backward(forward(a)) == a``.
@@ -189,13 +270,16 @@ class DistributedFFT:
         ``b`` has shape :attr:`outshape`; the result has shape :attr:`inshape`.
         Collective, with the same argument rules as :meth:`forward`.
         """
-        return self._fft.backward(self._prepare(b), out)
+        return self._transform(False, b, out)
 
-    @staticmethod
-    def _prepare(a):
-        if isinstance(a, np.ndarray) and a.dtype == np.complex128 and not a.flags.c_contiguous:
-            return np.ascontiguousarray(a)
-        return a
+    def _transform(self, forward, a, out):
+        require_mpi()
+        src, dst = (self.inshape, self.outshape) if forward else (self.outshape, self.inshape)
+        with self._busy:
+            a, out = _checked_arrays(self._comm, [("a" if forward else "b", a, src, np.complex128, False),
+                                                  ("out", out, dst, np.complex128, True)])
+            res = (self._fft.forward if forward else self._fft.backward)(a, out, agreed=True)
+        return res if out is not None or res.shape == dst else res.reshape(dst)
 
     # -- measurements -----------------------------------------------------
     def stats(self):
@@ -264,9 +348,14 @@ class DistributedRealFFT:
         uses there). The spectrum is then ``rfftn(a)``-like along that axis;
         ``ValueError`` on several ranks.
 
+    Notes
+    -----
     Every rank must construct the object together (it is collective). The
     inboxes must tile the real mesh and the outboxes the half spectrum exactly
-    (empty boxes allowed); otherwise ``ValueError`` on every rank.
+    (empty boxes allowed); otherwise ``ValueError`` on every rank. Every other rule
+    of :class:`DistributedFFT` holds too: inverted boxes, arguments that differ
+    between ranks (``halved_axis`` included) and per-rank limits are refused on every
+    rank, one call at a time per object.
 
     Examples
     --------
@@ -279,48 +368,61 @@ class DistributedRealFFT:
 
     def __init__(self, shape, comm=None, comm_mode="nonblocking", inbox=None, outbox=None, planner="measure",
                  storage=None, halved_axis=0, _collective_self_via_mpi=None):
-        from mpi4py import MPI
-
-        mesh = _mesh_of(shape)
-        if halved_axis not in (0, 1, 2):
-            raise ValueError(f"halved_axis must be 0, 1 or 2, not {halved_axis!r}")
-        comm_mode = comm_mode if isinstance(comm_mode, str) else repr(comm_mode)
-        planner = planner if isinstance(planner, str) else repr(planner)
-        if comm is None:
-            comm = MPI.COMM_WORLD
-        if not isinstance(comm, MPI.Intracomm):
-            _core.RealFFT3d(comm, mesh, ((0, 0, 0), mesh), ((0, 0, 0), mesh), comm_mode, planner)
-        inbox = _box(inbox, "inbox")
-        outbox = _box(outbox, "outbox")
-        storage = _box(storage, "storage")
-        if min(mesh) < 1 and (inbox is None or outbox is None):
-            raise ValueError("mesh dimensions must be positive")
-        if inbox is None:
-            inbox = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
-        if outbox is None:
-            outbox = self.z_pencil_box(mesh, comm, halved_axis)
+        require_mpi()
+        comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
         extra = {} if _collective_self_via_mpi is None else {"collective_self_via_mpi": bool(_collective_self_via_mpi)}
-        self._fft = _core.RealFFT3d(comm, mesh, inbox, outbox, comm_mode, planner, storage, halved_axis, **extra)
-        self.halved_axis = halved_axis
-        self.shape = mesh
+
+        def check():
+            mesh = _mesh_of(shape)
+            if isinstance(halved_axis, (bool, np.bool_)) or halved_axis not in (0, 1, 2):
+                raise ValueError(f"halved_axis must be 0, 1 or 2, not {halved_axis!r}")
+            if halved_axis != 0 and comm.Get_size() != 1:
+                raise ValueError(f"halving axis {halved_axis} needs a single rank (across ranks the r2c runs in the "
+                                 "first pencil stage, along x)")
+            _choice(comm_mode, COMM_MODES, "comm_mode")
+            _choice(planner, _PLANNERS, "planner")
+            ib, ob, st = _box(inbox, "inbox"), _box(outbox, "outbox"), _box(storage, "storage")
+            if ib is None:
+                ib = geometry.brick_box(comm.Get_size(), mesh, comm.Get_rank())
+            if ob is None:
+                ob = self.z_pencil_box(mesh, comm, int(halved_axis))
+            return {"mesh": mesh, "inbox": ib, "outbox": ob, "storage": st, "halved": int(halved_axis),
+                    "same": (mesh, comm_mode, planner, int(halved_axis), tuple(sorted(extra.items())))}
+
+        def footprint(a):
+            boxes = (a["inbox"], a["outbox"]) + ((a["storage"],) if a["storage"] is not None else ())
+            return fft_footprint(a["mesh"], comm.Get_size(), comm.Get_rank(), boxes, real=True,
+                                 halved_axis=a["halved"])
+
+        def make(a):
+            return _core.RealFFT3d(comm, a["mesh"], a["inbox"], a["outbox"], comm_mode, planner, a["storage"],
+                                   a["halved"], **extra)
+
+        args, self._fft = _construct(comm, check, make, footprint)
+        self.halved_axis = args["halved"]
+        self.shape = args["mesh"]
         self.spectrum_shape = tuple(self._fft.spectrum_mesh)
         self.comm_mode = comm_mode
+        self._inbox, self._outbox = args["inbox"], args["outbox"]
+        self._storage = args["storage"] if args["storage"] is not None else args["inbox"]
+        self._comm = self._fft.comm  # the object's own duplicate
+        self._busy = Busy("DistributedRealFFT")
 
     # -- geometry ---------------------------------------------------------
     @property
     def inbox(self):
-        """This rank's box of the real mesh, half-open, global indices."""
-        return self._fft.inbox
+        """This rank's box of the real mesh, half-open, global indices, as given."""
+        return self._inbox
 
     @property
     def storage(self):
         """The box of this rank's real arrays (``inbox`` unless given)."""
-        return self._fft.in_storage
+        return self._storage
 
     @property
     def outbox(self):
-        """This rank's box of the half spectrum (``spectrum_shape``), half-open."""
-        return self._fft.outbox
+        """This rank's box of the half spectrum (``spectrum_shape``), half-open, as given."""
+        return self._outbox
 
     @property
     def inshape(self):
@@ -364,9 +466,12 @@ class DistributedRealFFT:
         written into ``out`` when given. ``a`` is not modified. Collective; a
         wrong dtype or shape on any rank raises ``ValueError`` on every rank.
         """
-        if isinstance(a, np.ndarray) and a.dtype == np.float64 and not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a)
-        return self._fft.forward(a, out)
+        require_mpi()
+        with self._busy:
+            a, out = _checked_arrays(self._comm, [("a", a, self.inshape, np.float64, False),
+                                                  ("out", out, self.outshape, np.complex128, True)])
+            res = self._fft.forward(a, out, agreed=True)
+        return res if out is not None or res.shape == self.outshape else res.reshape(self.outshape)
 
     def backward(self, b, out=None, normalise=True):
         """Complex-to-real inverse, scaled by 1/N (like ``numpy.fft.irfftn``) unless ``normalise=False``.
@@ -377,9 +482,12 @@ class DistributedRealFFT:
         where only the :attr:`inbox` elements are written; a new array is zero
         outside the inbox. ``b`` is not modified. Collective.
         """
-        if isinstance(b, np.ndarray) and b.dtype == np.complex128 and not b.flags.c_contiguous:
-            b = np.ascontiguousarray(b)
-        return self._fft.backward(b, out, bool(normalise))
+        require_mpi()
+        with self._busy:
+            b, out = _checked_arrays(self._comm, [("b", b, self.outshape, np.complex128, False),
+                                                  ("out", out, self.inshape, np.float64, True)])
+            res = self._fft.backward(b, out, bool(normalise), agreed=True)
+        return res if out is not None or res.shape == self.inshape else res.reshape(self.inshape)
 
     # -- measurements -----------------------------------------------------
     def stats(self):

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
+from ._limits import check_fits, node_ranks, solver_footprint
+from ._threads import Busy, Rules
+from ._validate import as_int, check_atoms
 from .reference import cell_heights
 
 _MODES = ("pt2pt", "nonblocking", "collective", "auto")
@@ -40,6 +44,13 @@ _MARGIN = 0.8
 # Smallest force scale, as a fraction of the typical force k q_rms^2 / d^2: below it the
 # relative measure is meaningless (forces that cancel by symmetry, perfect crystals).
 _FORCE_FLOOR = 0.01
+# Smallest energy scale for the energy check, as a fraction of k sum q^2 / d (systems
+# whose energy is a cancellation to ~0).
+_ENERGY_FLOOR = 1e-4
+# The tuning state (_tune, _build, _use): saved before a call and restored when the
+# call fails, so a failed first call leaves the object as it was.
+_TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
+                 "_cache_estimate", "_energy_error")
 
 
 @dataclass
@@ -107,6 +118,17 @@ def _checked_box(box, cutoff, which="the"):
     return b
 
 
+def _canonical_box(b):
+    """The same periodic lattice with every row whose diagonal entry is negative negated.
+
+    Negating a lattice vector changes the basis, not the lattice: positions, energy,
+    forces and virial are the same, and mesh axis d still runs along row d. A
+    left-handed cell (np.diag([-L, L, L]), which ASE allows) is thus computed in its
+    right-handed equivalent."""
+    flip = np.where(np.diag(b) < 0, -1.0, 1.0)
+    return np.ascontiguousarray(b * flip[:, None]) if (flip < 0).any() else b
+
+
 class PME:
     """Smooth particle-mesh Ewald electrostatics over MPI.
 
@@ -166,7 +188,7 @@ class PME:
     coarse mesh (rounded to two digits, so the choice does not depend on the rank count);
     with ``real_space=False``, the charge-based force ``k q_rms^2 / d^2`` (d the mean atom
     spacing). For systems whose forces nearly cancel (perfect crystals) F is at least 1% of
-    that typical force.
+    that typical force, and a single charge is modelled as two in the estimates.
 
     alpha: with ``real_space=True`` the real-space cost does not depend on alpha at a fixed
     cutoff, so alpha is chosen on the first call too, as small as the accuracy allows: the
@@ -183,17 +205,26 @@ class PME:
     the tolerance is no longer met. With an explicit ``mesh`` nothing is tuned: alpha is
     the construction value, order 5 and ``"ad"`` unless given.
 
+    Systems whose forces vanish by symmetry (a single charge, a perfect crystal) have no
+    force scale to be relative to: their energy error is checked too (within ``0.3 x
+    tolerance x |E|``, against a second mesh) and the mesh refined until it is met.
+
+    A box with negative edges or a left-handed basis (``np.diag([-L, L, L])``) is the same
+    lattice as its right-handed form and is computed as that (``parameters["box"]`` is
+    the box as given).
+
     Every bad argument raises ``ValueError`` on every rank (``TypeError`` for a
-    non-communicator), and the object stays usable.
+    non-communicator, raised on the rank that passed it), and the object stays as it was;
+    a mesh whose share on a rank exceeds 2^31 - 1 elements or that rank's memory is
+    refused before anything is allocated. One call at a time per object: another thread
+    calling a busy object gets ``RuntimeError``. See docs/reliability.md.
     """
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True, overlap=None, overlap_poll=None):
-        from mpi4py import MPI
-
-        _core.comm_info(comm)  # TypeError for a non-communicator
-        self._comm = MPI.COMM_WORLD if comm is None else comm
+        require_mpi()
+        user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
         def check():
             rc = float(cutoff)
@@ -206,12 +237,12 @@ class PME:
             a = None if alpha is None else float(alpha)
             if a is not None and not (math.isfinite(a) and a > 0):
                 raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
-            p = None if order is None else _as_int(order, "order")
+            p = None if order is None else as_int(order, "order")
             if p is not None and not 3 <= p <= 10:
                 raise ValueError(f"order must be between 3 and 10, got {p}")
             m = None
             if mesh is not None:
-                m = tuple(_as_int(v, "mesh") for v in np.broadcast_to(np.asarray(mesh, dtype=object), (3,)))
+                m = tuple(as_int(v, "mesh") for v in np.broadcast_to(np.asarray(mesh, dtype=object), (3,)))
                 lowest = p if p is not None else 5
                 if any(v < lowest or v > 4096 for v in m):
                     raise ValueError(f"mesh must have between order ({lowest}) and 4096 points per axis, got {m}")
@@ -222,36 +253,47 @@ class PME:
             k = float(coulomb_constant)
             if not (math.isfinite(k) and k > 0):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
+            if not isinstance(real_space, (bool, np.bool_)):
+                raise ValueError(f"real_space must be True or False, got {real_space!r}")
             if overlap is not None and not isinstance(overlap, (bool, np.bool_)):
                 raise ValueError(f"overlap must be None, True or False, got {overlap!r}")
             poll = _POLL if overlap_poll is None else overlap_poll
             try:
                 rows, us = poll
-                rows, us = _as_int(rows, "overlap_poll rows"), float(us)
+                rows, us = as_int(rows, "overlap_poll rows"), float(us)
             except (TypeError, ValueError):
                 raise ValueError(f"overlap_poll must be (rows, microseconds), got {overlap_poll!r}")
             if rows < 1 or not (math.isfinite(us) and us > 0):
                 raise ValueError(f"overlap_poll must be (rows >= 1, microseconds > 0), got {overlap_poll!r}")
             return b, rc, tol, a, m, p, k, (rows, us)
 
-        b, rc, tol, a, m, p, k, poll = _agreed(self._comm, check)
-        mine = (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space),
-                None if overlap is None else bool(overlap), poll)
-        root = self._comm.bcast(mine, root=0)
-        _core.agree_or_throw(self._comm, "" if root == mine else
-                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
-                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                             "real_space, overlap and overlap_poll")
-        self._box, self._cutoff, self._tolerance = b, rc, tol
+        with Rules():
+            b, rc, tol, a, m, p, k, poll = agreed(user_comm, check)
+            ov = None if overlap is None else bool(overlap)
+            # Every later collective of this object runs on its own communicator.
+            self._comm = duplicate(user_comm, self)
+            same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
+                                         bool(real_space), ov, poll),
+                            "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
+                            "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
+                            "real_space, overlap and overlap_poll")
+            self._node_ranks = node_ranks(self._comm)
+            self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), ov, poll)
+
+    def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, overlap, poll):
+        self._busy = Busy("PME")
+        self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
+        self._box, self._cutoff, self._tolerance = _canonical_box(b), rc, tol
         self._fixed = {"alpha": a, "mesh": m, "order": p}
         self._diff_request, self._comm_mode = differentiation, comm_mode
-        self._k, self._real_space = k, bool(real_space)
-        self._overlap, self._poll = None if overlap is None else bool(overlap), poll
+        self._k, self._real_space = k, real_space
+        self._overlap, self._poll = overlap, poll
         self._solver = None
         self._params = None
         self._recheck = False
         self._cache_estimate = None
         self._choice = None
+        self._energy_error = None
         # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
         # fraction of the budget): final with real_space=False (an engine doing its own pairs
         # needs it now), and the probe's alpha otherwise. The rest is chosen on the first
@@ -272,11 +314,24 @@ class PME:
         self._alpha, self._order, self._differentiation = new["alpha"], new["order"], differentiation
         if self._solver is not None and new == self._params:
             return
-        self._solver = _core.PMESolver(self._comm, self._box, mesh, int(order), float(alpha), self._cutoff,
-                                       differentiation, self._comm_mode, self._k, self._real_space,
-                                       self._overlap, self._poll[0], self._poll[1])
+        self._solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self._real_space)
         self._params = new
         self._cache_estimate = None
+
+    def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None):
+        """Collective: a C++ solver, after the agreed per-rank size check (_limits: the
+        32-bit element limit and the memory available to each rank). The core agrees on
+        its own errors, out of memory in its buffers and grids included. `mode`: the
+        communication mode (default: comm_mode)."""
+        comm = self._comm
+
+        def fits():
+            elements, nbytes = solver_footprint(mesh, comm.Get_size(), comm.Get_rank(), order, differentiation)
+            check_fits(f"mesh {tuple(mesh)}", elements, nbytes, comm.Get_size(), self._node_ranks)
+
+        agreed(comm, fits)
+        return _core.PMESolver(comm, self._box, mesh, order, alpha, self._cutoff, differentiation,
+                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll)
 
     def _choose(self, target, sum_q2, n_atoms, scan_alpha, differentiation=None, order=None, mesh_target=None):
         """The cheapest (differentiation, order, alpha, mesh) by the cost model whose
@@ -288,7 +343,7 @@ class PME:
 
         order = order if order is not None else self._fixed["order"]
         r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
-                                    n_atoms, differentiation=differentiation or self._diff_request,
+                                    _model_atoms(n_atoms), differentiation=differentiation or self._diff_request,
                                     coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
                                     orders=_ORDERS, cost=_COST,
                                     mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
@@ -309,7 +364,8 @@ class PME:
         key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"])
         if self._cache_estimate is None or self._cache_estimate[0] != key:
             e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
-                                        p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)
+                                        p["differentiation"], sum_q2, _model_atoms(n_atoms),
+                                        coulomb_constant=self._k)
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
             self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
@@ -357,7 +413,7 @@ class PME:
                  comm_mode_seconds=dict(self._solver.comm_mode_seconds) if self._solver is not None else {},
                  overlap=self._overlap_used(), overlap_poll=self._poll,
                  coulomb_constant=self._k, real_space=self._real_space,
-                 box=self._box.copy())
+                 box=self._user_box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
 
@@ -365,16 +421,19 @@ class PME:
         """Change the box (NPT). Plans and buffers are reused (same mesh, alpha, order).
 
         With automatic parameters, the next compute checks the error estimate for the
-        new box and chooses them again only if the tolerance is no longer met.
+        new box and chooses them again only if the tolerance is no longer met. A bad or
+        differing box raises ``ValueError`` on every rank and leaves the old box.
         """
-        b = _agreed(self._comm, lambda: _checked_box(box, self._cutoff, "the new"))
-        root = self._comm.bcast(b.tobytes(), root=0)
-        _core.agree_or_throw(self._comm, "" if root == b.tobytes() else "set_box: the box differs between ranks")
-        if self._solver is not None:
-            self._solver.set_box(b)
-        self._box = b
-        self._cache_estimate = None
-        self._recheck = self._fixed["mesh"] is None
+        require_mpi()
+        with self._busy:
+            b = agreed(self._comm, lambda: _checked_box(box, self._cutoff, "the new"))
+            same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
+            c = _canonical_box(b)
+            if self._solver is not None:
+                self._solver.set_box(c)
+            self._user_box, self._box = b, c
+            self._cache_estimate = None
+            self._recheck = self._fixed["mesh"] is None
 
     # ----------------------------------------------------------------- compute
 
@@ -391,22 +450,92 @@ class PME:
             index in rank order (rank 0's atoms first).
         exclusions : int array (m, 2), optional
             Pairs of ids whose interaction is excluded; each pair once, on any rank,
-            each closer than the cutoff.
+            each closer than the cutoff. Two atoms at the same position must be an
+            excluded pair (a virtual site, a Drude particle on its core).
+
+        Bad input on any rank raises ``ValueError`` (``TypeError`` for a wrong kind of
+        object, ``MemoryError`` when a conversion runs out of memory) on every rank, with
+        the same message; the object is unchanged and the next call is as if the failed
+        one had not been made. When every charge is zero the result is exactly zero
+        (energy, forces, virial) and nothing is tuned or computed.
         """
+        require_mpi()
+        with self._busy:
+            return self._compute(positions, charges, ids, exclusions)
+
+    def _compute(self, positions, charges, ids, exclusions):
         comm = self._comm
-        pos, q, idv, ex = _agreed(comm, lambda: _check_atoms(positions, charges, ids, exclusions))
-        n = len(q)
+        # Local checks, agreed in the same allreduce that sums what the call needs.
+        error, local = None, (0.0, 0.0, 0.0, 0.0)
+        try:
+            pos, q, idv, ex = check_atoms(positions, charges, ids, exclusions, self._box)
+            # (q * q).sum(), not q @ q: a BLAS dot may wake a thread pool (measured 12 ms
+            # per call at 30k atoms). Overflowing squares are refused below.
+            with np.errstate(over="ignore"):
+                local = (len(q), float(q.sum()), float((q * q).sum()), 1.0 if idv is None else 0.0)
+        except Exception as e:  # noqa: BLE001 - agreed: every rank raises it
+            error = e
+        n, sum_q, sum_q2, n_without_ids = agree(comm, error, local)
+        n_atoms, size = int(n), comm.Get_size()
+        if 0 < n_without_ids < size:
+            raise ValueError(f"ids were passed on {size - int(n_without_ids)} of {size} ranks: pass ids on every "
+                             "rank (an empty array where a rank has no atoms) or on none")
+        if n_atoms == 0:
+            raise ValueError("no atoms were passed on any rank (positions are empty)")
+        if not math.isfinite(sum_q2):
+            raise ValueError("charges are too large: the sum of their squares overflows")
         if idv is None:
-            offset = comm.exscan(n) or 0
-            idv = np.arange(offset, offset + n, dtype=np.int64)
-        stats = comm.allreduce(np.array([n, q.sum(), (q * q).sum()], dtype=np.float64))
-        n_atoms, sum_q, sum_q2 = int(stats[0]), float(stats[1]), float(stats[2])
-        _core.agree_or_throw(comm, "" if n_atoms > 0 else "no atoms were passed on any rank (positions are empty)")
-        if self._solver is None or self._recheck:
-            raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
-        else:
-            raw = self._solver.compute(pos, q, idv, ex)
-        return self._result(raw, n_atoms, sum_q, sum_q2)
+            offset = comm.exscan(len(q)) or 0
+            idv = np.arange(offset, offset + len(q), dtype=np.int64)
+        if sum_q2 == 0.0:
+            return self._zero_result(len(q), n_atoms)
+        saved = {name: getattr(self, name) for name in _TUNING_STATE}
+        try:
+            if self._solver is None or self._recheck:
+                raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
+            else:
+                raw = self._run(self._solver, pos, q, idv, ex)
+            return self._result(raw, n_atoms, sum_q, sum_q2)
+        except BaseException:
+            for name, value in saved.items():  # nothing of a failed call is kept
+                setattr(self, name, value)
+            raise
+
+    def _run(self, solver, pos, q, idv, ex):
+        """solver.compute, refusing a non-finite result (identical on every rank: the
+        energy and the force and virial sums are reduced) with the reason."""
+        raw = solver.compute(pos, q, idv, ex)
+        # NaN and inf survive the sums (inf - inf is NaN): three scalar checks.
+        if not (math.isfinite(raw["energy"]) and math.isfinite(raw["sum_force2"])
+                and math.isfinite(raw["virial"].sum())):
+            self._refuse_non_finite(raw, pos, idv, ex)
+        return raw
+
+    def _refuse_non_finite(self, raw, pos, idv, ex):
+        """Collective, on the failure path only: find why the result is not finite (two
+        atoms at the same position that are not an excluded pair: their erfc pair term is
+        infinite) from every rank's atoms, and raise it on every rank."""
+        parts = self._comm.allgather((idv, pos, ex))
+        ids = np.concatenate([p[0] for p in parts])
+        where = np.concatenate([p[1] for p in parts])
+        pairs = np.concatenate([p[2] for p in parts])
+        hit = _coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
+        if hit is not None:
+            a, b, x = hit
+            raise ValueError(f"atoms with ids {a} and {b} are at the same position ({x[0]:.6g}, {x[1]:.6g}, "
+                             f"{x[2]:.6g}) (up to a lattice vector) and are not an excluded pair: their Coulomb "
+                             "energy is infinite. Exclude the pair (a virtual site or Drude particle on its "
+                             "atom) or move one of them")
+        raise ValueError(f"the result is not finite (energy {raw['energy']}): positions or charges too large for "
+                         "double precision?")
+
+    def _zero_result(self, n_local, n_atoms) -> PMEResult:
+        """All charges zero: exactly zero energy, forces and virial (nothing tuned)."""
+        self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
+                               "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0}
+        return PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
+                         terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
+                         rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
 
     def _typical_force(self, n_atoms, sum_q2):
         """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""
@@ -433,7 +562,7 @@ class PME:
         self._recheck = False
         if self._fixed["mesh"] is not None:
             self._build(self._alpha, self._fixed["mesh"], self._order, self._differentiation)
-            return self._solver.compute(pos, q, idv, ex)
+            return self._run(self._solver, pos, q, idv, ex)
         typical = self._typical_force(n_atoms, sum_q2)
         scan = self._real_space and self._fixed["alpha"] is None
         probe = None
@@ -444,7 +573,7 @@ class PME:
             return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
 
         if self._solver is not None:  # after set_box: keep the parameters while they meet the tolerance
-            raw = self._solver.compute(pos, q, idv, ex)
+            raw = self._run(self._solver, pos, q, idv, ex)
             if not self._real_space:
                 return raw
             scale = acceptable(raw)[1]
@@ -459,12 +588,12 @@ class PME:
                 # energy check can reuse it (and its FFT plans).
                 coarse = min(0.3, 30.0 * self._tolerance) * scale
                 self._use(self._choose(coarse, sum_q2, n_atoms, False))
-                raw = self._solver.compute(pos, q, idv, ex)
+                raw = self._run(self._solver, pos, q, idv, ex)
                 probe = self._energy_point(raw)
                 scale = acceptable(raw)[1]
         for _ in range(3):
             self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan))
-            raw = self._solver.compute(pos, q, idv, ex)
+            raw = self._run(self._solver, pos, q, idv, ex)
             if not self._real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale
             ok, measured = acceptable(raw)
@@ -480,40 +609,45 @@ class PME:
     def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
         """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
 
-        The energy of a coarser mesh (same alpha and order) differs from this one by about
-        its own error; both errors scale like the reciprocal force-error estimates, so this
-        mesh's energy error is about |E_coarse - E| x est / (est_coarse - est). The coarse
-        point is the probe when it has the same alpha and order, else a reciprocal-only
-        calculation (the energy does not depend on the differentiation) on a mesh 0.75x as
-        fine. The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|.
-        When it is exceeded, the parameters are chosen again with the mesh itself bounded:
-        its ad estimate at most the current one times the missing factor, whatever the
-        differentiation (the energy does not depend on it, so ik then needs as fine a mesh
-        as ad and usually loses to it). This matters for small systems, whose energy error
-        is relatively larger, and for systems whose energy is a small difference of large
-        terms.
+        The energy of another mesh (same alpha and order) differs from this one by about
+        the difference of their errors; both errors scale like the reciprocal force-error
+        estimates, so this mesh's energy error is about |E_other - E| x est / |est_other -
+        est|. The other point is a coarser mesh when one is allowed: the probe when it has
+        the same alpha and order, else a reciprocal-only calculation (the energy does not
+        depend on the differentiation) on a mesh 0.75x as fine; when the mesh is already
+        the coarsest the order allows (a single charge, a tiny cell), a finer one (1.5x).
+        The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|,
+        |E| at least 1% of k sum q^2 / d (d the mean spacing) for energies that cancel to
+        ~0. When it is exceeded, the parameters are chosen again with the mesh itself
+        bounded: its ad estimate at most the current one times the missing factor,
+        whatever the differentiation (the energy does not depend on it, so ik then needs as
+        fine a mesh as ad and usually loses to it). This matters for small systems, whose
+        energy error is relatively larger, for systems whose energy is a small difference
+        of large terms, and for those whose forces vanish by symmetry (a single charge, a
+        perfect crystal), whose force-based choice says nothing about the energy.
         """
         from ._core import tuning
 
         self._energy_error = None
         probe_mesh = coarse["mesh"] if coarse is not None else None
+        floor = _ENERGY_FLOOR * self._k * sum_q2 / (abs(np.linalg.det(self._box)) / n_atoms) ** (1.0 / 3.0)
         for _ in range(3):
             p = self._params
             rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
             if coarse is None or (coarse["alpha"], coarse["order"]) != (p["alpha"], p["order"]):
-                coarse = self._coarse_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
+                coarse = self._other_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
                 if coarse is None:
                     break
 
             def recip_estimate(mesh, diff):
                 return tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
-                                               n_atoms, coulomb_constant=self._k)["recip"]
+                                               _model_atoms(n_atoms), coulomb_constant=self._k)["recip"]
 
             est_c = recip_estimate(coarse["mesh"], p["differentiation"])
-            if not est_c > 1.5 * rec:
+            if not max(est_c, rec) > 1.5 * min(est_c, rec):
                 break
-            d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / (est_c - rec)
-            allowed = 0.3 * self._tolerance * abs(raw["energy"])
+            d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / abs(est_c - rec)
+            allowed = 0.3 * self._tolerance * max(abs(raw["energy"]), floor)
             self._energy_error = d_e
             if d_e <= allowed:
                 break
@@ -522,33 +656,39 @@ class PME:
             coarse = self._energy_point(raw)
             self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
                                    mesh_target=est_ad * factor))
-            raw = self._solver.compute(pos, q, idv, ex)
+            raw = self._run(self._solver, pos, q, idv, ex)
         return raw
 
-    def _coarse_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
-        """The reciprocal energy at the current alpha and order on a coarser mesh
-        (reciprocal part only, ad): the probe's mesh when it is coarse enough for the
-        extrapolation (its FFT plans exist already), else one about 0.75x (0.6x) as fine;
-        None when no coarser mesh is allowed."""
+    def _other_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
+        """The reciprocal energy at the current alpha and order on another mesh (reciprocal
+        part only, ad): the probe's mesh when it is coarse enough for the extrapolation (its
+        FFT plans exist already), else one about 0.75x (0.6x) as fine, else, when no coarser
+        mesh is allowed, one 1.5x (2x) as fine; None when neither exists."""
         from ._core import tuning
 
         p = self._params
         tries = [] if probe_mesh is None else [tuple(probe_mesh)]
         tries += [tuple(max(p["order"], tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
                   for f in (0.75, 0.6)]
-        for mesh in tries:
-            if mesh == p["mesh"] or min(mesh) < p["order"] or any(a > b for a, b in zip(mesh, p["mesh"])):
+        finer = [tuple(min(4096, tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"]) for f in (1.5, 2.0)]
+        chosen = None
+        for mesh in tries + finer:
+            coarser = mesh in tries
+            if mesh == p["mesh"] or min(mesh) < p["order"]:
+                continue
+            if coarser and any(a > b for a, b in zip(mesh, p["mesh"])):
                 continue
             est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
-                                          p["differentiation"], sum_q2, n_atoms, coulomb_constant=self._k)["recip"]
-            if est > 1.5 * rec:
+                                          p["differentiation"], sum_q2, _model_atoms(n_atoms),
+                                          coulomb_constant=self._k)["recip"]
+            if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
+                chosen = mesh
                 break
-        else:
+        if chosen is None:
             return None
-        solver = _core.PMESolver(self._comm, self._box, mesh, p["order"], p["alpha"], self._cutoff, "ad",
-                                 self._probe_mode(), self._k, False)
-        raw = solver.compute(pos, q, idv, np.zeros((0, 2), dtype=np.int64))
-        return {"alpha": p["alpha"], "order": p["order"], "mesh": mesh,
+        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False, mode=self._probe_mode())
+        raw = self._run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
+        return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
                 "reciprocal": float(raw["terms"]["reciprocal"])}
 
     def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
@@ -588,68 +728,48 @@ class PME:
         return self._solver.brick if self._solver is not None else None
 
 
+def _model_atoms(n_atoms):
+    """The atom count of the error model: a single charge is modelled as two. The
+    estimate of one charge is its self-force error alone (~0 on any mesh), which says
+    nothing about its energy error; two carry the aliasing error that both share, with
+    the right dependence on the mesh for the energy check."""
+    return max(n_atoms, 2)
+
+
 def _for_choice(x):
     """x to 12 significant digits: sums reduced in a different order on another rank count
     then give the same parameters (the choice never hinges on their last bits)."""
     return float(f"{x:.11e}")
 
 
-def _as_int(v, name):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            return int(v)
-        raise ValueError(f"{name} must be an integer, got {v!r}")
-    return int(v)
+def _coincident_pair(box, positions, ids, exclusions, r0):
+    """(id_a, id_b, position) of the first pair (by ids) of atoms closer than r0 (minimum
+    image) that is not an excluded pair, or None. On the failure path only (it looks at
+    every atom): cells at least 2 r0 wide along each cell height, in the 8 grids offset by
+    half a cell, so that any two atoms within r0 share a cell of one of them."""
+    from .reference import minimum_image
 
-
-def _agreed(comm, fn):
-    """Run a local check; if it fails on any rank, raise the same ValueError on every rank."""
-    try:
-        value, msg = fn(), ""
-    except (ValueError, TypeError) as e:
-        value, msg = None, str(e) or e.__class__.__name__
-    _core.agree_or_throw(comm, msg)
-    return value
-
-
-def _check_atoms(positions, charges, ids, exclusions):
-    try:
-        pos = np.ascontiguousarray(positions, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("positions must be a numeric (n, 3) array")
-    if pos.ndim != 2 or pos.shape[1] != 3:
-        if pos.size == 0 and pos.ndim in (1, 2):
-            pos = pos.reshape(0, 3)
-        else:
-            raise ValueError(f"positions must have shape (n, 3), got {pos.shape}")
-    try:
-        q = np.ascontiguousarray(charges, dtype=np.float64).reshape(-1) if np.ndim(charges) <= 1 else None
-    except (TypeError, ValueError):
-        raise ValueError("charges must be a numeric (n,) array")
-    if q is None:
-        raise ValueError(f"charges must have shape (n,), got {np.shape(charges)}")
-    if len(q) != len(pos):
-        raise ValueError(f"positions has {len(pos)} atoms but charges has {len(q)}")
-    if not np.isfinite(pos).all():
-        raise ValueError("positions contain NaN or inf")
-    if not np.isfinite(q).all():
-        raise ValueError("charges contain NaN or inf")
-    idv = None
-    if ids is not None:
-        idv = np.asarray(ids)
-        if idv.ndim != 1 or len(idv) != len(q):
-            raise ValueError(f"ids must have shape ({len(q)},), got {idv.shape}")
-        if idv.size and not np.issubdtype(idv.dtype, np.integer):
-            raise ValueError(f"ids must be integers, got dtype {idv.dtype}")
-        idv = np.ascontiguousarray(idv, dtype=np.int64)
-    ex = np.zeros((0, 2), dtype=np.int64)
-    if exclusions is not None:
-        e = np.asarray(exclusions)
-        if e.size == 0:
-            e = e.reshape(0, 2)
-        if e.ndim != 2 or e.shape[1] != 2:
-            raise ValueError(f"exclusions must have shape (m, 2), got {e.shape}")
-        if e.size and not np.issubdtype(e.dtype, np.integer):
-            raise ValueError(f"exclusions must be integer id pairs, got dtype {e.dtype}")
-        ex = np.ascontiguousarray(e, dtype=np.int64)
-    return pos, q, idv, ex
+    frac = positions @ np.linalg.inv(box)
+    frac -= np.floor(frac)
+    cells = np.maximum(1.0, np.floor(cell_heights(box) / (2.0 * r0)))
+    found = set()
+    for offset in np.array(np.meshgrid([0, 0.5], [0, 0.5], [0, 0.5])).reshape(3, -1).T:
+        key = np.floor(frac * cells + offset) % cells
+        order = np.lexsort(key.T[::-1])
+        k = key[order]
+        starts = np.concatenate(([0], np.flatnonzero((k[1:] != k[:-1]).any(axis=1)) + 1, [len(k)]))
+        for a, b in zip(starts[:-1], starts[1:]):
+            for i in range(a, b):
+                for j in range(i + 1, b):
+                    found.add((min(order[i], order[j]), max(order[i], order[j])))
+    excluded = {(int(min(a, b)), int(max(a, b))) for a, b in exclusions}
+    candidates = []
+    for i, j in found:
+        if np.linalg.norm(minimum_image(box, positions[i] - positions[j])) < r0:
+            pair = tuple(sorted((int(ids[i]), int(ids[j]))))
+            if pair not in excluded:
+                candidates.append((pair, int(i)))
+    if not candidates:
+        return None
+    (a, b), i = min(candidates)
+    return a, b, positions[i]

@@ -1,0 +1,129 @@
+"""Collective agreement on errors, the MPI-state check and communicator handling.
+
+Every check that can fail on one rank only is agreed over the communicator before
+the next collective call, so that every rank raises the same exception (type and
+message) and none is left waiting. :func:`agree` does that in one small
+``MPI_Allreduce`` that can also carry the sums a call needs anyway (the compute
+path folds its atom count and charge sums into it); only when some rank failed
+does a second round find the lowest failing rank and broadcast its error.
+
+The error types that keep their type on every rank are those below; anything else
+(an exception raised by a user's array-like, say) becomes a ``RuntimeError`` naming
+the original type. ``KeyboardInterrupt`` and ``SystemExit`` are not agreed (they are
+not ``Exception``): see the abort policy in :mod:`pmewald._abort`.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+
+import numpy as np
+from mpi4py import MPI
+
+_AGREED_TYPES = (ValueError, TypeError, MemoryError, OverflowError, IndexError, ZeroDivisionError,
+                 NotImplementedError, RuntimeError)
+_BY_NAME = {t.__name__: t for t in _AGREED_TYPES}
+_REPORTED = re.compile(r" \(reported by rank \d+\)$")
+
+
+def require_mpi():
+    """RuntimeError unless MPI is running (an MPI call after ``MPI.Finalize()`` aborts)."""
+    if MPI.Is_finalized():
+        raise RuntimeError("MPI has been finalized (MPI.Finalize() was called): pmewald needs MPI running; "
+                           "make every pmewald call before MPI.Finalize()")
+    if not MPI.Is_initialized():
+        raise RuntimeError("MPI is not initialized (mpi4py.rc.initialize = False?): call MPI.Init() first")
+
+
+def check_comm(comm):
+    """The mpi4py intracommunicator to use (``None``: ``MPI.COMM_WORLD``); TypeError otherwise.
+
+    This is the one check that is local: a rank without a valid communicator has no
+    collective to take part in (joining ``COMM_WORLD`` instead would hang whenever the
+    others use a sub-communicator). Uncaught, the abort policy ends the job.
+    """
+    if comm is None:
+        return MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py intracommunicator (for example MPI.COMM_WORLD or a "
+                        f"communicator from Split()), not an object of type '{type(comm).__qualname__}'")
+    if comm == MPI.COMM_NULL:
+        raise TypeError("comm is MPI.COMM_NULL; pass a valid intracommunicator")
+    if comm.Is_inter():
+        raise TypeError("comm is an intercommunicator; pmewald needs an intracommunicator")
+    return comm
+
+
+def _describe(error):
+    """(agreed type name, message) of a local exception."""
+    for t in type(error).__mro__:
+        if t in _AGREED_TYPES:
+            msg = str(error) or type(error).__name__
+            if t is not type(error):
+                msg = f"{type(error).__name__}: {msg}"
+            return t.__name__, msg
+    return "RuntimeError", f"{type(error).__name__}: {error}"
+
+
+def raise_agreed(comm, error):
+    """Collective (only after some rank failed): raise on every rank the error of the
+    lowest failing rank, its type kept for the types above. `error`: this rank's
+    exception or None."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    first = comm.allreduce(size if error is None else rank, op=MPI.MIN)
+    info = comm.bcast(_describe(error) if rank == first else None, root=first)
+    name, msg = info
+    if size > 1 and not _REPORTED.search(msg):
+        msg += f" (reported by rank {first})"
+    exc = _BY_NAME[name](msg)
+    if error is not None:
+        raise exc from error
+    raise exc
+
+
+def agree(comm, error=None, values=()):
+    """Collective: one ``MPI_Allreduce`` that sums `values` over the ranks and tells every
+    rank whether any rank has an `error` (a local exception, or None); if one has, every
+    rank raises the same exception (:func:`raise_agreed`). Returns the sums (float64)."""
+    buf = np.zeros(1 + len(values))
+    if error is None:
+        buf[1:] = values
+    else:
+        buf[0] = 1.0
+    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    if buf[0] != 0:
+        raise_agreed(comm, error)
+    return buf[1:]
+
+
+def agreed(comm, fn):
+    """Run the local check `fn`; if it raises on any rank, every rank raises the same error."""
+    try:
+        value, error = fn(), None
+    except Exception as e:  # noqa: BLE001 - every failure must be agreed, whatever its type
+        value, error = None, e
+    agree(comm, error)
+    return value
+
+
+def same_everywhere(comm, value, what):
+    """Collective: ValueError on every rank unless `value` (picklable) is the same on all ranks."""
+    root = comm.bcast(value, root=0)
+    agree(comm, None if root == value else ValueError(what))
+
+
+def duplicate(comm, owner):
+    """Collective: a duplicate of `comm` for `owner`'s own collectives, freed with it.
+
+    An object's Python-level collectives run on its own communicator, never the caller's:
+    two objects used from two threads would otherwise interleave their collectives on one
+    communicator (erroneous in MPI)."""
+    dup = comm.Dup()
+    weakref.finalize(owner, _free, dup)
+    return dup
+
+
+def _free(comm):
+    if not MPI.Is_finalized():
+        comm.Free()

@@ -1,0 +1,94 @@
+"""Local argument checks of the public API (agreed over the ranks by the callers).
+
+Each function converts one kind of argument or raises ValueError (TypeError where the
+caller says so) naming it; nothing here communicates: pme.py and fft.py run these checks
+through :func:`pmewald._collective.agree`, so every rank raises what one rank found.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Positions beyond this many box lengths from the origin are refused: wrapping them
+# into the cell would keep no significant digits of their place in it.
+MAX_WRAPS = 1e6
+
+
+def as_int(v, name, error=ValueError):
+    """v as an int: an integer, or a float with an integral value (not a bool)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return int(v)
+        raise error(f"{name} must be an integer, got {v!r}")
+    return int(v)
+
+
+def float_array(x, name, shape):
+    """x as a C-contiguous float64 array: numbers only (bool, integer, real floating point,
+    or an object array of numbers); strings, complex numbers and records are refused."""
+    try:
+        a = x if isinstance(x, np.ndarray) else np.asarray(x)
+        if a.dtype.kind == "O":
+            a = a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric {shape} array") from None
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a numeric {shape} array of real numbers, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def int_array(x, name):
+    """x as a C-contiguous int64 array of integers (values that fit in int64)."""
+    try:
+        a = x if isinstance(x, np.ndarray) else np.asarray(x)
+        if a.dtype.kind == "O":  # an object array of Python ints: its natural dtype
+            a = np.array(a.tolist())
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer array") from None
+    if a.size and a.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integers, got dtype {a.dtype}")
+    if a.size and a.dtype.kind == "u" and a.dtype.itemsize >= 8 and int(a.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} must fit in 64-bit signed integers")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def check_atoms(positions, charges, ids, exclusions, box):
+    pos = float_array(positions, "positions", "(n, 3)")
+    if pos.ndim != 2 or pos.shape[1] != 3:
+        if pos.size == 0 and pos.ndim in (1, 2):
+            pos = pos.reshape(0, 3)
+        else:
+            raise ValueError(f"positions must have shape (n, 3), got {pos.shape}")
+    q = float_array(charges, "charges", "(n,)")
+    if q.ndim > 1:
+        raise ValueError(f"charges must have shape (n,), got {q.shape}")
+    q = q.reshape(-1)
+    if len(q) != len(pos):
+        raise ValueError(f"positions has {len(pos)} atoms but charges has {len(q)}")
+    if len(q):
+        # Two reductions each (NaN propagates through min/max): finite, and positions not
+        # so far out that wrapping them into the cell keeps no significant digits.
+        reach = MAX_WRAPS * float(np.abs(box).sum())
+        if not (pos.min() >= -reach and pos.max() <= reach):
+            if not np.isfinite(pos).all():
+                raise ValueError("positions contain NaN or inf")
+            raise ValueError(f"positions lie more than {MAX_WRAPS:g} box lengths from the origin ({reach:.3g}): "
+                             "wrap them into the box first")
+        if not (math.isfinite(q.min()) and math.isfinite(q.max())):
+            raise ValueError("charges contain NaN or inf")
+    idv = None
+    if ids is not None:
+        idv = int_array(ids, "ids")
+        if idv.ndim != 1 or len(idv) != len(q):
+            raise ValueError(f"ids must have shape ({len(q)},), got {idv.shape}")
+    ex = np.zeros((0, 2), dtype=np.int64)
+    if exclusions is not None:
+        e = int_array(exclusions, "exclusions")
+        if e.size == 0:
+            e = e.reshape(0, 2)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise ValueError(f"exclusions must have shape (m, 2), got {e.shape}")
+        ex = e
+    return pos, q, idv, ex

@@ -4,7 +4,16 @@
 # pmewald::fftw3 and repairs Debian's Kokkos::kokkos (FixKokkosIncludes.cmake).
 include_guard(GLOBAL)
 
-find_package(MPI REQUIRED COMPONENTS CXX)
+if(PMEWALD_SMPI)
+  # smpicxx supplies SMPI's mpi.h and libraries. Its malloc/realloc/free macros
+  # (smpi_helpers.h) break the Kokkos headers, so they are turned off.
+  if(NOT TARGET MPI::MPI_CXX)
+    add_library(MPI::MPI_CXX INTERFACE IMPORTED)
+    set_property(TARGET MPI::MPI_CXX PROPERTY INTERFACE_COMPILE_DEFINITIONS SMPI_NO_OVERRIDE_MALLOC)
+  endif()
+else()
+  find_package(MPI REQUIRED COMPONENTS CXX)
+endif()
 
 # FFTW3 (double precision): pkg-config's target when there is one, else a search.
 if(NOT TARGET pmewald::fftw3)

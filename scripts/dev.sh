@@ -31,7 +31,8 @@ mpi_env() {
 }
 
 ensure_system_packages() {
-  local pkgs=(g++ make cmake pkg-config libopenmpi-dev openmpi-bin libfftw3-dev libtrilinos-kokkos-dev)
+  local pkgs=(g++ make cmake pkg-config libopenmpi-dev openmpi-bin libfftw3-dev libtrilinos-kokkos-dev
+              libsimgrid-dev)
   local base_py="${PMEWALD_PYTHON:-python3}"
   if ! command -v "$base_py" >/dev/null 2>&1; then
     pkgs+=(python3 python3-venv python3-dev)

@@ -55,6 +55,16 @@ def test_grid_minimises_surface(mesh):
             assert all(ci <= ni for ci, ni in zip(grid, mesh))
 
 
+@pytest.mark.parametrize("n0,n1", [(1, 1), (7, 11), (30, 27), (64, 3), (270, 136)])
+def test_grid_2d_is_the_brute_force_choice(n0, n1):
+    # The divisor search runs to sqrt(P) only; the choice must be the exhaustive one:
+    # no empty pencil if possible, then the smallest p0 n1 + p1 n0, then the larger p1.
+    for P in list(range(1, 130)) + [210, 1000, 1024, 4096, 65536, 65537]:
+        cands = [(a, P // a) for a in range(1, P + 1) if P % a == 0]
+        best = min(cands, key=lambda c: (c[0] > n0 or c[1] > n1, c[0] * n1 + c[1] * n0, -c[1]))
+        assert tuple(g.processor_grid_2d(P, n0, n1)) == best, (P, n0, n1)
+
+
 def test_grid_surface_formula():
     assert g.grid_surface((2, 1, 1), (10, 20, 30)) == 2 * (2 * 600 + 300 + 200)
 
@@ -122,3 +132,78 @@ def test_bad_arguments_raise():
         g.pencil_box(3, 2, (4, 4, 4), 0)
     with pytest.raises(TypeError):
         g.intersect("not a box", ((0, 0, 0), (1, 1, 1)))
+
+
+# --------------------------------------------------------------------------
+# Neighbourhoods: which domains are within reach (the known partners of the
+# migration and ghost-atom exchanges), a pure function of the decomposition.
+# --------------------------------------------------------------------------
+
+from pmewald import _core  # noqa: E402
+
+_geo = _core.geometry
+
+
+def _point_reach(K, p, a_part, b_part, R):
+    """Independent check by sampling: some point u of slab a_part, moved by an image
+    shift n, covers a mesh index of slab b_part within R spacings (what the ghost
+    code computes for an atom at index coordinate u)."""
+    a0, a1 = g.split_range(K, p, a_part)
+    b0, b1 = g.split_range(K, p, b_part)
+    if a0 == a1 or b0 == b1:
+        return False
+    us = np.append(np.arange(a0, a1, 1 / 32), a1 - 1e-9)
+    for n in range(-2, 3):
+        lo = np.maximum(np.floor(us + n * K - R), 0)
+        hi = np.minimum(np.floor(us + n * K + R), K - 1)
+        if np.any((lo <= hi) & (lo <= b1 - 1) & (hi >= b0)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("K", [7, 12, 40])
+def test_slab_reach_covers_every_point_and_is_tight(K):
+    for p in sorted({1, 2, 3, 5, K, K + 3}):
+        for R in (0.0, 0.5, 1.0, 2.3, K / 2):
+            for a in range(p):
+                for b in range(p):
+                    got = _geo.slab_reaches(K, p, a, b, R)
+                    # Every point's reach is included ...
+                    assert got or not _point_reach(K, p, a, b, R), (K, p, a, b, R)
+                    # ... and nothing beyond it (up to the sampling's resolution).
+                    assert not got or _point_reach(K, p, a, b, R + 1 / 16), (K, p, a, b, R)
+
+
+@pytest.mark.parametrize("mesh,counts", [((12, 10, 9), list(range(1, 31)) + [64, 100, 210]),
+                                         ((4, 4, 4), [8, 27, 64, 100])])
+def test_neighborhood_send_and_recv_sets_agree(mesh, counts):
+    """r receives from s exactly when s sends to r, so both sides of a known-partner
+    exchange agree without asking; empty bricks take part in nothing."""
+    for P in counts:
+        grid = g.processor_grid_3d(P, mesh)
+        boxes = g.brick_boxes(P, mesh)
+        for reach in ((0.0, 0.0, 0.0), (1.5, 2.0, 0.7), (4.0, 4.0, 4.0)):
+            sets = [_geo.brick_neighborhood(grid, mesh, r, reach) for r in range(P)]
+            for r, (send, recv) in enumerate(sets):
+                assert send == sorted(send) and recv == sorted(recv) and r not in send and r not in recv
+                assert recv == [s for s in range(P) if r in sets[s][0]], (P, reach, r)
+                if g.volume(boxes[r]) == 0:
+                    assert send == [] and recv == []
+                assert all(g.volume(boxes[s]) > 0 for s in send)
+            if reach == (0.0, 0.0, 0.0) and all(p >= 3 and p <= n for p, n in zip(grid, mesh)):
+                assert all(len(s) == 26 for s, _ in sets)  # the face, edge and corner neighbours
+
+
+def test_neighborhood_cost_is_local_at_65536_ranks():
+    """O(p_x + p_y + p_z + partners) per rank: no O(P) work or memory."""
+    import time
+
+    mesh, P = (256, 256, 256), 65536
+    grid = g.processor_grid_3d(P, mesh)
+    assert tuple(grid) == (32, 32, 64) or np.prod(grid) == P
+    t0 = time.perf_counter()
+    send, recv = _geo.brick_neighborhood(grid, mesh, 12345, (0.0, 0.0, 0.0))
+    assert len(send) == 26 and send == recv
+    send, recv = _geo.brick_neighborhood(grid, mesh, 12345, (9.0, 9.0, 9.0))
+    assert len(send) == len(recv) and len(send) < 300
+    assert time.perf_counter() - t0 < 0.05

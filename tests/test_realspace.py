@@ -15,6 +15,7 @@ import pytest
 from pmewald import _core
 
 rs = _core._testing.realspace
+geometry = _core.geometry
 
 ERFC = np.frompyfunc(math.erfc, 1, 1)
 ERF = np.frompyfunc(math.erf, 1, 1)
@@ -536,20 +537,60 @@ def test_mpi_bad_input_raises_everywhere(comm):
     assert np.isfinite(e)
 
 
+def _owners(box, mesh, pos, size):
+    """Owner rank of every atom (the rank whose brick holds floor(K s))."""
+    K = np.array(mesh)
+    s = pos @ np.linalg.inv(box)
+    s -= np.floor(s)
+    m = np.minimum(np.floor(s * K).astype(int), K - 1)
+    owner = np.full(len(pos), -1)
+    for r, (lo, hi) in enumerate(geometry.brick_boxes(size, mesh)):
+        owner[np.all((m >= np.array(lo)) & (m < np.array(hi)), axis=1)] = r
+    return owner
+
+
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["reversed", "owned", "shifted"])
 @pytest.mark.parametrize("case", ["ortho-charged", "tric-charged", "tric-neutral"])
-def test_mpi_migration_and_ghosts_exact(comm, case):
+def test_mpi_migration_and_ghosts_exact(comm, case, how):
     """Owned atoms are exactly those whose mesh point floor(K s) lies in this
     rank's brick; ghosts are exactly the images (other than owned atoms
     themselves) inside the brick grown by the margin; results come back to the
-    caller in its order."""
+    caller in its order. Whatever the callers pass: atoms anywhere (the NBX
+    path), atoms already owned (no messages at all), or atoms owned by the next
+    rank (known partners when that rank's domain is adjacent)."""
     box, mesh, n, _ = CASES[case]
     pos, q, ids = random_system(box, n, seed=11)
-    idx = split(n, comm, "reversed")
+    rank, size = comm.Get_rank(), comm.Get_size()
+    owner = _owners(box, mesh, pos, size)
+    if how == "reversed":
+        idx = split(n, comm, "reversed")
+        holder = np.empty(n, int)
+        for r in range(size):
+            holder[np.arange(n)[::-1][r::size]] = r
+    else:
+        holder = owner if how == "owned" else (owner + 1) % size
+        idx = np.nonzero(holder == rank)[0][::-1]
+    grid = geometry.processor_grid_3d(size, mesh)
+    adjacent = [set(geometry.brick_neighborhood(grid, mesh, r, (0.0, 0.0, 0.0))[0]) for r in range(size)]
+    if np.all(holder == owner):
+        want_path = "none"
+    elif all(owner[k] in adjacent[holder[k]] for k in range(n) if owner[k] != holder[k]):
+        want_path = "neighbors"
+    else:
+        want_path = "sparse"
+    # Each path is exercised: nothing moves; moves to adjacent domains; and, with a
+    # 1 x 1 x 4 grid (thin bricks), moves past them.
+    if how == "owned" or size == 1:
+        assert want_path == "none"
+    elif how == "shifted":
+        assert want_path == "neighbors"
+    elif size == 4 and case != "tric-neutral":
+        assert want_path == "sparse"
     cutoff = 0.49 * heights(box).min()
     d = rs.migrate(comm, box, mesh, pos[idx], q[idx], ids[idx], cutoff)
-    rank, size = comm.Get_rank(), comm.Get_size()
+    assert d["forward_path"] == want_path
     lo, hi = (np.array(v) for v in d["brick"])
     K = np.array(mesh)
     recip = np.linalg.inv(box)
@@ -557,6 +598,7 @@ def test_mpi_migration_and_ghosts_exact(comm, case):
     s_all -= np.floor(s_all)
     m_all = np.minimum(np.floor(s_all * K).astype(int), K - 1)
     mine = np.all((m_all >= lo) & (m_all < hi), axis=1)
+    assert np.array_equal(mine, owner == rank)
     assert sorted(d["owned_ids"]) == sorted(ids[mine])
     assert list(d["owned_ids"]) == sorted(d["owned_ids"])  # owned order: by id
     # Owned data: wrapped positions, fractional coordinates, charges, origin.

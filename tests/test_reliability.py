@@ -12,7 +12,8 @@ docs/reliability.md has the table of what each bad input gets.
 4. coincident atoms ............................ test_coincident_atoms_are_named,
                                                  test_excluded_coincident_pair_is_allowed
 5. all charges zero ............................ test_zero_charges_give_zero_and_tune_nothing
-6. one rank fails, the others must not wait .... test_one_rank_failures_are_agreed_*
+6. one rank fails, the others must not wait .... test_one_rank_failures_are_agreed_*,
+                                                 test_garbage_collection_on_one_rank_makes_no_mpi_call
 7. FFT boxes empty along one axis, inverted .... test_fft_box_empty_along_one_axis
 8. meshes beyond a rank's 32-bit limit ......... test_mesh_beyond_a_ranks_limit_*
 9. threads ..................................... test_threads_*
@@ -404,6 +405,36 @@ def test_one_rank_failures_are_agreed_in_fft(comm):
     expect_agreed(comm, lambda: fft.forward(bad), ValueError, r"complex128", "forward dtype")
     strided = np.ones(tuple(2 * n for n in fft.inshape), complex)[::2, ::2, ::2]
     assert np.allclose(fft.forward(strided), fft.forward(a))
+
+
+@pytest.mark.mpi(ranks=[2, 3])
+@pytest.mark.timeout(60)
+def test_garbage_collection_on_one_rank_makes_no_mpi_call(comm):
+    """A PME object that dies in a reference cycle is collected by Python's cyclic GC at a
+    moment that differs between ranks. Its communicator must not be freed then
+    (MPI_Comm_free is collective: under the sanitizer build this hung, one rank inside the
+    free and the others in their next collective); it is queued and freed at exit or by
+    free_released_communicators() on every rank at the same point."""
+    import gc
+
+    from pmewald import _collective
+
+    s = charges(12, seed=3)
+    idx = mine(s.n_atoms, comm)
+    before = len(_collective._RELEASED)
+    pme = pmewald.PME(s.box, cutoff=4.0, alpha=1.0, mesh=16, comm=comm)
+    pme._cycle = pme                      # only the cyclic collector can free it
+    want = pme.compute(s.positions[idx], s.charges[idx]).energy
+    del pme
+    if comm.rank == 0:
+        gc.collect()                      # this rank only, as the GC's timing would
+        assert len(_collective._RELEASED) == before + 1
+    again = pmewald.PME(s.box, cutoff=4.0, alpha=1.0, mesh=16, comm=comm)
+    assert again.compute(s.positions[idx], s.charges[idx]).energy == pytest.approx(want, rel=1e-14)
+    gc.collect()
+    _collective.free_released_communicators()   # every rank, the same point
+    assert not _collective._RELEASED
+    assert again.compute(s.positions[idx], s.charges[idx]).energy == pytest.approx(want, rel=1e-14)
 
 
 # --------------------------------------------------------------------------- 7. FFT boxes

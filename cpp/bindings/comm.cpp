@@ -171,7 +171,19 @@ void bind_comm(py::module_& testing) {
           py::arg("src"), py::arg("dst"), py::arg("reverse") = false, py::arg("add") = false,
           py::arg("split") = false,
           "One exchange; split: start(), test() until complete, finish() (returns the tests made).")
-      .def_property_readonly("component", [](const PyExchange& h) { return h.plan->component(); })
+      .def_property_readonly(
+          "component",
+          [](const PyExchange& h) {
+            // Collective (test hook): the members of this rank's component, sorted.
+            const int root = h.plan->component_root();
+            std::vector<int> roots(static_cast<std::size_t>(h.plan->size()));
+            check_mpi(MPI_Allgather(&root, 1, MPI_INT, roots.data(), 1, MPI_INT, h.plan->comm()), "MPI_Allgather");
+            std::vector<int> members;
+            for (int r = 0; r < h.plan->size(); ++r)
+              if (roots[static_cast<std::size_t>(r)] == root) members.push_back(r);
+            return members;
+          },
+          "Collective: the sorted ranks of this rank's connected component of the exchange graph.")
       .def("stats", [](const PyExchange& h, bool reverse, bool complex_data) {
              const Direction dir = reverse ? Direction::Reverse : Direction::Forward;
              return exchange_stats_to_python(complex_data ? h.cplx->stats(dir) : h.real->stats(dir));

@@ -9,6 +9,7 @@
 
 #include "geometry/decomposition.hpp"
 #include "geometry/index_box.hpp"
+#include "geometry/neighborhood.hpp"
 #include "bindings/bindings.hpp"
 
 namespace py = pybind11;
@@ -72,6 +73,16 @@ void bind_geometry(py::module_& m) {
           return out;
         },
         py::arg("nranks"), py::arg("mesh"), "Bricks of every rank of the minimum-surface grid.");
+  g.def("brick_neighborhood",
+        [](const Int3& grid, const Int3& mesh, int rank, const std::array<double, 3>& reach) {
+          const Neighborhood n = brick_neighborhood(grid, mesh, rank, reach);
+          return py::make_tuple(n.send, n.recv);
+        },
+        py::arg("grid"), py::arg("mesh"), py::arg("rank"), py::arg("reach"),
+        "(send, recv): sorted ranks of the brick decomposition grid x mesh that rank's domain reaches "
+        "within reach[d] mesh spacings, and those whose domains reach it (neighborhood.hpp).");
+  g.def("slab_reaches", &slab_reaches, py::arg("K"), py::arg("p"), py::arg("from_part"), py::arg("to_part"),
+        py::arg("reach"));
   g.def("pencil_box",
         [](int axis, int P, const Int3& mesh, int rank) {
           return box_to_python(pencil_box(axis, P, mesh, rank));

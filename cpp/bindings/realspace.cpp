@@ -233,6 +233,8 @@ ValueError on every rank.)doc");
         }
         d["owned_payload"] = payload;
         d["grid"] = mig.grid();
+        static const char* paths[] = {"none", "neighbors", "sparse"};
+        d["forward_path"] = paths[static_cast<int>(mig.last_forward_path())];
         d["brick"] = box_to_python(mig.my_brick());
         d["margin"] = std::array<double, 3>{mig.ghost_margin(0), mig.ghost_margin(1), mig.ghost_margin(2)};
         return d;

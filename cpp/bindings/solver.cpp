@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "solver/pme_solver.hpp"
+#include "solver/plan_census.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"
 
@@ -97,6 +98,52 @@ void bind_solver(py::module_& m) {
       .def("reset_timings", &PMESolver::reset_timings)
       .def_property_readonly("brick", [](const PMESolver& s) { return box_to_python(s.brick()); })
       .def_property_readonly("kspace_box", [](const PMESolver& s) { return box_to_python(s.kspace_box()); });
+
+  m.def(
+      "solver_census",
+      [](int ranks, std::array<int, 3> mesh, int order, const std::string& differentiation, darr box, double cutoff,
+         std::int64_t atoms) {
+        CensusInput in;
+        in.ranks = ranks;
+        in.mesh = mesh;
+        in.order = order;
+        in.ik = parse_differentiation(differentiation) == Differentiation::IK;
+        const Mat3 b = mat3_from_python(box);
+        std::copy(b.begin(), b.end(), in.box);
+        in.cutoff = cutoff;
+        in.atoms = atoms;
+        std::vector<ExchangeCensus> census;
+        {
+          py::gil_scoped_release nogil;
+          census = solver_census(in);
+        }
+        py::list out;
+        auto arr = [](const auto& v) {
+          using T = typename std::decay_t<decltype(v)>::value_type;
+          return py::array_t<T>(static_cast<py::ssize_t>(v.size()), v.data());
+        };
+        for (const ExchangeCensus& c : census) {
+          py::dict d;
+          d["name"] = c.name;
+          d["element_bytes"] = c.element_bytes;
+          d["forward_calls"] = c.forward_calls;
+          d["reverse_calls"] = c.reverse_calls;
+          d["start"] = arr(c.start);
+          d["dst"] = arr(c.dst);
+          d["elements"] = arr(c.elements);
+          d["self_elements"] = arr(c.self_elements);
+          d["component_size"] = arr(c.component_size);
+          d["component_rank"] = arr(c.component_rank);
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("ranks"), py::arg("mesh"), py::arg("order"), py::arg("differentiation"), py::arg("box"),
+      py::arg("cutoff"), py::arg("atoms"),
+      "What one PMESolver compute call sends, rank by rank, from the plan geometry alone (solver/"
+      "plan_census.hpp): per exchange its name, element size, forward/reverse executions per call, the "
+      "forward messages as CSR over senders (start, dst, elements), each rank's self piece and its "
+      "connected component (size, place). Pure: no MPI; used by pmewald.comm_model.");
 }
 
 }  // namespace pmewald::bindings

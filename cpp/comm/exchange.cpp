@@ -372,17 +372,31 @@ template <class T>
 CollectiveExecutor<T>::CollectiveExecutor(std::shared_ptr<const ExchangePlan> plan, bool self_via_mpi)
     : ExchangeExecutor<T>(std::move(plan)), self_via_mpi_(self_via_mpi) {
   const ExchangePlan& p = *this->plan_;
-  const std::vector<int>& comp = p.component();
   // Collective over the whole communicator: every rank calls, each with the
   // colour of its own component (its smallest rank), so members agree.
-  check_mpi(MPI_Comm_split(p.comm(), comp.front(), p.rank(), &subcomm_), "MPI_Comm_split");
+  check_mpi(MPI_Comm_split(p.comm(), p.component_root(), p.rank(), &subcomm_), "MPI_Comm_split");
   MPI_Comm_rank(subcomm_, &sub_rank_);
-  // Sub-communicator ranks follow the parent ranks (key = parent rank), so the
-  // sub rank of a partner is its position in the sorted component.
+  MPI_Comm_size(subcomm_, &sub_size_);
+  // Sub-communicator ranks of the partners (O(partners): no list of the component).
+  std::vector<int> parent, child;
+  for (Direction d : {Direction::Forward, Direction::Reverse})
+    for (const ExchangeSide* side : {&p.outgoing(d), &p.incoming(d)})
+      parent.insert(parent.end(), side->ranks.begin(), side->ranks.end());
+  std::sort(parent.begin(), parent.end());
+  parent.erase(std::unique(parent.begin(), parent.end()), parent.end());
+  child.resize(parent.size());
+  MPI_Group g_parent, g_sub;
+  check_mpi(MPI_Comm_group(p.comm(), &g_parent), "MPI_Comm_group");
+  check_mpi(MPI_Comm_group(subcomm_, &g_sub), "MPI_Comm_group");
+  if (!parent.empty())
+    check_mpi(MPI_Group_translate_ranks(g_parent, static_cast<int>(parent.size()), parent.data(), g_sub, child.data()),
+              "MPI_Group_translate_ranks");
+  MPI_Group_free(&g_parent);
+  MPI_Group_free(&g_sub);
   auto sub = [&](int r) {
-    return static_cast<int>(std::lower_bound(comp.begin(), comp.end(), r) - comp.begin());
+    return child[static_cast<std::size_t>(std::lower_bound(parent.begin(), parent.end(), r) - parent.begin())];
   };
-  const int n = static_cast<int>(comp.size());
+  const int n = sub_size_;
   std::int64_t send = 0, recv = 0;
   for (Direction d : {Direction::Forward, Direction::Reverse}) {
     const int k = static_cast<int>(d);
@@ -457,7 +471,7 @@ void CollectiveExecutor<T>::unpack_all(T* dst, Direction dir, UnpackOp op, Excha
 template <class T>
 void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
   const int k = static_cast<int>(dir);
-  if (this->plan_->component().size() == 1) {  // nobody to talk to
+  if (sub_size_ == 1) {  // nobody to talk to
     this->copy_self(src, dst, dir, op, st);
     return;
   }
@@ -475,7 +489,7 @@ template <class T>
 void CollectiveExecutor<T>::post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
   const int k = static_cast<int>(dir);
   request_ = MPI_REQUEST_NULL;
-  if (this->plan_->component().size() == 1) {
+  if (sub_size_ == 1) {
     this->copy_self(src, dst, dir, op, st);
     return;
   }

@@ -197,7 +197,7 @@ class CollectiveExecutor final : public ExchangeExecutor<T> {
   bool self_via_mpi_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   MPI_Comm subcomm_ = MPI_COMM_NULL;
-  int sub_rank_ = 0;
+  int sub_rank_ = 0, sub_size_ = 1;
   std::array<std::vector<int>, 2> send_counts_, send_displs_, recv_counts_, recv_displs_;
   std::int64_t self_send_offset_[2] = {0, 0}, self_recv_offset_[2] = {0, 0};
   View1<T> send_buf_, recv_buf_;

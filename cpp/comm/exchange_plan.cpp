@@ -64,13 +64,14 @@ std::string tidy_side(std::vector<int>& ranks, std::vector<std::vector<Index>>& 
            std::to_string(lists.size()) + " index lists";
   std::vector<int> r2;
   std::vector<std::vector<Index>> l2;
-  std::vector<char> seen(static_cast<size_t>(P), 0);
+  std::vector<int> sorted(ranks);  // O(partners), not O(P)
+  std::sort(sorted.begin(), sorted.end());
   for (size_t m = 0; m < ranks.size(); ++m) {
     const int r = ranks[m];
     if (r < 0 || r >= P) return std::string(what) + ": partner rank " + std::to_string(r) + " out of range";
     if (r == me) return std::string(what) + ": partner equals this rank (use the self piece)";
-    if (seen[r]) return std::string(what) + ": partner rank " + std::to_string(r) + " listed twice";
-    seen[r] = 1;
+    const auto eq = std::equal_range(sorted.begin(), sorted.end(), r);
+    if (eq.second - eq.first > 1) return std::string(what) + ": partner rank " + std::to_string(r) + " listed twice";
     for (Index i : lists[m])
       if (i < 0 || i >= limit)
         return std::string(what) + ": index " + std::to_string(i) + " outside [0, " + std::to_string(limit) + ")";
@@ -127,7 +128,92 @@ bool has_repeats(const std::vector<std::vector<Index>>& lists, const std::vector
   return check(self);
 }
 
+// A well-mixed 64-bit hash of one message (SplitMix64 steps).
+std::uint64_t message_hash(int src, int dst, std::int64_t len) {
+  std::uint64_t x = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) ^
+                    static_cast<std::uint32_t>(dst);
+  for (std::uint64_t v : {x, static_cast<std::uint64_t>(len)}) {
+    x ^= v + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+  }
+  return x;
+}
+
+// Collective: the first disagreement between the ranks' lists, as seen by this rank
+// ("" when it sees none): everyone gathers every rank's outgoing messages. Only run
+// once the hash check has found that the lists disagree somewhere.
+std::string describe_disagreement(MPI_Comm comm, const ExchangeLists& L, int me, int P) {
+  std::vector<long long> mine;
+  for (size_t m = 0; m < L.send_ranks.size(); ++m) {
+    mine.push_back(L.send_ranks[m]);
+    mine.push_back(static_cast<long long>(L.send_indices[m].size()));
+  }
+  int n_mine = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<size_t>(P)), displs(static_cast<size_t>(P) + 1, 0);
+  check_mpi(MPI_Allgather(&n_mine, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  for (int r = 0; r < P; ++r) displs[r + 1] = displs[r] + counts[r];
+  std::vector<long long> all(static_cast<size_t>(displs[P]) + 1);
+  check_mpi(MPI_Allgatherv(mine.data(), n_mine, MPI_LONG_LONG, all.data(), counts.data(), displs.data(),
+                           MPI_LONG_LONG, comm),
+            "MPI_Allgatherv");
+  // What each rank sends me against what I expect to receive, and vice versa.
+  std::vector<long long> expect(static_cast<size_t>(P), 0);
+  for (size_t m = 0; m < L.recv_ranks.size(); ++m) expect[L.recv_ranks[m]] = static_cast<long long>(L.recv_indices[m].size());
+  for (int r = 0; r < P; ++r)
+    for (int k = displs[r]; k < displs[r + 1]; k += 2) {
+      if (static_cast<int>(all[k]) != me) continue;
+      const long long len = all[k + 1];
+      if (expect[r] != len) {
+        std::ostringstream s;
+        s << "exchange lists disagree: rank " << r << " sends " << len << " elements to rank " << me
+          << ", which expects " << expect[r];
+        return s.str();
+      }
+      expect[r] = -1;  // matched
+    }
+  for (int r = 0; r < P; ++r)
+    if (expect[r] > 0)
+      return "exchange lists disagree: rank " + std::to_string(me) + " expects " + std::to_string(expect[r]) +
+             " elements from rank " + std::to_string(r) + ", which sends none";
+  return "";
+}
+
 }  // namespace
+
+int ExchangePlan::component_root() const {
+  if (component_root_ >= 0) return component_root_;
+  // Every partner, either direction (the graph is undirected): a rank sends to s
+  // exactly when s receives from it, so both ends list each other.
+  std::vector<int> nb(send_.ranks);
+  nb.insert(nb.end(), recv_.ranks.begin(), recv_.ranks.end());
+  std::sort(nb.begin(), nb.end());
+  nb.erase(std::unique(nb.begin(), nb.end()), nb.end());
+  // Min-label propagation: each round every rank takes the smallest label among its
+  // own and its partners'; after as many rounds as the component's diameter every
+  // member holds its smallest rank, and a round that changes nothing anywhere ends it.
+  int label = rank_;
+  std::vector<int> in(nb.size());
+  std::vector<MPI_Request> reqs(2 * nb.size());
+  for (;;) {
+    for (size_t k = 0; k < nb.size(); ++k) {
+      check_mpi(MPI_Irecv(&in[k], 1, MPI_INT, nb[k], tags::kComponentLabels, comm_, &reqs[k]), "MPI_Irecv");
+      check_mpi(MPI_Isend(&label, 1, MPI_INT, nb[k], tags::kComponentLabels, comm_, &reqs[nb.size() + k]),
+                "MPI_Isend");
+    }
+    if (!reqs.empty())
+      check_mpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    int next = label;
+    for (int v : in) next = std::min(next, v);
+    int changed = next != label, any = 0;
+    label = next;
+    check_mpi(MPI_Allreduce(&changed, &any, 1, MPI_INT, MPI_LOR, comm_), "MPI_Allreduce");
+    if (!any) break;
+  }
+  component_root_ = label;
+  return label;
+}
 
 ExchangePlan::ExchangePlan(MPI_Comm comm, ExchangeLists L, int tag) : comm_(comm), tag_(tag) {
   ensure_kokkos_initialized();
@@ -143,65 +229,17 @@ ExchangePlan::ExchangePlan(MPI_Comm comm, ExchangeLists L, int tag) : comm_(comm
   if (err.empty() && (L.src_size > INT32_MAX || L.dst_size > INT32_MAX)) err = "arrays too large for 32-bit indices";
   agree_or_throw(comm, err);
 
-  // Everyone learns every rank's outgoing messages (destination, length): the
-  // full exchange graph, to check the pairing and to find components.
-  std::vector<long long> mine;
-  for (size_t m = 0; m < L.send_ranks.size(); ++m) {
-    mine.push_back(L.send_ranks[m]);
-    mine.push_back(static_cast<long long>(L.send_indices[m].size()));
-  }
-  int n_mine = static_cast<int>(mine.size());
-  std::vector<int> counts(size_), displs(size_ + 1, 0);
-  check_mpi(MPI_Allgather(&n_mine, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
-  for (int r = 0; r < size_; ++r) displs[r + 1] = displs[r] + counts[r];
-  std::vector<long long> all(static_cast<size_t>(displs[size_]) + 1);
-  check_mpi(MPI_Allgatherv(mine.data(), n_mine, MPI_LONG_LONG, all.data(), counts.data(), displs.data(),
-                           MPI_LONG_LONG, comm),
-            "MPI_Allgatherv");
-
-  // Check: what each rank sends me is what I expect to receive, and vice versa.
-  std::vector<long long> expect(static_cast<size_t>(size_), 0);
-  for (size_t m = 0; m < L.recv_ranks.size(); ++m) expect[L.recv_ranks[m]] = static_cast<long long>(L.recv_indices[m].size());
-  std::vector<std::vector<int>> adj(static_cast<size_t>(size_));
-  for (int r = 0; r < size_ && err.empty(); ++r) {
-    for (int k = displs[r]; k < displs[r + 1]; k += 2) {
-      const int dest = static_cast<int>(all[k]);
-      const long long len = all[k + 1];
-      adj[r].push_back(dest);
-      adj[dest].push_back(r);
-      if (dest == rank_) {
-        if (expect[r] != len) {
-          std::ostringstream s;
-          s << "exchange lists disagree: rank " << r << " sends " << len << " elements to rank " << rank_
-            << ", which expects " << expect[r];
-          err = s.str();
-        }
-        expect[r] = -1;  // matched
-      }
-    }
-  }
-  for (int r = 0; r < size_ && err.empty(); ++r)
-    if (expect[r] > 0)
-      err = "exchange lists disagree: rank " + std::to_string(rank_) + " expects " + std::to_string(expect[r]) +
-            " elements from rank " + std::to_string(r) + ", which sends none";
-  agree_or_throw(comm, err);
-
-  // Connected component holding this rank (breadth-first over the graph that
-  // every rank has just built identically).
-  std::vector<char> seen(static_cast<size_t>(size_), 0);
-  std::deque<int> queue{rank_};
-  seen[rank_] = 1;
-  while (!queue.empty()) {
-    const int r = queue.front();
-    queue.pop_front();
-    component_.push_back(r);
-    for (int q : adj[r])
-      if (!seen[q]) {
-        seen[q] = 1;
-        queue.push_back(q);
-      }
-  }
-  std::sort(component_.begin(), component_.end());
+  // Pairing check in O(partners): a hash of every message (sender, receiver,
+  // length), summed once over all ranks' send lists and once over all receive
+  // lists, agrees exactly when the lists do (up to a 2^-64 chance): one Allreduce.
+  // Only when the sums differ does every rank gather the whole graph to say where.
+  std::uint64_t sums[2] = {0, 0}, total[2] = {0, 0};
+  for (size_t m = 0; m < L.send_ranks.size(); ++m)
+    sums[0] += message_hash(rank_, L.send_ranks[m], static_cast<std::int64_t>(L.send_indices[m].size()));
+  for (size_t m = 0; m < L.recv_ranks.size(); ++m)
+    sums[1] += message_hash(L.recv_ranks[m], rank_, static_cast<std::int64_t>(L.recv_indices[m].size()));
+  check_mpi(MPI_Allreduce(sums, total, 2, MPI_UINT64_T, MPI_SUM, comm), "MPI_Allreduce");
+  if (total[0] != total[1]) agree_or_throw(comm, describe_disagreement(comm, L, rank_, size_));
 
   src_size_ = L.src_size;
   dst_size_ = L.dst_size;

@@ -119,9 +119,12 @@ class ExchangePlan {
   // True when some unpack list (one message, or the self piece) of direction d
   // names an element twice: UnpackOp::Add then uses atomic adds on threaded backends.
   bool unpack_repeats(Direction d) const { return repeats_[static_cast<int>(d)]; }
-  // Sorted ranks of the connected component of the exchange graph (edges = any
-  // message either way) holding this rank. Every member computes the same set.
-  const std::vector<int>& component() const { return component_; }
+  // Collective over comm(): the smallest rank of the connected component of the
+  // exchange graph (edges = any message either way) holding this rank; every member
+  // gets the same. Found by min-label propagation between partners (rounds as many as
+  // the component's diameter, each a neighbour exchange and one Allreduce), on the
+  // first call; cached. The collective executor's sub-communicator is that component.
+  int component_root() const;
 
  private:
   MPI_Comm comm_;
@@ -130,7 +133,7 @@ class ExchangePlan {
   View1<Index> self_src_, self_dst_, self_run_pos_, self_run_len_;
   std::int64_t src_size_ = 0, dst_size_ = 0;
   std::array<bool, 2> repeats_{false, false};
-  std::vector<int> component_;
+  mutable int component_root_ = -1;
 };
 
 }  // namespace comm

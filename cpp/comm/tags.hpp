@@ -12,9 +12,11 @@ namespace pmewald {
 inline namespace comm {
 namespace tags {
 
-// realspace/migration: atoms to their owners (NBX, + 1), ghost atoms (NBX, + 1),
-// results back to the callers, forces on ghosts back to their owners.
+// realspace/migration: atoms to their owners (NBX, + 1; to adjacent domains by
+// NeighborExchange, sizes + 1 data), ghost atoms (NeighborExchange, + 1), results back
+// to the callers, forces on ghosts back to their owners.
 inline constexpr int kMigrationForward = 3100;
+inline constexpr int kMigrationAdjacent = 3102;
 inline constexpr int kGhostAtoms = 3110;
 inline constexpr int kMigrationReverse = 3120;
 inline constexpr int kGhostForces = 3125;
@@ -25,6 +27,8 @@ inline constexpr int kExclusionHolders = 3140;
 inline constexpr int kExchange = 7301;
 // ... except the halo's (comm/halo).
 inline constexpr int kHalo = 7411;
+// comm/exchange_plan: component labels between a plan's partners (component_root).
+inline constexpr int kComponentLabels = 7421;
 
 }  // namespace tags
 }  // namespace comm

@@ -53,13 +53,20 @@ std::array<int, 2> processor_grid_2d(int P, int n0, int n1) {
     return std::make_tuple(empties, static_cast<long long>(p0) * n1 + static_cast<long long>(p1) * n0, -p1);
   };
   auto best_key = key(P, 1);
-  for (int p0 = 1; p0 <= P; ++p0) {
-    if (P % p0) continue;
+  // Divisor pairs (d, P / d) with d <= sqrt(P): O(sqrt P), as every rank's pencil box
+  // calls this (a model of all P ranks would otherwise be O(P^2)). The key orders all
+  // candidates strictly (p1 differs), so the visiting order does not change the choice.
+  auto consider = [&](int p0) {
     const auto k = key(p0, P / p0);
     if (k < best_key) {
       best = {p0, P / p0};
       best_key = k;
     }
+  };
+  for (int d = 1; static_cast<long long>(d) * d <= P; ++d) {
+    if (P % d) continue;
+    consider(d);
+    consider(P / d);
   }
   return best;
 }

@@ -50,7 +50,8 @@ void ensure_rows3(V& v, std::size_t n, const char* label) {
 // ---------------------------------------------------------------------------
 
 Migration::Migration(MPI_Comm comm)
-    : comm_(comm), nbx_forward_(comm, tags::kMigrationForward), nbx_ghost_(comm, tags::kGhostAtoms) {
+    : comm_(comm), nbx_forward_(comm, tags::kMigrationForward), near_forward_(comm, tags::kMigrationAdjacent),
+      near_ghost_(comm, tags::kGhostAtoms) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -63,6 +64,9 @@ void Migration::set_geometry(const PeriodicCell& cell, const Int3& mesh) {
     mesh_ = mesh;
     grid_ = processor_grid_3d(size_, mesh_);
     brick_ = brick_box(grid_, mesh_, rank_);
+    adjacent_ = brick_neighborhood(grid_, mesh_, rank_, {0.0, 0.0, 0.0});
+    near_forward_.set_partners(adjacent_.send, adjacent_.recv);
+    for (double& r : ghost_reach_) r = -1;
   }
   have_geometry_ = true;
   have_atoms_ = false;
@@ -116,7 +120,6 @@ void Migration::forward(const double* positions, const double* charges, const st
     if (err.empty() && !std::isfinite(charges[i]))
       err = "charges[" + std::to_string(i) + "] is not finite";
   }
-  agree_or_throw(comm_, err);
   auto pay_count = [&](std::size_t i) -> std::int64_t {
     return payload_offsets ? payload_offsets[i + 1] - payload_offsets[i] : 0;
   };
@@ -128,15 +131,24 @@ void Migration::forward(const double* positions, const double* charges, const st
   std::unordered_map<int, int> slot_of;
   std::vector<int> owner(n_local);
   std::vector<double> sw(3 * n_local), rw(3 * n_local);
-  for (std::size_t i = 0; i < n_local; ++i) {
+  int far = 0;  // some atom goes beyond the adjacent domains
+  for (std::size_t i = 0; i < n_local && err.empty(); ++i) {
     wrap(positions + 3 * i, &sw[3 * i], &rw[3 * i]);
     owner[i] = owner_of(&sw[3 * i]);
     if (owner[i] == rank_) {
       self_idx_.push_back(static_cast<std::int64_t>(i));
     } else if (slot_of.emplace(owner[i], static_cast<int>(send_dests_.size())).second) {
       send_dests_.push_back(owner[i]);
+      if (!std::binary_search(adjacent_.send.begin(), adjacent_.send.end(), owner[i])) far = 1;
     }
   }
+  // One collective decides everything: bad input anywhere (then every rank
+  // raises), whether any atom changes rank, and whether all stay adjacent.
+  int flags[3] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far};
+  int any[3] = {0, 0, 0};
+  check_mpi(MPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  if (any[0]) agree_or_throw(comm_, err);
+  forward_path_ = !any[1] ? ForwardPath::None : (any[2] ? ForwardPath::Sparse : ForwardPath::Neighbors);
   const std::size_t nd = send_dests_.size();
   send_idx_.resize(nd);
   if (sendbufs_.size() < nd) sendbufs_.resize(nd);
@@ -167,7 +179,24 @@ void Migration::forward(const double* positions, const double* charges, const st
         for (std::int64_t p = payload_offsets[i]; p < payload_offsets[i + 1]; ++p) append_bytes(buf, payload[p]);
   }
 
-  nbx_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+  switch (forward_path_) {
+    case ForwardPath::None:
+      srcs_.clear();
+      recvbufs_.clear();
+      break;
+    case ForwardPath::Neighbors: {
+      const auto m0 = near_forward_.messages_sent(), b0 = near_forward_.bytes_sent();
+      near_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+      migration_traffic_.messages += near_forward_.messages_sent() - m0;
+      migration_traffic_.bytes += near_forward_.bytes_sent() - b0;
+      break;
+    }
+    case ForwardPath::Sparse:
+      nbx_forward_.exchange(send_dests_, sendbufs_, srcs_, recvbufs_);
+      migration_traffic_.messages += static_cast<std::int64_t>(nd);
+      for (std::size_t k = 0; k < nd; ++k) migration_traffic_.bytes += static_cast<std::int64_t>(sendbufs_[k].size());
+      break;
+  }
 
   // Gather everything this rank now owns; remember where each came from.
   struct Incoming {
@@ -287,6 +316,8 @@ void Migration::reverse(const double* owned_values, int ncomp, double* local_out
     check_mpi(MPI_Isend(p, static_cast<int>(recv_slot_[k].size() * nc), MPI_DOUBLE, recv_srcs_[k],
                         tags::kMigrationReverse, comm_, &reqs_.back()),
               "MPI_Isend");
+    migration_traffic_.messages += 1;
+    migration_traffic_.bytes += static_cast<std::int64_t>(recv_slot_[k].size() * nc * sizeof(double));
     off += recv_slot_[k].size() * nc;
   }
   for (std::size_t j = 0; j < self_idx_.size(); ++j)
@@ -310,6 +341,14 @@ void Migration::exchange_ghosts(double cutoff) {
   if (!(cutoff > 0) || !(cutoff <= 0.5 * cell_.min_height() * (1 + 1e-12)))
     throw ValueError("cutoff must be positive and at most half the smallest box height");
   for (int d = 0; d < 3; ++d) margin_[d] = cutoff / cell_.height[d] * (1.0 + 1e-9);
+  // Partners: every non-empty domain within the margin (a pure function of the
+  // decomposition, so senders and receivers agree without asking).
+  if (margin_[0] * mesh_[0] != ghost_reach_[0] || margin_[1] * mesh_[1] != ghost_reach_[1] ||
+      margin_[2] * mesh_[2] != ghost_reach_[2]) {
+    for (int d = 0; d < 3; ++d) ghost_reach_[d] = margin_[d] * mesh_[d];
+    Neighborhood nb = brick_neighborhood(grid_, mesh_, rank_, {ghost_reach_[0], ghost_reach_[1], ghost_reach_[2]});
+    near_ghost_.set_partners(std::move(nb.send), std::move(nb.recv));
+  }
 
   struct AxisHit {
     int g_lo, g_hi, shift;
@@ -323,6 +362,11 @@ void Migration::exchange_ghosts(double cutoff) {
   for (auto& v : ghost_send_idx_) v.clear();
   std::size_t nbuf = 0;
 
+  // Grid coordinate g of axis d owns no mesh point (more ranks than points).
+  auto slab_empty = [&](int d, int g) {
+    return static_cast<std::int64_t>(g) * mesh_[d] / grid_[d] == static_cast<std::int64_t>(g + 1) * mesh_[d] / grid_[d];
+  };
+  auto brick_empty = [&](int gx, int gy, int gz) { return slab_empty(0, gx) || slab_empty(1, gy) || slab_empty(2, gz); };
   AxisHit hits[3][8];
   int nhits[3];
   for (std::size_t i = 0; i < n_owned_; ++i) {
@@ -363,6 +407,7 @@ void Migration::exchange_ghosts(double cutoff) {
             for (int gy = Y.g_lo; gy <= Y.g_hi; ++gy)
               for (int gx = X.g_lo; gx <= X.g_hi; ++gx) {
                 const int dest = gx + grid_[0] * (gy + grid_[1] * gz);
+                if (brick_empty(gx, gy, gz)) continue;  // owns nothing, needs no ghosts
                 if (dest == rank_) {
                   if (!identity) {
                     self_images.push_back(rec);
@@ -387,7 +432,10 @@ void Migration::exchange_ghosts(double cutoff) {
         }
   }
   // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
-  nbx_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
+  const auto m0 = near_ghost_.messages_sent(), b0 = near_ghost_.bytes_sent();
+  near_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
+  ghost_traffic_.messages += near_ghost_.messages_sent() - m0;
+  ghost_traffic_.bytes += near_ghost_.bytes_sent() - b0;
 
   ghost_srcs_ = srcs_;
   ghost_recv_count_.clear();
@@ -445,6 +493,8 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) 
     check_mpi(MPI_Isend(ghost_values + off, static_cast<int>(3 * ghost_recv_count_[k]), MPI_DOUBLE,
                         ghost_srcs_[k], tags::kGhostForces, comm_, &reqs_.back()),
               "MPI_Isend");
+    ghost_traffic_.messages += 1;
+    ghost_traffic_.bytes += static_cast<std::int64_t>(3 * ghost_recv_count_[k] * sizeof(double));
     off += 3 * ghost_recv_count_[k];
   }
   for (std::size_t g = 0; g < n_self; ++g)

@@ -7,10 +7,16 @@
 // brick_box(grid, K, rank) contains the mesh point floor(u). A rank's domain is
 // therefore the fractional slab product [lo_d/K_d, hi_d/K_d): a parallelepiped.
 //
-// All communication is sparse: NBX (MPI_Issend + MPI_Iprobe + MPI_Ibarrier)
-// when a rank cannot know who sends to it (forward migration, ghosts); plain
-// point-to-point with known partners and counts for the reverse path. No
-// per-step array is O(P).
+// All communication is sparse, and the per-step exchanges complete by blocking
+// waits. The ranks a domain can send ghosts to, and the owners of atoms that
+// moved at most into an adjacent domain, are known from the decomposition
+// alone (neighborhood.hpp): those exchanges go to known partners
+// (neighbor_exchange.hpp: sizes, then data). Forward migration uses them when
+// every atom goes to its own or an adjacent domain (the usual case from one MD
+// step to the next, agreed in the Allreduce that checks the input anyway), skips
+// communication when no atom moves anywhere, and falls back to NBX (MPI_Issend +
+// MPI_Iprobe + MPI_Ibarrier, for partners nobody can know) otherwise. The
+// reverse paths reuse the forward partners and counts. No per-step array is O(P).
 #pragma once
 
 #include <mpi.h>
@@ -24,7 +30,9 @@
 
 #include "geometry/index_box.hpp"
 #include "geometry/lattice.hpp"
+#include "geometry/neighborhood.hpp"
 #include "base/kokkos_types.hpp"
+#include "comm/neighbor_exchange.hpp"
 #include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
@@ -70,9 +78,26 @@ class Migration {
   // also one without owned atoms (its ghosts' rows, zeros, are still expected).
   void reverse_ghosts(const double* ghost_values, double* owned_inout);
 
+  // How the last forward() moved atoms: no atom changed rank anywhere (no
+  // messages), every atom went to its own or an adjacent domain (known
+  // partners), or some went further (NBX). The same atoms end up owned in the
+  // same order either way.
+  enum class ForwardPath : int { None = 0, Neighbors = 1, Sparse = 2 };
+  ForwardPath last_forward_path() const { return forward_path_; }
+
   // Incremented by every forward(): data derived from the owned order (for
   // example routed exclusions) is stale when the generation differs.
   std::uint64_t generation() const { return generation_; }
+
+  // Point-to-point messages this rank sent and their bytes, since the last reset:
+  // atoms to owners and results back (forward + reverse), ghost atoms and the
+  // forces on them (exchange_ghosts, with its size messages, + reverse_ghosts).
+  struct Traffic {
+    std::int64_t messages = 0, bytes = 0;
+  };
+  const Traffic& migration_traffic() const { return migration_traffic_; }
+  const Traffic& ghost_traffic() const { return ghost_traffic_; }
+  void reset_traffic() { migration_traffic_ = ghost_traffic_ = Traffic{}; }
 
   // After forward(): this rank's owned atoms.
   std::size_t n_owned() const { return n_owned_; }
@@ -134,10 +159,18 @@ class Migration {
   Box3 brick_;
   bool have_geometry_ = false;
   bool have_atoms_ = false;
+  ForwardPath forward_path_ = ForwardPath::None;
+  Traffic migration_traffic_, ghost_traffic_;
   std::uint64_t generation_ = 0;
   double margin_[3] = {0, 0, 0};
 
-  SparseExchange nbx_forward_, nbx_ghost_;
+  SparseExchange nbx_forward_;
+  // Known-partner exchanges: atoms moving to adjacent domains (partners: the
+  // neighbourhood of reach 0), ghost atoms (reach: the ghost margin, recomputed
+  // when the margin changes).
+  NeighborExchange near_forward_, near_ghost_;
+  Neighborhood adjacent_;
+  double ghost_reach_[3] = {-1, -1, -1};
 
   // Forward plan, kept for the reverse path.
   std::size_t n_local_ = 0;

@@ -335,11 +335,22 @@ RealSpaceTerms RealSpace::finish_local() {
 RealSpaceTerms RealSpace::reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
                                        const PeriodicCell& cell, double alpha,
                                        double coulomb_constant) {
-  constexpr int kCount = 4 + Virial::kComponents;
-  double in[kCount] = {local.real, local.exclusion, local.sum_q, local.sum_q2};
+  double in[kSums], out[kSums];
+  terms_to_sum(local, in);
+  check_mpi(MPI_Allreduce(in, out, kSums, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
+  return terms_from_sums(out, cell, alpha, coulomb_constant);
+}
+
+void RealSpace::terms_to_sum(const RealSpaceTerms& local, double* in) {
+  in[0] = local.real;
+  in[1] = local.exclusion;
+  in[2] = local.sum_q;
+  in[3] = local.sum_q2;
   for (int k = 0; k < Virial::kComponents; ++k) in[4 + k] = local.virial[k];
-  double out[kCount];
-  check_mpi(MPI_Allreduce(in, out, kCount, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
+}
+
+RealSpaceTerms RealSpace::terms_from_sums(const double* out, const PeriodicCell& cell, double alpha,
+                                          double coulomb_constant) {
   RealSpaceTerms t;
   t.real = out[0];
   t.exclusion = out[1];

@@ -93,6 +93,13 @@ class RealSpace {
   static RealSpaceTerms reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
                                      const PeriodicCell& cell, double alpha,
                                      double coulomb_constant);
+  // reduce_terms in two halves, for a caller that sums them over ranks together
+  // with its own numbers (one Allreduce instead of two): the kSums values to sum,
+  // and the global terms from their sums.
+  static constexpr int kSums = 4 + Virial::kComponents;
+  static void terms_to_sum(const RealSpaceTerms& local, double* out);
+  static RealSpaceTerms terms_from_sums(const double* sums, const PeriodicCell& cell, double alpha,
+                                        double coulomb_constant);
 
  private:
   MPI_Comm comm_;

@@ -270,9 +270,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     }
     t = timers_.lap("real_space", t);
   }
-  const RealSpaceTerms terms =
-      RealSpace::reduce_terms(comm_.get(), local, cell_, opt_.alpha, opt_.coulomb_constant);
-  t = timers_.lap("reduce", t);
+  // The real-space terms are summed over ranks below, with the reciprocal ones.
 
   // Total forces on owned atoms, global sums, and forces back to the callers.
   auto fr = f_real_;
@@ -287,26 +285,30 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
         }
       },
       f2);
-  constexpr int kSums = 2 + Virial::kComponents;  // reciprocal energy, virial, sum |F|^2
+  // One Allreduce: the real-space terms' sums, reciprocal energy, virial, sum |F|^2
+  // and the atom count (exact in a double below 2^53).
+  constexpr int kReal = RealSpace::kSums, kSums = kReal + 3 + Virial::kComponents;
   double sums[kSums];
-  sums[0] = res.terms["reciprocal"];
-  for (int k = 0; k < Virial::kComponents; ++k) sums[1 + k] = res.virial[k];
-  sums[kSums - 1] = f2;
+  RealSpace::terms_to_sum(local, sums);
+  sums[kReal] = res.terms["reciprocal"];
+  for (int k = 0; k < Virial::kComponents; ++k) sums[kReal + 1 + k] = res.virial[k];
+  sums[kSums - 2] = f2;
+  sums[kSums - 1] = static_cast<double>(n);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, kSums, MPI_DOUBLE, MPI_SUM, comm_.get()), "MPI_Allreduce");
-  long long n_local = static_cast<long long>(n), n_total = 0;
-  check_mpi(MPI_Allreduce(&n_local, &n_total, 1, MPI_LONG_LONG, MPI_SUM, comm_.get()), "MPI_Allreduce");
+  const RealSpaceTerms terms = RealSpace::terms_from_sums(sums, cell_, opt_.alpha, opt_.coulomb_constant);
+  const std::int64_t n_total = static_cast<std::int64_t>(sums[kSums - 1]);
   t = timers_.lap("reduce", t);
   migration_.reverse(fk.data(), 3, forces_out);
   t = timers_.lap("migrate", t);
 
-  res.terms["reciprocal"] = sums[0];
+  res.terms["reciprocal"] = sums[kReal];
   res.terms["real"] = terms.real;
   res.terms["exclusion"] = terms.exclusion;
   res.terms["self"] = terms.self;
   res.terms["background"] = terms.background;
-  res.energy = sums[0] + terms.energy();
-  for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[1 + k] + terms.virial[k];
-  res.sum_force2 = sums[kSums - 1];
+  res.energy = sums[kReal] + terms.energy();
+  for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[kReal + 1 + k] + terms.virial[k];
+  res.sum_force2 = sums[kSums - 2];
   res.sum_q = terms.sum_q;
   res.sum_q2 = terms.sum_q2;
   res.n_atoms = n_total;
@@ -336,6 +338,11 @@ std::map<std::string, double> PMESolver::timings() const {
     out["ghost_bytes"] += static_cast<double>(s.bytes_sent);
     out["overlap_test_seconds"] += s.test_seconds;
   }
+  // The atoms' messages: migration (to owners and back) and ghost atoms (and forces).
+  out["migrate_messages"] = static_cast<double>(migration_.migration_traffic().messages);
+  out["migrate_bytes"] = static_cast<double>(migration_.migration_traffic().bytes);
+  out["ghost_atoms_messages"] = static_cast<double>(migration_.ghost_traffic().messages);
+  out["ghost_atoms_bytes"] = static_cast<double>(migration_.ghost_traffic().bytes);
   // The reciprocal part's communication left exposed (inside MPI, not computing),
   // and with overlap what was hidden behind the pair loop, and the polling's cost.
   out["comm_wait"] = out["fft_comm_wait"] + out["ghost_comm_wait"];
@@ -362,6 +369,7 @@ void PMESolver::reset_timings() {
   hidden_mark_ = 0;
   fft_->reset_stats();
   halo_->reset_stats();
+  migration_.reset_traffic();
 }
 
 }  // namespace solver

@@ -15,6 +15,7 @@ not ``Exception``): see the abort policy in :mod:`pmewald._abort`.
 
 from __future__ import annotations
 
+import atexit
 import re
 import weakref
 
@@ -114,16 +115,37 @@ def same_everywhere(comm, value, what):
 
 
 def duplicate(comm, owner):
-    """Collective: a duplicate of `comm` for `owner`'s own collectives, freed with it.
+    """Collective: a duplicate of `comm` for `owner`'s own collectives.
 
     An object's Python-level collectives run on its own communicator, never the caller's:
     two objects used from two threads would otherwise interleave their collectives on one
-    communicator (erroneous in MPI)."""
+    communicator (erroneous in MPI).
+
+    When `owner` dies the duplicate is only queued: ``MPI_Comm_free`` is collective, and
+    an owner that dies in a reference cycle is collected by Python's cyclic garbage
+    collector at a moment that differs between ranks (seen as a hang under the sanitizer
+    build: one rank inside the free, the other in the next collective). Queued duplicates
+    are freed at exit (before mpi4py finalizes MPI), where every rank is at the same point,
+    or by :func:`free_released_communicators`."""
     dup = comm.Dup()
-    weakref.finalize(owner, _free, dup)
+    weakref.finalize(owner, _RELEASED.append, dup)
     return dup
 
 
-def _free(comm):
-    if not MPI.Is_finalized():
-        comm.Free()
+# Duplicates whose owners died, waiting for a point where every rank frees them.
+_RELEASED = []
+
+
+def free_released_communicators():
+    """Free the communicators of dead pmewald objects (collective in MPI's terms: call it
+    on every rank at the same point of the program, after the same objects have died,
+    e.g. after ``gc.collect()`` on every rank). Also run at exit."""
+    while _RELEASED:
+        comm = _RELEASED.pop()
+        if MPI.Is_initialized() and not MPI.Is_finalized():
+            comm.Free()
+
+
+# atexit runs handlers last-registered first: this module imports mpi4py.MPI (which
+# registers MPI_Finalize at exit) before registering, so the frees come first.
+atexit.register(free_released_communicators)

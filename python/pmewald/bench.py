@@ -2,7 +2,9 @@
 ``python -m pmewald.bench peers [options]`` (run it without mpirun: pmewald against LAMMPS
 and OpenMM at matched measured force error, see :mod:`pmewald.bench_peers`) and
 ``python -m pmewald.bench cost [options]`` (calibrates the cost model of the automatic
-parameter choice, see :mod:`pmewald.bench_cost`).
+parameter choice, see :mod:`pmewald.bench_cost`) and ``python -m pmewald.bench scale [options]``
+(run it without mpirun: the solver on 16-1,024 simulated ranks under SimGrid SMPI and the
+communication model to 65,536, see :mod:`pmewald.bench_scale` and docs/scaling.md).
 
 For each mesh it measures, in one run so the ratios share the machine's state:
 
@@ -227,10 +229,11 @@ def main(argv=None) -> int:
                         "default) or z-pencils")
     f.add_argument("--label", default="", help="free text stored with the results (e.g. the machine)")
     f.add_argument("--json", help="write all results to this file (rank 0)")
-    from . import bench_cost, bench_peers
+    from . import bench_cost, bench_peers, bench_scale
 
     bench_peers.add_parser(sub)
     bench_cost.add_parser(sub)
+    bench_scale.add_parser(sub)
     args = parser.parse_args(argv)
     if args.what == "fft":
         return bench_fft(args)
@@ -238,6 +241,8 @@ def main(argv=None) -> int:
         return bench_peers.bench_peers(args)
     if args.what == "cost":
         return bench_cost.bench_cost(args)
+    if args.what == "scale":
+        return bench_scale.main(args)
     return 2
 
 

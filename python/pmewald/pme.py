@@ -706,16 +706,19 @@ class PME:
     def timings(self) -> dict:
         """Cumulative seconds per phase on this rank (spread, ghost, fft, solve, gather,
         real_space, ghost_atoms, exclusions, migrate, reduce) plus FFT/halo communication
-        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``) and ``calls``.
+        detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``), the messages and
+        bytes this rank sent for the atoms (``migrate_messages``, ``migrate_bytes``: to their owners
+        and results back; ``ghost_atoms_messages``, ``ghost_atoms_bytes``: ghost atoms and the forces
+        on them) and ``calls``.
 
         ``comm_wait``: seconds inside the reciprocal part's exchanges not hidden (blocked
         in MPI); with ``overlap``, ``comm_hidden`` (pair work run while an exchange was
-        in flight), ``overlap_polls``, ``overlap_poll_seconds`` (inside the progress calls' ``MPI_Test*``: the
-        polling's cost), ``overlap_progress_seconds`` (the progress calls with the unpacks they did),
-        ``overlap_exchanges`` and ``overlap_hidden_exchanges`` (completed while work
-        ran). With ``comm_mode="auto"``: ``auto_pt2pt``, ``auto_nonblocking``,
-        ``auto_collective`` (the measured seconds per mode) and ``auto_measure`` (the
-        measurement's cost)."""
+        in flight), ``overlap_polls``, ``overlap_poll_seconds`` (inside the progress calls'
+        ``MPI_Test*``: the polling's cost), ``overlap_progress_seconds`` (the progress calls
+        with the unpacks they did), ``overlap_exchanges`` and ``overlap_hidden_exchanges``
+        (completed while work ran). With ``comm_mode="auto"``: ``auto_pt2pt``,
+        ``auto_nonblocking``, ``auto_collective`` (the measured seconds per mode) and
+        ``auto_measure`` (the measurement's cost)."""
         return dict(self._solver.timings()) if self._solver is not None else {}
 
     def reset_timings(self):

@@ -1,0 +1,351 @@
+// pmewald_scale: the PME solver on P MPI ranks, every communication mode, timed by
+// MPI_Wtime (simulated time under SimGrid's SMPI; docs/scaling.md).
+//
+//   smpirun -np 256 -platform scale/platforms/fat_tree_1024.xml -hostfile HOSTS
+//       [SMPI options: pmewald.bench scale prints them] build-smpi/scale/pmewald_scale
+//       --system water --cells 32 --mesh 125 --alpha 0.3711 --order 7 --cutoff 9 --json out.json
+//
+// Each rank generates only its own atoms (systems.hpp); every mode builds its solver,
+// runs --warmup untimed and --steps timed compute calls, and the driver reports
+// (rank 0, JSON): the step time (max over ranks), per-phase times and the solver's
+// message and byte counters per rank (max and mean over ranks), the time each rank
+// spends inside MPI and its MPI calls (mpi_profile.hpp), energy terms, virial and a
+// force checksum, and optionally dumps every force (id order) for comparison with
+// the one-rank result.
+//
+// Where later variants go: `Variant` below is one configuration the driver times
+// (a communication mode or "auto", with or without overlap). A new solver option is
+// a new field of Variant filled in parse_variants(), applied in solver_options(); the
+// JSON records the variant's name, the mode used and whether it overlapped.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <pmewald/pmewald.hpp>
+
+#include "mpi_profile.hpp"
+#include "systems.hpp"
+
+namespace {
+
+using pmewald_scale::LocalAtoms;
+using pmewald_scale::SystemSpec;
+
+struct Variant {
+  std::string name;            // as reported: a mode or "auto", "+overlap" when overlapped
+  pmewald::CommMode mode = pmewald::CommMode::Nonblocking;
+  bool choose_mode = false;    // "auto": the solver measures the modes at its first compute
+  bool overlap = false;        // explicit either way (the solver's default overlaps nonblocking and collective)
+};
+
+struct Args {
+  SystemSpec system;
+  pmewald::Int3 mesh{0, 0, 0};
+  int order = 5;
+  double alpha = 0, cutoff = 9.0, coulomb = 1.0;
+  std::string diff = "ad";
+  std::vector<Variant> variants;
+  int warmup = 1, steps = 2;
+  std::string json, dump;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  throw std::invalid_argument(
+      why +
+      "\nusage: pmewald_scale --system rocksalt|water --cells N [--vacuum F] [--displacement A] [--seed S]\n"
+      "         --mesh K|Kx,Ky,Kz --alpha A [--cutoff RC] [--order P] [--diff ad|ik] [--coulomb K]\n"
+      "         [--modes pt2pt,nonblocking,collective,auto (each optionally +overlap)] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]");
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// "pt2pt", "nonblocking", "collective" or "auto", each optionally with "+overlap".
+std::vector<Variant> parse_variants(const std::string& list) {
+  std::vector<Variant> out;
+  const std::string suffix = "+overlap";
+  for (const std::string& name : split_commas(list)) {
+    Variant v{name};
+    std::string base = name;
+    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      v.overlap = true;
+      base.resize(base.size() - suffix.size());
+    }
+    v.choose_mode = base == "auto";
+    if (!v.choose_mode) v.mode = pmewald::comm_mode_from_string(base);
+    out.push_back(v);
+  }
+  if (out.empty()) usage("--modes names no mode");
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.variants = parse_variants("pt2pt,nonblocking,collective");
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value after " + k);
+      return argv[++i];
+    };
+    if (k == "--system") a.system.kind = value();
+    else if (k == "--cells") a.system.cells = std::stoi(value());
+    else if (k == "--vacuum") a.system.vacuum = std::stod(value());
+    else if (k == "--displacement") a.system.displacement = std::stod(value());
+    else if (k == "--seed") a.system.seed = std::stoull(value());
+    else if (k == "--mesh") {
+      const auto parts = split_commas(value());
+      if (parts.size() == 1) a.mesh = {std::stoi(parts[0]), std::stoi(parts[0]), std::stoi(parts[0])};
+      else if (parts.size() == 3) a.mesh = {std::stoi(parts[0]), std::stoi(parts[1]), std::stoi(parts[2])};
+      else usage("--mesh takes K or Kx,Ky,Kz");
+    } else if (k == "--alpha") a.alpha = std::stod(value());
+    else if (k == "--cutoff") a.cutoff = std::stod(value());
+    else if (k == "--order") a.order = std::stoi(value());
+    else if (k == "--diff") a.diff = value();
+    else if (k == "--coulomb") a.coulomb = std::stod(value());
+    else if (k == "--modes") a.variants = parse_variants(value());
+    else if (k == "--warmup") a.warmup = std::stoi(value());
+    else if (k == "--steps") a.steps = std::stoi(value());
+    else if (k == "--json") a.json = value();
+    else if (k == "--dump") a.dump = value();
+    else usage("unknown argument " + k);
+  }
+  if (a.mesh[0] <= 0 || !(a.alpha > 0)) usage("--mesh and --alpha are required");
+  if (a.steps < 1 || a.warmup < 0) usage("--steps must be >= 1 and --warmup >= 0");
+  return a;
+}
+
+pmewald::SolverOptions solver_options(const Args& a, const Variant& v) {
+  const double L = pmewald_scale::box_side(a.system);
+  pmewald::SolverOptions o;
+  o.box = {L, 0, 0, 0, L, 0, 0, 0, L};
+  o.mesh = a.mesh;
+  o.order = a.order;
+  o.alpha = a.alpha;
+  o.cutoff = a.cutoff;
+  o.differentiation = pmewald::parse_differentiation(a.diff);
+  o.coulomb_constant = a.coulomb;
+  o.mode = v.mode;
+  o.choose_mode = v.choose_mode;
+  o.overlap = v.overlap;
+  return o;
+}
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// max and mean over ranks.
+struct Stat {
+  double max = 0, mean = 0;
+};
+Stat over_ranks(double x, MPI_Comm comm) {
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  double mx = 0, sum = 0;
+  MPI_Allreduce(&x, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);
+  MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
+  return {mx, sum / P};
+}
+
+std::string num(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+std::string stat_json(const Stat& s) { return "{\"max\": " + num(s.max) + ", \"mean\": " + num(s.mean) + "}"; }
+
+// A position-independent checksum of the forces: sum over atoms and components of
+// F_ic * (1 + (3 id + c) mod 7), so a force on the wrong atom changes it.
+double force_checksum(const LocalAtoms& atoms, const std::vector<double>& f, MPI_Comm comm) {
+  double s = 0;
+  for (std::size_t j = 0; j < atoms.size(); ++j)
+    for (int c = 0; c < 3; ++c) s += f[3 * j + c] * (1.0 + static_cast<double>((atoms.ids[j] * 3 + c) % 7));
+  double total = 0;
+  MPI_Allreduce(&s, &total, 1, MPI_DOUBLE, MPI_SUM, comm);
+  return total;
+}
+
+// Rank 0 writes int64 N, then N records (int64 id, double fx, fy, fz) sorted by id.
+void dump_forces(const std::string& path, const LocalAtoms& atoms, const std::vector<double>& f, MPI_Comm comm) {
+  int me = 0, P = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &P);
+  const int n = static_cast<int>(atoms.size());
+  std::vector<int> counts(static_cast<std::size_t>(P)), displs(static_cast<std::size_t>(P) + 1, 0);
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  for (int r = 0; r < P; ++r) displs[r + 1] = displs[r] + counts[r];
+  std::vector<std::int64_t> ids(me == 0 ? static_cast<std::size_t>(displs[P]) : 0);
+  std::vector<double> all(me == 0 ? 3 * static_cast<std::size_t>(displs[P]) : 0);
+  MPI_Gatherv(atoms.ids.data(), n, MPI_INT64_T, ids.data(), counts.data(), displs.data(), MPI_INT64_T, 0, comm);
+  for (int r = 0; r < P; ++r) {
+    counts[r] *= 3;
+    displs[r] *= 3;
+  }
+  displs[P] *= 3;
+  MPI_Gatherv(f.data(), 3 * n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, comm);
+  if (me != 0) return;
+  std::vector<std::size_t> order(ids.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return ids[x] < ids[y]; });
+  std::ofstream out(path, std::ios::binary);
+  const std::int64_t N = static_cast<std::int64_t>(ids.size());
+  out.write(reinterpret_cast<const char*>(&N), sizeof N);
+  for (std::size_t k : order) {
+    out.write(reinterpret_cast<const char*>(&ids[k]), sizeof(std::int64_t));
+    out.write(reinterpret_cast<const char*>(&all[3 * k]), 3 * sizeof(double));
+  }
+  if (!out) throw std::runtime_error("could not write " + path);
+}
+
+std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms, MPI_Comm comm) {
+  int me = 0, P = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &P);
+  const double w0 = wall_now();
+  MPI_Barrier(comm);
+  double t0 = MPI_Wtime();
+  pmewald::PMESolver solver(comm, solver_options(a, v));
+  const Stat setup = over_ranks(MPI_Wtime() - t0, comm);
+  std::vector<double> f(3 * atoms.size());
+  const std::int64_t* excl = atoms.exclusions.empty() ? nullptr : atoms.exclusions.data();
+  const std::size_t m = atoms.exclusions.size() / 2;
+  pmewald::SolverResult res;
+  for (int k = 0; k < a.warmup; ++k)
+    res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
+  MPI_Barrier(comm);
+  solver.reset_timings();
+  auto& prof = pmewald_scale::mpi_profile();
+  prof = pmewald_scale::MpiProfile{};
+  std::vector<double> mine(static_cast<std::size_t>(a.steps)), steps(mine.size());
+  double busy = 0;
+  for (int k = 0; k < a.steps; ++k) {
+    t0 = MPI_Wtime();
+    res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
+    mine[static_cast<std::size_t>(k)] = MPI_Wtime() - t0;
+    busy += mine[static_cast<std::size_t>(k)];
+  }
+  // Snapshot the profile before the reductions below add to it.
+  const pmewald_scale::MpiProfile p = prof;
+  MPI_Allreduce(mine.data(), steps.data(), a.steps, MPI_DOUBLE, MPI_MAX, comm);
+  double no_kspace = solver.kspace_box().empty() ? 1.0 : 0.0, ranks_no_kspace = 0;
+  MPI_Allreduce(&no_kspace, &ranks_no_kspace, 1, MPI_DOUBLE, MPI_SUM, comm);
+  const auto tm = solver.timings();
+  const double S = a.steps;
+  std::ostringstream j;
+  // The mode used (with "auto": the one the solver measured fastest).
+  j << "{\"variant\": \"" << v.name << "\", \"mode\": \"" << pmewald::comm_mode_name(solver.comm_mode())
+    << "\", \"overlap\": " << (solver.overlapping() ? "true" : "false");
+  j << ", \"setup_s\": " << stat_json(setup) << ", \"ranks_without_kspace\": " << num(ranks_no_kspace);
+  double mean_step = 0;
+  for (double s : steps) mean_step += s / S;
+  j << ", \"step_s\": " << num(mean_step) << ", \"steps_s\": [";
+  for (std::size_t k = 0; k < steps.size(); ++k) j << (k ? ", " : "") << num(steps[k]);
+  j << "], \"phases\": {";
+  // Every rank has the same keys (the solver fills them all on every rank).
+  bool first = true;
+  for (const auto& kv : tm) {
+    const Stat s = over_ranks(kv.second / S, comm);
+    j << (first ? "" : ", ") << "\"" << kv.first << "\": " << stat_json(s);
+    first = false;
+  }
+  j << "}, \"compute_s\": " << stat_json(over_ranks((busy - p.seconds) / S, comm));
+  j << ", \"mpi\": {\"seconds\": " << stat_json(over_ranks(p.seconds / S, comm));
+  j << ", \"share\": " << stat_json(over_ranks(busy > 0 ? p.seconds / busy : 0, comm));
+  j << ", \"messages\": " << stat_json(over_ranks(static_cast<double>(p.messages) / S, comm));
+  j << ", \"bytes\": " << stat_json(over_ranks(static_cast<double>(p.bytes) / S, comm)) << ", \"calls\": {";
+  first = true;
+  for (int c = 0; c < pmewald_scale::kNumCalls; ++c) {
+    const Stat s = over_ranks(static_cast<double>(p.calls[static_cast<std::size_t>(c)]) / S, comm);
+    if (s.max == 0) continue;
+    j << (first ? "" : ", ") << "\"" << pmewald_scale::mpi_call_name(c) << "\": " << stat_json(s);
+    first = false;
+  }
+  j << "}}";
+  j << ", \"energy\": " << num(res.energy) << ", \"terms\": {";
+  first = true;
+  for (const auto& kv : res.terms) {
+    j << (first ? "" : ", ") << "\"" << kv.first << "\": " << num(kv.second);
+    first = false;
+  }
+  const auto W = res.virial.matrix();
+  j << "}, \"virial\": [";
+  for (int k = 0; k < 9; ++k) j << (k ? ", " : "") << num(W[static_cast<std::size_t>(k)]);
+  j << "], \"sum_force2\": " << num(res.sum_force2) << ", \"force_checksum\": " << num(force_checksum(atoms, f, comm));
+  j << ", \"wall_s\": " << num(wall_now() - w0) << "}";
+  if (!a.dump.empty()) dump_forces(a.dump + "." + v.name + ".bin", atoms, f, comm);
+  return j.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int me = 0, P = 1, rc = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  try {
+    const Args a = parse(argc, argv);
+    const pmewald::Int3 grid = pmewald::processor_grid_3d(P, a.mesh);
+    const pmewald::Box3 brick = pmewald::brick_box(grid, a.mesh, me);
+    const LocalAtoms atoms = pmewald_scale::generate_local(a.system, a.mesh, brick.lo, brick.hi);
+    // Ranks without atoms, without a brick (a mesh share) and the extremes.
+    const double n_local = static_cast<double>(atoms.size());
+    const Stat per_rank = over_ranks(n_local, MPI_COMM_WORLD);
+    double mn = 0, empty[2] = {atoms.size() == 0 ? 1.0 : 0.0, brick.empty() ? 1.0 : 0.0}, empties[2] = {0, 0};
+    MPI_Allreduce(&n_local, &mn, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(empty, empties, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    std::ostringstream j;
+    const double L = pmewald_scale::box_side(a.system);
+    j << "{\"driver\": \"pmewald_scale\", \"ranks\": " << P << ", \"smpi\": "
+#ifdef PMEWALD_SMPI
+      << "true"
+#else
+      << "false"
+#endif
+      << ", \"system\": {\"kind\": \"" << a.system.kind << "\", \"cells\": " << a.system.cells
+      << ", \"vacuum\": " << num(a.system.vacuum) << ", \"seed\": " << a.system.seed
+      << ", \"atoms\": " << pmewald_scale::total_atoms(a.system) << ", \"box\": " << num(L) << "}"
+      << ", \"parameters\": {\"mesh\": [" << a.mesh[0] << ", " << a.mesh[1] << ", " << a.mesh[2]
+      << "], \"order\": " << a.order << ", \"alpha\": " << num(a.alpha) << ", \"cutoff\": " << num(a.cutoff)
+      << ", \"differentiation\": \"" << a.diff << "\", \"coulomb_constant\": " << num(a.coulomb) << "}"
+      << ", \"grid\": [" << grid[0] << ", " << grid[1] << ", " << grid[2] << "]"
+      << ", \"atoms_per_rank\": {\"min\": " << num(mn) << ", \"max\": " << num(per_rank.max)
+      << ", \"mean\": " << num(per_rank.mean) << "}, \"ranks_without_atoms\": " << num(empties[0])
+      << ", \"ranks_without_brick\": " << num(empties[1]) << ", \"warmup\": " << a.warmup
+      << ", \"steps\": " << a.steps << ", \"runs\": [";
+    for (std::size_t k = 0; k < a.variants.size(); ++k)
+      j << (k ? ", " : "") << run_variant(a, a.variants[k], atoms, MPI_COMM_WORLD);
+    j << "]}\n";
+    if (me == 0) {
+      if (a.json.empty()) {
+        std::fputs(j.str().c_str(), stdout);
+      } else {
+        std::ofstream out(a.json);
+        out << j.str();
+        if (!out) throw std::runtime_error("could not write " + a.json);
+      }
+    }
+  } catch (const std::exception& e) {
+    if (me == 0) std::fprintf(stderr, "pmewald_scale: %s\n", e.what());
+    rc = 2;
+  }
+  MPI_Finalize();
+  return rc;
+}

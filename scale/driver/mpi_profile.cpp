@@ -1,0 +1,181 @@
+#include "mpi_profile.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace pmewald_scale {
+
+namespace {
+MpiProfile g_profile;  // per simulated rank under SMPI (privatised executable globals)
+
+// Counts one call and the time until it returns.
+class Timed {
+ public:
+  explicit Timed(MpiCall c) : t0_(PMPI_Wtime()) { ++g_profile.calls[c]; }
+  ~Timed() { g_profile.seconds += PMPI_Wtime() - t0_; }
+
+ private:
+  double t0_;
+};
+
+void count_send(int count, MPI_Datatype type) {
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  ++g_profile.messages;
+  g_profile.bytes += static_cast<std::int64_t>(count) * size;
+}
+}  // namespace
+
+const char* mpi_call_name(int c) {
+  static const char* names[kNumCalls] = {"Send",      "Isend",     "Irecv",     "Recv",      "Issend",
+                                         "Iprobe",    "Test",      "Testall",   "Wait",      "Waitany",
+                                         "Waitall",   "Ibarrier",  "Barrier",   "Allreduce", "Allgather",
+                                         "Allgatherv", "Alltoallv", "Bcast",    "Comm_split", "Comm_dup"};
+  return c >= 0 && c < kNumCalls ? names[c] : "?";
+}
+
+MpiProfile& mpi_profile() { return g_profile; }
+
+int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
+                        void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
+                        MPI_Comm comm) {
+  constexpr int kThrottle = 32;   // MPICH's MPIR_CVAR_ALLTOALL_THROTTLE default
+  constexpr int kTag = 0x7a2b;    // on the communicator the caller gave (the library's own duplicate)
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  MPI_Aint lb = 0, sext = 0, rext = 0;
+  PMPI_Type_get_extent(sendtype, &lb, &sext);
+  PMPI_Type_get_extent(recvtype, &lb, &rext);
+  int ssize = 0;
+  PMPI_Type_size(sendtype, &ssize);
+  // The local piece: a copy (contiguous types, as the library uses).
+  if (sendcounts[rank] > 0)
+    std::memcpy(static_cast<char*>(recvbuf) + rdispls[rank] * rext,
+                static_cast<const char*>(sendbuf) + sdispls[rank] * sext,
+                static_cast<std::size_t>(sendcounts[rank]) * static_cast<std::size_t>(ssize));
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(2 * kThrottle);
+  for (int ii = 0; ii < size; ii += kThrottle) {
+    reqs.clear();
+    const int ss = std::min(kThrottle, size - ii);
+    for (int i = 0; i < ss; ++i) {
+      const int src = (rank + i + ii) % size;
+      if (src == rank || recvcounts[src] == 0) continue;
+      reqs.emplace_back();
+      PMPI_Irecv(static_cast<char*>(recvbuf) + rdispls[src] * rext, recvcounts[src], recvtype, src, kTag, comm,
+                 &reqs.back());
+    }
+    for (int i = 0; i < ss; ++i) {
+      const int dst = (rank - i - ii + size) % size;
+      if (dst == rank || sendcounts[dst] == 0) continue;
+      reqs.emplace_back();
+      count_send(sendcounts[dst], sendtype);
+      PMPI_Isend(static_cast<const char*>(sendbuf) + sdispls[dst] * sext, sendcounts[dst], sendtype, dst, kTag,
+                 comm, &reqs.back());
+    }
+    if (!reqs.empty()) PMPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  }
+  return MPI_SUCCESS;
+}
+
+}  // namespace pmewald_scale
+
+using pmewald_scale::count_send;
+using pmewald_scale::MpiCall;
+using pmewald_scale::Timed;
+
+extern "C" {
+
+int MPI_Send(const void* b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm) {
+  Timed x(pmewald_scale::kSend);
+  count_send(c, t);
+  return PMPI_Send(b, c, t, d, tag, comm);
+}
+int MPI_Isend(const void* b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request* r) {
+  Timed x(pmewald_scale::kIsend);
+  count_send(c, t);
+  return PMPI_Isend(b, c, t, d, tag, comm, r);
+}
+int MPI_Issend(const void* b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request* r) {
+  Timed x(pmewald_scale::kIssend);
+  count_send(c, t);
+  return PMPI_Issend(b, c, t, d, tag, comm, r);
+}
+int MPI_Irecv(void* b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request* r) {
+  Timed x(pmewald_scale::kIrecv);
+  return PMPI_Irecv(b, c, t, s, tag, comm, r);
+}
+int MPI_Recv(void* b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status* st) {
+  Timed x(pmewald_scale::kRecv);
+  return PMPI_Recv(b, c, t, s, tag, comm, st);
+}
+int MPI_Iprobe(int s, int tag, MPI_Comm comm, int* f, MPI_Status* st) {
+  Timed x(pmewald_scale::kIprobe);
+  return PMPI_Iprobe(s, tag, comm, f, st);
+}
+int MPI_Test(MPI_Request* r, int* f, MPI_Status* st) {
+  Timed x(pmewald_scale::kTest);
+  return PMPI_Test(r, f, st);
+}
+int MPI_Testall(int n, MPI_Request* r, int* f, MPI_Status* st) {
+  Timed x(pmewald_scale::kTestall);
+  return PMPI_Testall(n, r, f, st);
+}
+int MPI_Wait(MPI_Request* r, MPI_Status* st) {
+  Timed x(pmewald_scale::kWait);
+  return PMPI_Wait(r, st);
+}
+int MPI_Waitany(int n, MPI_Request* r, int* i, MPI_Status* st) {
+  Timed x(pmewald_scale::kWaitany);
+  return PMPI_Waitany(n, r, i, st);
+}
+int MPI_Waitall(int n, MPI_Request* r, MPI_Status* st) {
+  Timed x(pmewald_scale::kWaitall);
+  return PMPI_Waitall(n, r, st);
+}
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* r) {
+  Timed x(pmewald_scale::kIbarrier);
+  return PMPI_Ibarrier(comm, r);
+}
+int MPI_Barrier(MPI_Comm comm) {
+  Timed x(pmewald_scale::kBarrier);
+  return PMPI_Barrier(comm);
+}
+int MPI_Allreduce(const void* a, void* b, int c, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  Timed x(pmewald_scale::kAllreduce);
+  return PMPI_Allreduce(a, b, c, t, op, comm);
+}
+int MPI_Allgather(const void* a, int c, MPI_Datatype t, void* b, int c2, MPI_Datatype t2, MPI_Comm comm) {
+  Timed x(pmewald_scale::kAllgather);
+  return PMPI_Allgather(a, c, t, b, c2, t2, comm);
+}
+int MPI_Allgatherv(const void* a, int c, MPI_Datatype t, void* b, const int* c2, const int* d2, MPI_Datatype t2,
+                   MPI_Comm comm) {
+  Timed x(pmewald_scale::kAllgatherv);
+  return PMPI_Allgatherv(a, c, t, b, c2, d2, t2, comm);
+}
+int MPI_Alltoallv(const void* a, const int* c, const int* d, MPI_Datatype t, void* b, const int* c2, const int* d2,
+                  MPI_Datatype t2, MPI_Comm comm) {
+  Timed x(pmewald_scale::kAlltoallv);
+#ifdef PMEWALD_SMPI
+  return pmewald_scale::alltoallv_scattered(a, c, d, t, b, c2, d2, t2, comm);
+#else
+  return PMPI_Alltoallv(a, c, d, t, b, c2, d2, t2, comm);
+#endif
+}
+int MPI_Bcast(void* b, int c, MPI_Datatype t, int root, MPI_Comm comm) {
+  Timed x(pmewald_scale::kBcast);
+  return PMPI_Bcast(b, c, t, root, comm);
+}
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) {
+  Timed x(pmewald_scale::kCommSplit);
+  return PMPI_Comm_split(comm, color, key, out);
+}
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
+  Timed x(pmewald_scale::kCommDup);
+  return PMPI_Comm_dup(comm, out);
+}
+
+}  // extern "C"

@@ -1,0 +1,49 @@
+// Per-rank MPI accounting for the scale driver, through the MPI profiling interface:
+// the driver defines the MPI functions the library calls (MPI_Isend, MPI_Waitany,
+// MPI_Alltoallv, ...); each counts the call, the bytes of point-to-point sends and
+// the (under SMPI: simulated) seconds spent inside MPI, then calls PMPI_<name>.
+// Under SMPI the executable's globals are private to each simulated rank (SMPI's
+// privatisation), so these counters are per rank; the pmewald library is linked
+// into the executable for the same reason.
+//
+// Collective mode under SMPI: SimGrid 3.32's MPI_Alltoallv (every selector) posts a
+// message to every rank of the communicator, zero-sized ones included, while MPICH
+// (and Cray MPICH, on Slingshot machines) skips zero counts. The driver's
+// MPI_Alltoallv therefore runs MPICH's "scattered" algorithm on SMPI's
+// point-to-point layer (pmewald_scale::alltoallv_scattered): receives and sends
+// posted for the non-zero counts of 32 ranks at a time (MPIR_CVAR_ALLTOALL_THROTTLE),
+// each block completed by MPI_Waitall, the local piece copied. So the simulated
+// collective mode costs what it would under MPICH. With a real MPI the library's
+// MPI_Alltoallv is used as it is.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+
+namespace pmewald_scale {
+
+enum MpiCall : int {
+  kSend, kIsend, kIrecv, kRecv, kIssend, kIprobe, kTest, kTestall, kWait, kWaitany, kWaitall,
+  kIbarrier, kBarrier, kAllreduce, kAllgather, kAllgatherv, kAlltoallv, kBcast, kCommSplit, kCommDup,
+  kNumCalls
+};
+const char* mpi_call_name(int call);
+
+struct MpiProfile {
+  std::array<std::int64_t, kNumCalls> calls{};
+  std::int64_t messages = 0;    // point-to-point messages sent (Send, Isend, Issend)
+  std::int64_t bytes = 0;       // their bytes
+  double seconds = 0;           // time inside MPI (MPI_Wtime: simulated under SMPI)
+};
+
+// This rank's counters (zeroed at start; reset by the caller between phases).
+MpiProfile& mpi_profile();
+
+// MPICH's scattered MPI_Alltoallv on point-to-point calls (see above).
+int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
+                        void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
+                        MPI_Comm comm);
+
+}  // namespace pmewald_scale

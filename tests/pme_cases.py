@@ -87,3 +87,86 @@ def _check_accuracy(s, ref, pme, res, forces, tol, label):
 # transforms, and the reverse.
 IK_CHEAP = {"transforms_ad": 2, "transforms_ik": 1, "mesh_ik": 0.0, "atom_ik": 0.0, "point_ik": 0.0}
 AD_CHEAP = {"transforms_ad": 1, "transforms_ik": 8, "mesh_ad": 0.0, "atom_ad": 0.0, "point_ad": 0.0}
+
+
+# The PME tests' helpers for distributed calls (tests/pme/test_pme.py, tests/comm/test_overlap.py).
+
+MODES = ("pt2pt", "nonblocking", "collective")
+
+
+def energy_scale(res):
+    """Size of the energy for 'relative' comparisons: |E| or its largest term.
+
+    Energies that are small differences of large terms (a water box) cannot be
+    reproduced to a fixed fraction of the difference; the largest term sets the
+    rounding scale.
+    """
+    return max(abs(res.energy), max(abs(float(v)) for v in res.terms.values()))
+
+
+def split_atoms(n, size, how, seed=0):
+    """Index arrays, one per rank, saying which atoms (and in which order) each rank passes."""
+    idx = np.arange(n)
+    if how == "all_on_0":
+        return [idx] + [idx[:0]] * (size - 1)
+    if how == "round_robin":
+        return [idx[r::size] for r in range(size)]
+    if how == "blocks":          # contiguous, deliberately uneven
+        cuts = np.sort(np.random.default_rng(seed).choice(np.arange(1, n), size - 1, replace=False))
+        return np.split(idx, cuts)
+    if how == "odd_ranks_only":  # ranks 0, 2, ... hold nothing (on 1 rank: everything)
+        owners = [r for r in range(size) if r % 2 == 1] or [0]
+        parts = [idx[:0]] * size
+        for k, r in enumerate(owners):
+            parts[r] = idx[k::len(owners)]
+        return parts
+    if how == "random":          # random owner, random order within each rank
+        rng = np.random.default_rng(seed)
+        owner = rng.integers(0, size, n)
+        perm = rng.permutation(n)
+        return [perm[owner[perm] == r] for r in range(size)]
+    raise ValueError(how)
+
+
+def split_exclusions(ex, size, how):
+    if how == "rank0":
+        return [ex] + [ex[:0]] * (size - 1)
+    if how == "last":
+        return [ex[:0]] * (size - 1) + [ex]
+    if how == "spread":          # each pair once, on some rank; one direction flipped
+        ex = ex.copy()
+        ex[::2] = ex[::2, ::-1]
+        return [ex[r::size] for r in range(size)]
+    raise ValueError(how)
+
+
+def compute_split(pme, comm, s, parts, *, ex_how="spread", use_ids=True, positions=None):
+    """Compute with atoms distributed by ``parts``; return (result, global forces)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    pos = s.positions if positions is None else positions
+    mine = parts[rank]
+    ex = split_exclusions(s.exclusions, size, ex_how)[rank] if s.exclusions.shape[0] else None
+    res = pme.compute(pos[mine], s.charges[mine], ids=s.ids[mine] if use_ids else None,
+                      exclusions=ex)
+    assert res.forces.shape == (mine.size, 3)
+    assert res.forces.dtype == np.float64
+    forces = np.full((s.n_atoms, 3), np.nan)
+    for idx, f in zip(comm.allgather(mine), comm.allgather(np.asarray(res.forces))):
+        forces[idx] = f
+    assert not np.any(np.isnan(forces))
+    # energy and virial are global: the same on every rank
+    energies = comm.allgather(res.energy)
+    assert all(e == energies[0] for e in energies), energies
+    virials = comm.allgather(np.asarray(res.virial))
+    assert all(np.array_equal(v, virials[0]) for v in virials)
+    return res, forces
+
+
+def assert_same(r1, f1, r2, f2, rtol=1e-12, what=""):
+    """Energy, forces, virial agree to ``rtol`` of their size."""
+    de = abs(r1.energy - r2.energy)
+    assert de <= rtol * energy_scale(r1), f"{what}: energy {r1.energy!r} vs {r2.energy!r}"
+    df = float(np.max(np.abs(f1 - f2)))
+    assert df <= rtol * float(np.max(np.abs(f1))), f"{what}: forces differ by {df:.3e}"
+    dw = float(np.max(np.abs(np.asarray(r1.virial) - np.asarray(r2.virial))))
+    assert dw <= rtol * float(np.max(np.abs(r1.virial))), f"{what}: virial differs by {dw:.3e}"

@@ -33,6 +33,8 @@ py::dict exchange_stats_to_python(const ExchangeStats& s) {
   d["wait_seconds"] = s.wait_seconds;
   d["unpack_seconds"] = s.unpack_seconds;
   d["self_seconds"] = s.self_seconds;
+  d["tests"] = s.tests;
+  d["test_seconds"] = s.test_seconds;
   return d;
 }
 
@@ -82,9 +84,11 @@ struct PyExchange {
   std::unique_ptr<ExchangeExecutor<Complex>> cplx;
 };
 
+// The whole exchange, or (split) start(), test() until complete, finish(): returns
+// the number of tests made (0 for a whole one).
 template <class T>
-void run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array src, py::array dst, Direction dir,
-                  UnpackOp op) {
+std::int64_t run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array src, py::array dst,
+                          Direction dir, UnpackOp op, bool split) {
   std::string err;
   if (src.size() != plan.source_size(dir) || dst.size() != plan.destination_size(dir))
     err = "src must hold " + std::to_string(plan.source_size(dir)) + " and dst " +
@@ -95,7 +99,15 @@ void run_exchange(ExchangeExecutor<T>& ex, const ExchangePlan& plan, py::array s
   const T* s = reinterpret_cast<const T*>(src.data());
   T* d = reinterpret_cast<T*>(dst.mutable_data());
   py::gil_scoped_release release;
-  ex.execute(s, d, dir, op);
+  if (!split) {
+    ex.execute(s, d, dir, op);
+    return 0;
+  }
+  ex.start(s, d, dir, op);
+  std::int64_t tests = 1;
+  while (!ex.test()) ++tests;
+  ex.finish();
+  return tests;
 }
 
 }  // namespace
@@ -144,7 +156,7 @@ void bind_comm(py::module_& testing) {
            py::arg("src_size"), py::arg("dst_size"))
       .def(
           "execute",
-          [](PyExchange& h, py::array src, py::array dst, bool reverse, bool add) {
+          [](PyExchange& h, py::array src, py::array dst, bool reverse, bool add, bool split) {
             const Direction dir = reverse ? Direction::Reverse : Direction::Forward;
             const UnpackOp op = add ? UnpackOp::Add : UnpackOp::Assign;
             std::string err;
@@ -153,12 +165,12 @@ void bind_comm(py::module_& testing) {
                                  dst.dtype().is(py::dtype::of<std::complex<double>>());
             if (!is_real && !is_cplx) err = "src and dst must both be float64 or both complex128";
             agree_on_arguments(h.plan->comm(), err, false);
-            if (is_real)
-              run_exchange(*h.real, *h.plan, src, dst, dir, op);
-            else
-              run_exchange(*h.cplx, *h.plan, src, dst, dir, op);
+            return is_real ? run_exchange(*h.real, *h.plan, src, dst, dir, op, split)
+                           : run_exchange(*h.cplx, *h.plan, src, dst, dir, op, split);
           },
-          py::arg("src"), py::arg("dst"), py::arg("reverse") = false, py::arg("add") = false)
+          py::arg("src"), py::arg("dst"), py::arg("reverse") = false, py::arg("add") = false,
+          py::arg("split") = false,
+          "One exchange; split: start(), test() until complete, finish() (returns the tests made).")
       .def_property_readonly(
           "component",
           [](const PyExchange& h) {

@@ -25,7 +25,7 @@ void bind_solver(py::module_& m) {
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
-                       bool real_space) {
+                       bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us) {
              SolverOptions o;
              o.box = mat3_from_python(box);
              o.mesh = mesh;
@@ -33,7 +33,12 @@ void bind_solver(py::module_& m) {
              o.alpha = alpha;
              o.cutoff = cutoff;
              o.differentiation = parse_differentiation(differentiation);
-             o.mode = comm_mode_from_string(comm_mode);
+             // "auto": start in the default mode, measure the three at the first compute.
+             o.choose_mode = comm_mode == "auto";
+             o.mode = o.choose_mode ? CommMode::Nonblocking : comm_mode_from_string(comm_mode);
+             o.overlap = overlap;
+             o.overlap_poll.poll_rows = poll_rows;
+             o.overlap_poll.poll_seconds = poll_us * 1e-6;
              o.coulomb_constant = coulomb_constant;
              o.real_space = real_space;
              MPI_Comm c = comm_from_python(comm);
@@ -41,7 +46,9 @@ void bind_solver(py::module_& m) {
              return std::make_unique<PMESolver>(c, o);
            }),
            py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("order"), py::arg("alpha"), py::arg("cutoff"),
-           py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"))
+           py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"),
+           py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
+           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6)
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions) {
@@ -75,6 +82,19 @@ void bind_solver(py::module_& m) {
              s.set_box(b);
            })
       .def("timings", &PMESolver::timings)
+      .def_property_readonly("comm_mode", [](const PMESolver& s) { return std::string(comm_mode_name(s.comm_mode())); })
+      .def_property_readonly("overlap", &PMESolver::overlapping)
+      .def_property_readonly(
+          "comm_mode_seconds",
+          [](const PMESolver& s) {
+            // comm_mode "auto": seconds per mode (the slowest rank's); empty until measured.
+            py::dict d;
+            const ModeMeasurement& m = s.mode_measurement();
+            if (m.measured)
+              for (CommMode c : {CommMode::Pt2Pt, CommMode::Nonblocking, CommMode::Collective})
+                d[comm_mode_name(c)] = m.seconds[static_cast<int>(c)];
+            return d;
+          })
       .def("reset_timings", &PMESolver::reset_timings)
       .def_property_readonly("brick", [](const PMESolver& s) { return box_to_python(s.brick()); })
       .def_property_readonly("kspace_box", [](const PMESolver& s) { return box_to_python(s.kspace_box()); });

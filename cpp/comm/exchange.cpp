@@ -1,6 +1,7 @@
 #include "comm/exchange.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "base/errors.hpp"
 #include "base/timers.hpp"
@@ -145,17 +146,89 @@ void ExchangeExecutor<T>::copy_self(const T* src, T* dst, Direction dir, UnpackO
 }
 
 template <class T>
-void ExchangeExecutor<T>::execute(const T* src, T* dst, Direction dir, UnpackOp op) {
+void ExchangeExecutor<T>::count(Direction dir) {
   ExchangeStats& st = stats_[static_cast<int>(dir)];
   const ExchangeSide& out = plan_->outgoing(dir);
   const ExchangeSide& in = plan_->incoming(dir);
-  run(src, dst, dir, op, st);
   st.executions += 1;
   st.messages_sent += out.count();
   st.messages_received += in.count();
   st.bytes_sent += out.total() * static_cast<std::int64_t>(sizeof(T));
   st.bytes_received += in.total() * static_cast<std::int64_t>(sizeof(T));
   st.self_bytes += plan_->self_count() * static_cast<std::int64_t>(sizeof(T));
+}
+
+template <class T>
+void ExchangeExecutor<T>::execute(const T* src, T* dst, Direction dir, UnpackOp op) {
+  if (flight_.active) throw std::logic_error("ExchangeExecutor::execute: an exchange is in flight");
+  run(src, dst, dir, op, stats_[static_cast<int>(dir)]);
+  count(dir);
+}
+
+template <class T>
+void ExchangeExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  flight_ = Flight{dst, dir, op, true, 0};
+  post(src, dst, dir, op, st);
+  complete(st);
+  flight_.active = false;
+}
+
+template <class T>
+void ExchangeExecutor<T>::start(const T* src, T* dst, Direction dir, UnpackOp op) {
+  if (flight_.active) throw std::logic_error("ExchangeExecutor::start: an exchange is in flight");
+  flight_ = Flight{dst, dir, op, true, 0};
+  post(src, dst, dir, op, stats_[static_cast<int>(dir)]);
+  count(dir);
+}
+
+template <class T>
+bool ExchangeExecutor<T>::test() {
+  if (!flight_.active) return true;
+  ExchangeStats& st = stats_[static_cast<int>(flight_.dir)];
+  st.tests += 1;
+  if (poll(st)) flight_.active = false;
+  return !flight_.active;
+}
+
+template <class T>
+void ExchangeExecutor<T>::finish() {
+  if (!flight_.active) return;
+  complete(stats_[static_cast<int>(flight_.dir)]);
+  flight_.active = false;
+}
+
+template <class T>
+bool ExchangeExecutor<T>::unpack_arrived(MPI_Request* requests, const T* rbuf, std::vector<int>& done,
+                                         ExchangeStats& st) {
+  Flight& f = flight_;
+  const ExchangeSide& in = plan_->incoming(f.dir);
+  if (f.unpacked == in.count()) return true;
+  int k = 0;
+  {
+    ScopedTimer timer(st.test_seconds);
+    MPI_Testsome(in.count(), requests, &k, done.data(), MPI_STATUSES_IGNORE);
+  }
+  if (k == MPI_UNDEFINED) k = 0;
+  const double t0 = wall_seconds();
+  for (int i = 0; i < k; ++i) unpack(rbuf + in.offsets[done[i]], in, done[i], done[i] + 1, f.dst, f.dir, f.op);
+  st.unpack_seconds += wall_seconds() - t0;
+  f.unpacked += k;
+  return f.unpacked == in.count();
+}
+
+template <class T>
+void ExchangeExecutor<T>::unpack_remaining(MPI_Request* requests, const T* rbuf, ExchangeStats& st) {
+  Flight& f = flight_;
+  const ExchangeSide& in = plan_->incoming(f.dir);
+  for (; f.unpacked < in.count(); ++f.unpacked) {
+    int m = MPI_UNDEFINED;
+    const double t0 = wall_seconds();
+    MPI_Waitany(in.count(), requests, &m, MPI_STATUS_IGNORE);
+    const double t1 = wall_seconds();
+    unpack(rbuf + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
+    st.wait_seconds += t1 - t0;
+    st.unpack_seconds += wall_seconds() - t1;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -175,11 +248,12 @@ Pt2PtExecutor<T>::Pt2PtExecutor(std::shared_ptr<const ExchangePlan> plan) : Exch
   this->allocate(send_buf_, "pmewald::pt2pt::send", send);
   this->allocate(recv_buf_, "pmewald::pt2pt::recv", recv);
   requests_.assign(static_cast<size_t>(nreq) + 1, MPI_REQUEST_NULL);
+  done_.assign(static_cast<size_t>(nreq) + 1, 0);
   count_buffer_allocation();
 }
 
 template <class T>
-void Pt2PtExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+void Pt2PtExecutor<T>::post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
   const ExchangePlan& p = *this->plan_;
   const ExchangeSide& out = p.outgoing(dir);
   const ExchangeSide& in = p.incoming(dir);
@@ -202,15 +276,16 @@ void Pt2PtExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, Exc
     st.wait_seconds += t2 - t1;
   }
   this->copy_self(src, dst, dir, op, st);
-  for (int k = 0; k < in.count(); ++k) {
-    int m = MPI_UNDEFINED;
-    t0 = wall_seconds();
-    MPI_Waitany(in.count(), requests_.data(), &m, MPI_STATUS_IGNORE);
-    t1 = wall_seconds();
-    this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
-    st.wait_seconds += t1 - t0;
-    st.unpack_seconds += wall_seconds() - t1;
-  }
+}
+
+template <class T>
+bool Pt2PtExecutor<T>::poll(ExchangeStats& st) {
+  return this->unpack_arrived(requests_.data(), recv_buf_.data(), done_, st);
+}
+
+template <class T>
+void Pt2PtExecutor<T>::complete(ExchangeStats& st) {
+  this->unpack_remaining(requests_.data(), recv_buf_.data(), st);
 }
 
 // ---------------------------------------------------------------------------
@@ -233,11 +308,12 @@ NonblockingExecutor<T>::NonblockingExecutor(std::shared_ptr<const ExchangePlan> 
   this->allocate(recv_buf_, "pmewald::nonblocking::recv", recv);
   recv_requests_.assign(static_cast<size_t>(nr) + 1, MPI_REQUEST_NULL);
   send_requests_.assign(static_cast<size_t>(ns) + 1, MPI_REQUEST_NULL);
+  done_.assign(static_cast<size_t>(nr) + 1, 0);
   count_buffer_allocation(2);
 }
 
 template <class T>
-void NonblockingExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+void NonblockingExecutor<T>::post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
   const ExchangePlan& p = *this->plan_;
   const ExchangeSide& out = p.outgoing(dir);
   const ExchangeSide& in = p.incoming(dir);
@@ -259,19 +335,33 @@ void NonblockingExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp o
     st.pack_seconds += t1 - t0;
     st.wait_seconds += wall_seconds() - t1;
   }
+  sends_done_ = out.count() == 0;
   this->copy_self(src, dst, dir, op, st);
-  for (int k = 0; k < in.count(); ++k) {
-    int m = MPI_UNDEFINED;
-    t0 = wall_seconds();
-    MPI_Waitany(in.count(), recv_requests_.data(), &m, MPI_STATUS_IGNORE);
-    t1 = wall_seconds();
-    this->unpack(rbuf + in.offsets[m], in, m, m + 1, dst, dir, op);
-    st.wait_seconds += t1 - t0;
-    st.unpack_seconds += wall_seconds() - t1;
+}
+
+template <class T>
+bool NonblockingExecutor<T>::poll(ExchangeStats& st) {
+  auto& f = this->flight_;
+  const bool received = this->unpack_arrived(recv_requests_.data(), recv_buf_.data(), done_, st);
+  if (!sends_done_) {
+    ScopedTimer timer(st.test_seconds);
+    int flag = 0;
+    MPI_Testall(this->plan_->outgoing(f.dir).count(), send_requests_.data(), &flag, MPI_STATUSES_IGNORE);
+    sends_done_ = flag != 0;
   }
-  t0 = wall_seconds();
-  if (out.count() > 0) MPI_Waitall(out.count(), send_requests_.data(), MPI_STATUSES_IGNORE);
-  st.wait_seconds += wall_seconds() - t0;
+  return received && sends_done_;
+}
+
+template <class T>
+void NonblockingExecutor<T>::complete(ExchangeStats& st) {
+  auto& f = this->flight_;
+  this->unpack_remaining(recv_requests_.data(), recv_buf_.data(), st);
+  if (!sends_done_) {
+    const double t0 = wall_seconds();
+    MPI_Waitall(this->plan_->outgoing(f.dir).count(), send_requests_.data(), MPI_STATUSES_IGNORE);
+    st.wait_seconds += wall_seconds() - t0;
+    sends_done_ = true;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -344,43 +434,93 @@ CollectiveExecutor<T>::~CollectiveExecutor() {
   free_comm(subcomm_);
 }
 
+// Pack every message (and the self piece: into its slot, or copied directly).
 template <class T>
-void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+void CollectiveExecutor<T>::pack_all(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
   const ExchangePlan& p = *this->plan_;
   const int k = static_cast<int>(dir);
   const ExchangeSide& out = p.outgoing(dir);
-  const ExchangeSide& in = p.incoming(dir);
-  if (sub_size_ == 1) {  // nobody to talk to
-    this->copy_self(src, dst, dir, op, st);
-    return;
-  }
   T* sbuf = send_buf_.data();
-  T* rbuf = recv_buf_.data();
-  double t0 = wall_seconds();
+  const double t0 = wall_seconds();
   this->pack(src, out, 0, out.count(), sbuf);
-  double t1 = wall_seconds();
+  const double t1 = wall_seconds();
   st.pack_seconds += t1 - t0;
-  const std::int64_t nself = p.self_count();
   if (self_via_mpi_) {
-    this->gather(src, p.self_from(dir).data(), nself, sbuf + self_send_offset_[k]);
+    this->gather(src, p.self_from(dir).data(), p.self_count(), sbuf + self_send_offset_[k]);
     st.self_seconds += wall_seconds() - t1;
   } else {
     this->copy_self(src, dst, dir, op, st);
   }
-  t0 = wall_seconds();
-  const MPI_Datatype type = this->mpi_type();
-  check_mpi(MPI_Alltoallv(sbuf, send_counts_[k].data(), send_displs_[k].data(), type, rbuf, recv_counts_[k].data(),
-                          recv_displs_[k].data(), type, subcomm_),
-            "MPI_Alltoallv");
-  t1 = wall_seconds();
-  st.wait_seconds += t1 - t0;
-  this->unpack(rbuf, in, 0, in.count(), dst, dir, op);
+}
+
+template <class T>
+void CollectiveExecutor<T>::unpack_all(T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  const ExchangePlan& p = *this->plan_;
+  const int k = static_cast<int>(dir);
+  T* rbuf = recv_buf_.data();
+  const double t1 = wall_seconds();
+  this->unpack(rbuf, p.incoming(dir), 0, p.incoming(dir).count(), dst, dir, op);
   const double t2 = wall_seconds();
   st.unpack_seconds += t2 - t1;
   if (self_via_mpi_) {
-    this->scatter(rbuf + self_recv_offset_[k], p.self_to(dir).data(), nself, dst, dir, op);
+    this->scatter(rbuf + self_recv_offset_[k], p.self_to(dir).data(), p.self_count(), dst, dir, op);
     st.self_seconds += wall_seconds() - t2;
   }
+}
+
+template <class T>
+void CollectiveExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  const int k = static_cast<int>(dir);
+  if (sub_size_ == 1) {  // nobody to talk to
+    this->copy_self(src, dst, dir, op, st);
+    return;
+  }
+  pack_all(src, dst, dir, op, st);
+  const double t0 = wall_seconds();
+  const MPI_Datatype type = this->mpi_type();
+  check_mpi(MPI_Alltoallv(send_buf_.data(), send_counts_[k].data(), send_displs_[k].data(), type, recv_buf_.data(),
+                          recv_counts_[k].data(), recv_displs_[k].data(), type, subcomm_),
+            "MPI_Alltoallv");
+  st.wait_seconds += wall_seconds() - t0;
+  unpack_all(dst, dir, op, st);
+}
+
+template <class T>
+void CollectiveExecutor<T>::post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
+  const int k = static_cast<int>(dir);
+  request_ = MPI_REQUEST_NULL;
+  if (sub_size_ == 1) {
+    this->copy_self(src, dst, dir, op, st);
+    return;
+  }
+  pack_all(src, dst, dir, op, st);
+  const double t0 = wall_seconds();
+  const MPI_Datatype type = this->mpi_type();
+  check_mpi(MPI_Ialltoallv(send_buf_.data(), send_counts_[k].data(), send_displs_[k].data(), type, recv_buf_.data(),
+                           recv_counts_[k].data(), recv_displs_[k].data(), type, subcomm_, &request_),
+            "MPI_Ialltoallv");
+  st.wait_seconds += wall_seconds() - t0;
+}
+
+template <class T>
+bool CollectiveExecutor<T>::poll(ExchangeStats& st) {
+  if (request_ == MPI_REQUEST_NULL) return true;  // no partners: the self copy was all
+  int flag = 0;
+  {
+    ScopedTimer timer(st.test_seconds);
+    MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+  }
+  if (flag) unpack_all(this->flight_.dst, this->flight_.dir, this->flight_.op, st);
+  return flag != 0;
+}
+
+template <class T>
+void CollectiveExecutor<T>::complete(ExchangeStats& st) {
+  if (request_ == MPI_REQUEST_NULL) return;
+  const double t0 = wall_seconds();
+  check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  st.wait_seconds += wall_seconds() - t0;
+  unpack_all(this->flight_.dst, this->flight_.dir, this->flight_.op, st);
 }
 
 template <class T>

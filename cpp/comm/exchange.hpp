@@ -6,6 +6,10 @@
 // request array in their constructor; execute() allocates nothing (checked through
 // buffer_allocations()).
 //
+// An exchange runs whole (execute()) or split (start(), then test() as often as the
+// caller likes, then finish()), so that work can run while it is in flight
+// (comm/overlap.hpp). Both forms give the same data: unpacks assign, or add in
+// message completion order, as the whole form always did.
 #pragma once
 
 #include <mpi.h>
@@ -33,12 +37,26 @@ struct ExchangeStats {
   double wait_seconds = 0;             // inside MPI: sends, waits, Alltoallv
   double unpack_seconds = 0;           // unpacking incoming messages
   double self_seconds = 0;             // the self piece (copy, or its pack+unpack via MPI)
+  std::int64_t tests = 0;              // test() calls of split exchanges
+  double test_seconds = 0;             // inside those calls' MPI_Test* (unpacks apart)
   void reset() { *this = ExchangeStats{}; }
+};
+
+// An exchange in flight, as the code that waits for it sees it (the type-free
+// face of an executor between start() and finish()).
+class PendingExchange {
+ public:
+  virtual ~PendingExchange() = default;
+  // Unpacks whatever has arrived; true once the whole exchange is complete (then
+  // finish() only returns). Never blocks.
+  virtual bool test() = 0;
+  // Waits for the rest and unpacks it. After it the destination is complete.
+  virtual void finish() = 0;
 };
 
 // Base of the three strategies. T is double or Complex.
 template <class T>
-class ExchangeExecutor {
+class ExchangeExecutor : public PendingExchange {
  public:
   explicit ExchangeExecutor(std::shared_ptr<const ExchangePlan> plan);
   virtual ~ExchangeExecutor() = default;
@@ -56,12 +74,26 @@ class ExchangeExecutor {
   void execute(const T* src, T* dst, Direction dir = Direction::Forward,
                UnpackOp op = UnpackOp::Assign);
 
+  // The split form: start() posts the receives, packs and sends (pt2pt: blocking
+  // sends, as in execute) and copies the self piece; `src` may be reused once it
+  // returns, `dst` must stay untouched by the caller until finish(). One exchange
+  // per executor in flight at a time.
+  void start(const T* src, T* dst, Direction dir = Direction::Forward, UnpackOp op = UnpackOp::Assign);
+  bool test() override;
+  void finish() override;
+  bool in_flight() const { return flight_.active; }
+
   const ExchangePlan& plan() const { return *plan_; }
   const ExchangeStats& stats(Direction d) const { return stats_[static_cast<int>(d)]; }
   void reset_stats() { stats_[0].reset(); stats_[1].reset(); }
 
  protected:
-  virtual void run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) = 0;
+  // The whole exchange; by default post() then complete().
+  virtual void run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st);
+  // The split exchange's steps (flight_ holds dst, dir and op between them).
+  virtual void post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) = 0;
+  virtual bool poll(ExchangeStats& st) = 0;      // unpack what has arrived; true when all is done
+  virtual void complete(ExchangeStats& st) = 0;  // wait for and unpack the rest
 
   // Kokkos kernels over ExecSpace. pack/unpack handle messages [m0, m1) of a
   // side; buf holds them back to back.
@@ -74,8 +106,25 @@ class ExchangeExecutor {
   static MPI_Datatype mpi_type();
   static T* allocate(View1<T>& view, const char* label, std::int64_t n);
 
+  void count(Direction dir);
+  // Point-to-point receives of the flight (requests[m] for incoming message m, data
+  // in rbuf at the side's offsets): unpack those MPI_Testsome finds complete (true
+  // once all are), or wait for and unpack all that are left, in completion order.
+  bool unpack_arrived(MPI_Request* requests, const T* rbuf, std::vector<int>& done, ExchangeStats& st);
+  void unpack_remaining(MPI_Request* requests, const T* rbuf, ExchangeStats& st);
+
+  // The exchange in flight between start() and finish().
+  struct Flight {
+    T* dst = nullptr;
+    Direction dir = Direction::Forward;
+    UnpackOp op = UnpackOp::Assign;
+    bool active = false;
+    int unpacked = 0;  // receives unpacked so far
+  };
+
   std::shared_ptr<const ExchangePlan> plan_;
   std::array<ExchangeStats, 2> stats_;
+  Flight flight_;
 };
 
 // Post every receive; pack each outgoing piece into one reused buffer (sized for
@@ -88,9 +137,12 @@ class Pt2PtExecutor final : public ExchangeExecutor<T> {
   CommMode mode() const override { return CommMode::Pt2Pt; }
 
  private:
-  void run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) override;
+  void post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) override;
+  bool poll(ExchangeStats& st) override;
+  void complete(ExchangeStats& st) override;
   View1<T> send_buf_, recv_buf_;
   std::vector<MPI_Request> requests_;
+  std::vector<int> done_;  // MPI_Testsome's indices
 };
 
 // Post every receive; pack every outgoing piece into its own slot and MPI_Isend
@@ -102,16 +154,22 @@ class NonblockingExecutor final : public ExchangeExecutor<T> {
   CommMode mode() const override { return CommMode::Nonblocking; }
 
  private:
-  void run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) override;
+  void post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) override;
+  bool poll(ExchangeStats& st) override;
+  void complete(ExchangeStats& st) override;
   View1<T> send_buf_, recv_buf_;
   std::vector<MPI_Request> recv_requests_, send_requests_;
+  std::vector<int> done_;
+  bool sends_done_ = false;
 };
 
 // One MPI_Alltoallv on a sub-communicator holding only the connected component of
 // the exchange graph that contains this rank (MPI_Comm_split, colour = smallest
 // rank of the component). Count and displacement arrays (per direction) and the
 // send/receive buffers are built in the constructor, which is collective over the
-// plan's whole communicator. A rank without partners does not call MPI.
+// plan's whole communicator. A rank without partners does not call MPI. The
+// whole form calls MPI_Alltoallv; the split form MPI_Ialltoallv (same counts and
+// buffers), tested with MPI_Test, unpacked when complete.
 //
 // self_via_mpi: when true the self piece is packed into this rank's own slot of the
 // Alltoallv and unpacked from it (what LAMMPS does); when false it is a direct copy
@@ -131,7 +189,13 @@ class CollectiveExecutor final : public ExchangeExecutor<T> {
 
  private:
   void run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) override;
+  void post(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) override;
+  bool poll(ExchangeStats& st) override;
+  void complete(ExchangeStats& st) override;
+  void pack_all(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st);
+  void unpack_all(T* dst, Direction dir, UnpackOp op, ExchangeStats& st);
   bool self_via_mpi_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
   MPI_Comm subcomm_ = MPI_COMM_NULL;
   int sub_rank_ = 0, sub_size_ = 1;
   std::array<std::vector<int>, 2> send_counts_, send_displs_, recv_counts_, recv_displs_;

@@ -150,9 +150,19 @@ Halo::Halo(MPI_Comm comm, const std::vector<Box3>& bricks, const Int3& mesh, int
   exec_ = make_executor<double>(mode, plan_);
 }
 
-void Halo::reduce(double* grid) { exec_->execute(grid, grid, Direction::Reverse, UnpackOp::Add); }
+void Halo::reduce(double* grid, Overlap* overlap) {
+  exchange(*exec_, grid, grid, Direction::Reverse, UnpackOp::Add, overlap);
+}
 
-void Halo::fill(double* grid) { exec_->execute(grid, grid, Direction::Forward, UnpackOp::Assign); }
+void Halo::fill(double* grid, Overlap* overlap) {
+  exchange(*exec_, grid, grid, Direction::Forward, UnpackOp::Assign, overlap);
+}
+
+void Halo::set_mode(CommMode mode) {
+  if (mode == exec_->mode()) return;
+  exec_.reset();  // a collective executor frees its sub-communicator first
+  exec_ = make_executor<double>(mode, plan_);
+}
 
 }  // namespace comm
 }  // namespace pmewald

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
+#include "comm/overlap.hpp"
 #include "geometry/box_index.hpp"
 #include "geometry/index_box.hpp"
 
@@ -57,9 +58,12 @@ class Halo {
   const Box3& extended() const { return extended_; }
   int ghost() const { return ghost_; }
 
-  // grid: the extended box's values (extended().volume() elements).
-  void reduce(double* grid);  // ghosts added into owners' brick points
-  void fill(double* grid);    // owners' brick values copied into every ghost point
+  // grid: the extended box's values (extended().volume() elements). With an
+  // `overlap`, its work runs while the exchange is in flight.
+  void reduce(double* grid, Overlap* overlap = nullptr);  // ghosts added into owners' brick points
+  void fill(double* grid, Overlap* overlap = nullptr);    // owners' brick values copied into every ghost point
+  // Rebuilds the executor for another mode (collective, as the constructor).
+  void set_mode(CommMode mode);
 
   const ExchangeExecutor<double>& executor() const { return *exec_; }
   void reset_stats() { exec_->reset_stats(); }

@@ -55,7 +55,7 @@ std::pair<std::vector<Box3>, std::vector<Box3>> gather_boxes(MPI_Comm c, const B
 }
 
 PencilPipeline::PencilPipeline(MPI_Comm comm, const FFTStages& all, int first_remap, const FFTOptions& opt)
-    : t0_(first_remap) {
+    : t0_(first_remap), options_(opt) {
   int me = 0;
   MPI_Comm_rank(comm, &me);
   s_ = all.ranks.at(static_cast<size_t>(me));
@@ -141,10 +141,11 @@ void PencilPipeline::fft_out_of_place(int stage, const Complex* src, Complex* ds
 // Remap t of the current data in direction d: into the caller's `out` when it is the
 // last step, else into a buffer; an identity here moves nothing (but the last step
 // still leaves the result in `out`).
-void PencilPipeline::remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user) {
+void PencilPipeline::remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user,
+                                Overlap* overlap) {
   if (!s_.identity[t]) {
     Complex* next = last ? out : (user ? buf_[0] : other_buffer(cur));
-    exec_[t]->execute(cur, next, d);
+    exchange(*exec_[t], cur, next, d, UnpackOp::Assign, overlap);
     cur = next;
     user = last;
   } else if (last && cur != out) {
@@ -166,12 +167,21 @@ void PencilPipeline::group_step(int g, Direction d, bool to_out, Complex* out, c
   }
 }
 
-void PencilPipeline::forward(const Complex* in, bool in_is_caller, Complex* out) {
+void PencilPipeline::set_mode(CommMode mode) {
+  options_.mode = mode;
+  for (int t = t0_; t < 4; ++t) {
+    if (!exec_[t] || exec_[t]->mode() == mode) continue;
+    exec_[t].reset();
+    exec_[t] = make_executor<Complex>(mode, remaps_[t]->exchange(), options_.collective_self_via_mpi);
+  }
+}
+
+void PencilPipeline::forward(const Complex* in, bool in_is_caller, Complex* out, Overlap* overlap) {
   const Complex* cur = in;
   bool user = in_is_caller;
   for (int t = t0_; t < 4; ++t) {
     const bool last = t == 3;
-    remap_step(t, Direction::Forward, last, out, cur, user);
+    remap_step(t, Direction::Forward, last, out, cur, user, overlap);
     if (last) break;
     const int s = t + 1;
     if (s_.group_first[s] != s) continue;  // transformed with its group already
@@ -179,12 +189,12 @@ void PencilPipeline::forward(const Complex* in, bool in_is_caller, Complex* out)
   }
 }
 
-std::pair<Complex*, bool> PencilPipeline::backward(const Complex* in, Complex* out) {
+std::pair<Complex*, bool> PencilPipeline::backward(const Complex* in, Complex* out, Overlap* overlap) {
   const Complex* cur = in;
   bool user = true;
   for (int t = 3; t >= t0_; --t) {
     const bool last = t == 0;  // only a complex FFT's remap 0 writes the caller's output
-    remap_step(t, Direction::Reverse, last, out, cur, user);
+    remap_step(t, Direction::Reverse, last, out, cur, user, overlap);
     if (last) break;
     if (s_.group_last[t] != t) continue;  // transformed with its group already
     const int g = s_.group_first[t];      // plans live at the group's first stage

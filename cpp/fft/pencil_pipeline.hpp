@@ -28,6 +28,7 @@
 
 #include "base/kokkos_types.hpp"
 #include "comm/exchange.hpp"
+#include "comm/overlap.hpp"
 #include "fft/remap.hpp"
 #include "fft/stage_plan.hpp"
 #include "geometry/index_box.hpp"
@@ -65,11 +66,15 @@ class PencilPipeline {
 
   // Stage first_remap's data `in` (the caller's array when `in_is_caller`, else a
   // buffer(), which may be overwritten) through to stage 4's, written to `out`.
-  void forward(const Complex* in, bool in_is_caller, Complex* out);
+  // With an `overlap`, its work runs while each remap is in flight.
+  void forward(const Complex* in, bool in_is_caller, Complex* out, Overlap* overlap = nullptr);
   // The caller's stage-4 data `in` (preserved) backward. Complex FFT: down to stage
   // 0, written to `out` (unscaled). After the real stage: down to stage 1, whose
   // data is returned, with whether that pointer is the caller's `in` (`out` unused).
-  std::pair<Complex*, bool> backward(const Complex* in, Complex* out);
+  std::pair<Complex*, bool> backward(const Complex* in, Complex* out, Overlap* overlap = nullptr);
+  // Rebuilds the remaps' executors for another mode (collective over the
+  // communicator, as the constructor); plans and buffers stay.
+  void set_mode(CommMode mode);
 
   const RankStages& stages() const { return s_; }
   int first_remap() const { return t0_; }
@@ -88,7 +93,7 @@ class PencilPipeline {
   bool aligned_like_buffers(const void* p) const;
 
  private:
-  void remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user);
+  void remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user, Overlap* overlap);
   void group_step(int g, Direction d, bool to_out, Complex* out, const Complex*& cur, bool& user);
   void fft_in_place(int stage, Complex* data, Direction d);
   void fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d);
@@ -96,6 +101,7 @@ class PencilPipeline {
 
   RankStages s_;
   int t0_ = 0;  // first remap; the first FFT group is stage t0_ + 1's
+  FFTOptions options_;
   std::array<std::shared_ptr<RemapPlan>, 4> remaps_;
   std::array<std::unique_ptr<ExchangeExecutor<Complex>>, 4> exec_;
   // FFTW plans per FFT stage group (at its first stage) and direction, in place on

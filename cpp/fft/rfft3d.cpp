@@ -187,31 +187,42 @@ void RealFFT3d::c2r(Complex* src, double* dst, bool to_storage) {
 }
 
 // The real stage, then the pipeline (which writes the caller's output).
-void RealFFT3d::forward(const double* in, Complex* out) {
+void RealFFT3d::set_mode(CommMode mode) {
+  real_options_.mode = mode;
+  options_.mode = mode;
+  if (exec0_ && exec0_->mode() != mode) {
+    exec0_.reset();
+    exec0_ = make_executor<double>(mode, remap0_->exchange(), real_options_.collective_self_via_mpi);
+  }
+  pipeline_->set_mode(mode);
+}
+
+void RealFFT3d::forward(const double* in, Complex* out, Overlap* overlap) {
   const double* rsrc = in + in_offset_;
   const bool from_storage = remap0_->identity();
   if (!from_storage) {
-    exec0_->execute(in, rbuf_, Direction::Forward);
+    exchange(*exec0_, in, rbuf_, Direction::Forward, UnpackOp::Assign, overlap);
     rsrc = rbuf_;
   }
   const RankStages& s = pipeline_->stages();
   Complex* dst = (s.group_last[1] == 3 && s.identity[3]) ? out : pipeline_->buffer(0);
   r2c(rsrc, from_storage, dst);
-  pipeline_->forward(dst, false, out);
+  pipeline_->forward(dst, false, out, overlap);
   executions_[0] += 1;
 }
 
 void RealFFT3d::backward(const Complex* in, double* out, bool normalise) {
-  backward_impl(in, out, normalise, false);
+  backward_impl(in, out, normalise, false, nullptr);
 }
 
-void RealFFT3d::backward_destroying_input(Complex* in, double* out, bool normalise) {
-  backward_impl(in, out, normalise, true);
+void RealFFT3d::backward_destroying_input(Complex* in, double* out, bool normalise, Overlap* overlap) {
+  backward_impl(in, out, normalise, true, overlap);
 }
 
 // The pipeline down to stage 1, then the real stage.
-void RealFFT3d::backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy) {
-  const auto [cur, user] = pipeline_->backward(in, nullptr);
+void RealFFT3d::backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy,
+                              Overlap* overlap) {
+  const auto [cur, user] = pipeline_->backward(in, nullptr, overlap);
   // c2r overwrites its input: the caller's array only when allowed.
   Complex* src = cur;
   if (user && !may_destroy) {
@@ -220,7 +231,7 @@ void RealFFT3d::backward_impl(const Complex* in, double* out, bool normalise, bo
   }
   const bool to_storage = remap0_->identity();
   c2r(src, to_storage ? out + in_offset_ : rbuf_, to_storage);
-  if (!to_storage) exec0_->execute(rbuf_, out, Direction::Reverse);
+  if (!to_storage) exchange(*exec0_, static_cast<const double*>(rbuf_), out, Direction::Reverse, UnpackOp::Assign, overlap);
   if (normalise) scale_inbox(out, 1.0 / (static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2]));
   executions_[1] += 1;
 }

@@ -84,14 +84,18 @@ class RealFFT3d : public PencilFFT {
 
   // Collective. `in` holds in_storage().volume() doubles (C order); `out` receives
   // outbox().volume() complex values (C order). `in` is not modified.
-  void forward(const double* in, Complex* out);
+  // With an `overlap`, its work runs while each remap is in flight.
+  void forward(const double* in, Complex* out, Overlap* overlap = nullptr);
   // Collective. The inverse: `in` holds outbox().volume() values, the inbox's
   // elements of `out` (in_storage() layout) are written and no others. Scaled by
   // 1/N when `normalise`. `in` is preserved (an internal copy where FFTW's c2r
   // would overwrite it).
   void backward(const Complex* in, double* out, bool normalise = true);
   // As backward, but `in` may be overwritten (saves that copy on one rank).
-  void backward_destroying_input(Complex* in, double* out, bool normalise = true);
+  void backward_destroying_input(Complex* in, double* out, bool normalise = true, Overlap* overlap = nullptr);
+  // Rebuilds every remap's executor for another mode (collective over the
+  // communicator); plans, FFTW plans and buffers stay, results do not change.
+  void set_mode(CommMode mode);
 
   const Int3& spectrum_mesh() const { return cmesh_; }
   int halved_axis() const { return real_options_.halved_axis; }
@@ -109,7 +113,7 @@ class RealFFT3d : public PencilFFT {
   void reset_stats();
 
  private:
-  void backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy);
+  void backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy, Overlap* overlap);
   // The real group (stage 1 and the stages joined to it).
   void r2c(const double* src, bool src_is_storage, Complex* dst);
   void c2r(Complex* src, double* dst, bool dst_is_storage);

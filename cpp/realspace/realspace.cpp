@@ -1,5 +1,6 @@
 #include "realspace/realspace.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -32,14 +33,70 @@ void ensure1(V& v, std::size_t n, const char* label) {
 
 }  // namespace
 
+// The pair loop of one compute_local, in blocks of kPairBlockRows rows, and what
+// finish_local needs of begin_local.
+class RealSpace::PairSweep final : public BackgroundWork {
+ public:
+  using SortedForces =
+      decltype(Kokkos::subview(View2<double>(), std::make_pair(std::size_t(0), std::size_t(0)), Kokkos::ALL()));
+
+  std::int64_t run_piece() override {
+    if (next >= rows) return 0;
+    const int end = std::min(rows, next + kPairBlockRows);
+    const double t0 = wall_seconds();
+    parallel_reduce_locked("pmewald::realspace_pairs", Range(next, end), kern, part);
+    Kokkos::fence();
+    for (int k = 0; k < kSums; ++k) sums[k] += part(k);
+    terms.t_pairs += wall_seconds() - t0;
+    const int done = end - next;
+    next = end;
+    return done;
+  }
+  bool done() const override { return next >= rows; }
+
+  static constexpr int kSums = 10;
+  Migration* mig = nullptr;
+  View2<double> forces;
+  bool pair_terms = true;
+  double cutoff = 0;
+  RealSpaceTerms terms;  // sum_q, sum_q2 and the times so far
+  HalfPairKernel kern;
+  SortedForces sforce;
+  int rows = 0, next = 0;  // sorted atoms (0 without owned atoms); the next row to run
+  double sums[kSums] = {};
+  View1<double> part{"realspace_sums", kSums};
+};
+
 RealSpace::RealSpace(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
+RealSpace::~RealSpace() = default;
+
+BackgroundWork& RealSpace::pairs() {
+  if (!sweep_ || !sweep_->mig) throw std::logic_error("RealSpace::pairs: no begin_local");
+  return *sweep_;
+}
+
 RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double alpha,
                                         double coulomb_constant, View2<double> forces, bool pair_terms) {
-  RealSpaceTerms t;
+  begin_local(mig, cutoff, alpha, coulomb_constant, forces, pair_terms);
+  return finish_local();
+}
+
+void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double coulomb_constant,
+                            View2<double> forces, bool pair_terms) {
+  if (!sweep_) sweep_ = std::make_unique<PairSweep>();
+  PairSweep& sw = *sweep_;
+  sw.mig = &mig;
+  sw.forces = forces;
+  sw.pair_terms = pair_terms;
+  sw.cutoff = cutoff;
+  sw.terms = RealSpaceTerms{};
+  sw.rows = sw.next = 0;
+  for (double& v : sw.sums) v = 0;
+  RealSpaceTerms& t = sw.terms;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
   // Excluded partners of each owned atom: the migration payload.
   const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
@@ -63,7 +120,6 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     t.sum_q2 += own_q(i) * own_q(i);
   }
 
-  std::string err;
   const double t0 = wall_seconds();
   if (n_o > 0) {
     // Cell grid over this rank's domain grown by the ghost margin, in
@@ -182,8 +238,7 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     Kokkos::deep_copy(sforce, 0.0);
 
     t.t_cells = wall_seconds() - t0;
-    const double t1 = wall_seconds();
-    HalfPairKernel kern;
+    HalfPairKernel& kern = sw.kern;
     kern.x = sx_;
     kern.y = sy_;
     kern.z = sz_;
@@ -220,36 +275,56 @@ RealSpaceTerms RealSpace::compute_local(Migration& mig, double cutoff, double al
     kern.k = coulomb_constant;
     kern.pairs = pair_terms;
     kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
-    View1<double> sums("realspace_sums", 10);
-    parallel_reduce_locked("pmewald::realspace_pairs", Range(0, static_cast<int>(N)), kern, sums);
-    Kokkos::Experimental::contribute(sforce, kern.sforces);
+    sw.sforce = sforce;
+    sw.rows = static_cast<int>(N);
+  }
+}
+
+RealSpaceTerms RealSpace::finish_local() {
+  if (!sweep_ || !sweep_->mig) throw std::logic_error("RealSpace::finish_local: no begin_local");
+  PairSweep& sw = *sweep_;
+  while (!sw.done()) sw.run_piece();
+  Migration& mig = *sw.mig;
+  RealSpaceTerms t = sw.terms;
+  View2<double> forces = sw.forces;
+  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
+  const auto own_id = mig.owned_ids();
+  std::string err;
+  if (sw.rows > 0) {
+    const double t1 = wall_seconds();
+    auto sforce = sw.sforce;
+    Kokkos::Experimental::contribute(sforce, sw.kern.sforces);
     Kokkos::fence();
     for (std::size_t i = 0; i < n_o; ++i)
       for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
     for (std::size_t g = 0; g < n_g; ++g)
       for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
-    t.t_pairs = wall_seconds() - t1;
-    t.real = sums(0);
-    t.exclusion = sums(1);
-    t.candidates = sums(8);
-    t.pairs = sums(9);
-    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums(2 + k);
+    t.t_pairs += wall_seconds() - t1;
+    const double* sums = sw.sums;
+    t.real = sums[0];
+    t.exclusion = sums[1];
+    t.candidates = sums[8];
+    t.pairs = sums[9];
+    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums[2 + k];
 
     for (std::size_t i = 0; i < n_o && err.empty(); ++i)
       for (std::int64_t e = excl_off[i]; e < excl_off[i + 1]; ++e)
         if (found_(e) != 1) {
           err = "excluded pair (" + std::to_string(own_id(i)) + ", " +
                 std::to_string(excl_ids[static_cast<std::size_t>(e)]) +
-                ") is not closer than the cutoff (" + std::to_string(cutoff) +
+                ") is not closer than the cutoff (" + std::to_string(sw.cutoff) +
                 "); excluded pairs must lie within the cutoff";
           break;
         }
   }
+  sw.mig = nullptr;
   // Forces on ghosts (pairs evaluated here for their owners) go home; every
   // rank takes part, also one without owned atoms (its ghost rows are zeros).
   // Without pair terms only excluded pairs were seen, which never move
   // forces to ghosts.
-  if (pair_terms) {
+  if (sw.pair_terms) {
     ScopedTimer timer(t.t_pairs);
     mig.reverse_ghosts(ghost_force_.data(), forces.data());
   }

@@ -23,11 +23,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/kokkos_types.hpp"
 #include "base/virial.hpp"
+#include "comm/overlap.hpp"
 #include "realspace/migration.hpp"
 #include "realspace/exclusions.hpp"
 
@@ -52,8 +54,14 @@ struct RealSpaceTerms {
 
 class RealSpace {
  public:
+  // Rows of the pair loop per piece: the loop always runs in these blocks, each a
+  // parallel_reduce whose sums are added in block order, so its results do not
+  // depend on whether or when the pieces run between progress calls.
+  static constexpr int kPairBlockRows = 64;
+
   // Uses `comm` as given (the same communicator as the Migration).
   explicit RealSpace(MPI_Comm comm);
+  ~RealSpace();
 
   // Collective (the ghost forces' return, Migration::reverse_ghosts, and the
   // error agreement at its end). Needs
@@ -68,6 +76,17 @@ class RealSpace {
   RealSpaceTerms compute_local(Migration& mig, double cutoff, double alpha,
                                double coulomb_constant, View2<double> forces,
                                bool pair_terms = true);
+
+  // compute_local in three steps, so that the pair loop can run while
+  // communication is in flight (comm/overlap.hpp): begin_local builds the cell
+  // list (no MPI); pairs() is the pair loop as work in pieces of kPairBlockRows
+  // rows (valid until finish_local); finish_local runs the pieces left and does
+  // the rest of compute_local (collective: the ghost forces' return and the
+  // error agreement). compute_local is begin_local + finish_local.
+  void begin_local(Migration& mig, double cutoff, double alpha, double coulomb_constant,
+                   View2<double> forces, bool pair_terms = true);
+  BackgroundWork& pairs();
+  RealSpaceTerms finish_local();
 
   // Collective: sums local terms over ranks and adds the self and background
   // terms (background virial E_bg * identity). Identical on every rank.
@@ -94,6 +113,8 @@ class RealSpace {
   std::vector<double> ghost_force_;  // n_ghost x 3, for Migration::reverse_ghosts
   View1<int> found_;
   std::vector<int> cell_of_, fill_;
+  class PairSweep;  // the pair loop between begin_local and finish_local
+  std::unique_ptr<PairSweep> sweep_;
 };
 
 // The whole real-space pipeline on caller-split atoms (what the Python

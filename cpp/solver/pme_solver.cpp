@@ -36,6 +36,9 @@ std::string check_options(const SolverOptions& o) {
   if (!(o.coulomb_constant > 0) || !std::isfinite(o.coulomb_constant))
     return "coulomb_constant must be a positive finite number";
   if (!(o.cutoff > 0) || !std::isfinite(o.cutoff)) return "cutoff must be a positive finite number";
+  if (o.overlap_poll.poll_rows < 1) return "overlap poll_rows must be at least 1";
+  if (!(o.overlap_poll.poll_seconds > 0) || !std::isfinite(o.overlap_poll.poll_seconds))
+    return "overlap poll interval must be a positive finite number of seconds";
   const PeriodicCell cell(o.box.data());
   if (o.cutoff > 0.5 * cell.min_height() * (1 + 1e-12)) {
     why << "cutoff " << o.cutoff << " is longer than half the smallest cell height ("
@@ -49,7 +52,9 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
   std::vector<double> v(o.box.begin(), o.box.end());
   v.insert(v.end(), {double(o.mesh[0]), double(o.mesh[1]), double(o.mesh[2]), double(o.order), o.alpha, o.cutoff,
                      double(static_cast<int>(o.differentiation)), double(static_cast<int>(o.mode)),
-                     o.coulomb_constant, o.real_space ? 1.0 : 0.0});
+                     o.coulomb_constant, o.real_space ? 1.0 : 0.0, o.choose_mode ? 1.0 : 0.0,
+                     o.overlap ? (*o.overlap ? 1.0 : 0.0) : -1.0, double(o.overlap_poll.poll_rows),
+                     o.overlap_poll.poll_seconds});
   return v;
 }
 
@@ -61,7 +66,8 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   agree_or_throw(comm_.get(), check_options(opt_));
   if (!same_on_all_ranks(comm_.get(), options_fingerprint(opt_)))
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
-                     "order, alpha, differentiation, comm_mode, coulomb_constant and real_space");
+                     "order, alpha, differentiation, comm_mode, coulomb_constant, real_space and overlap");
+  configure_overlap();
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
   const int P = comm_.size(), me = comm_.rank();
@@ -107,6 +113,14 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   agree_or_throw(comm_.get(), err);
 }
 
+void PMESolver::configure_overlap() {
+  const bool on = opt_.overlap.value_or(opt_.mode != CommMode::Pt2Pt);
+  if (!on)
+    overlap_.reset();
+  else if (!overlap_)
+    overlap_ = std::make_unique<Overlap>(opt_.overlap_poll);
+}
+
 void PMESolver::set_box(const Mat3& box) {
   SolverOptions next = opt_;
   next.box = box;
@@ -120,53 +134,93 @@ void PMESolver::set_box(const Mat3& box) {
   migration_.set_geometry(cell_, opt_.mesh);
 }
 
-void PMESolver::reciprocal(SolverResult& res, View2<double> forces) {
+double PMESolver::lap(const char* phase, double start) {
+  const double now = wall_seconds();
+  const double hidden = overlap_ ? overlap_->stats().work_seconds : 0;
+  timers_.add(phase, now - start - (hidden - hidden_mark_));
+  hidden_mark_ = hidden;
+  return now;
+}
+
+void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap) {
   static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
   const bool ad = opt_.differentiation == Differentiation::AD;
   const Box3& ext = halo_->extended();
+  hidden_mark_ = overlap_ ? overlap_->stats().work_seconds : 0;
   double t = wall_seconds();
   // Stencils from the migration's own fractional coordinates, so ownership and
   // stencil base agree to the last bit.
   compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
                             stencil_);
   spread(stencil_, migration_.owned_charges(), ext, grid_, true);
-  t = timers_.lap("spread", t);
-  halo_->reduce(grid_.data());
-  t = timers_.lap("ghost", t);
-  fft_->forward(grid_.data(), kspace_c_.data());
-  t = timers_.lap("fft", t);
+  t = lap("spread", t);
+  halo_->reduce(grid_.data(), overlap);
+  t = lap("ghost", t);
+  fft_->forward(grid_.data(), kspace_c_.data(), overlap);
+  t = lap("fft", t);
   Virial vir;
   double e_rec = 0;
   if (ad) {
     e_rec = kspace_->apply_ad(kspace_c_.data(), &vir);
-    t = timers_.lap("solve", t);
-    fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false);
-    t = timers_.lap("fft", t);
-    halo_->fill(grid_.data());
-    t = timers_.lap("ghost", t);
+    t = lap("solve", t);
+    fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false, overlap);
+    t = lap("fft", t);
+    halo_->fill(grid_.data(), overlap);
+    t = lap("ghost", t);
     gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces,
                        View1<double>());
-    t = timers_.lap("gather", t);
+    t = lap("gather", t);
   } else {
     e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
-    t = timers_.lap("solve", t);
+    t = lap("solve", t);
     for (int a = 0; a < 3; ++a) {
-      fft_->backward_destroying_input(kfield_[a].data(), field_[a].data(), false);
-      t = timers_.lap("fft", t);
-      halo_->fill(field_[a].data());
-      t = timers_.lap("ghost", t);
+      fft_->backward_destroying_input(kfield_[a].data(), field_[a].data(), false, overlap);
+      t = lap("fft", t);
+      halo_->fill(field_[a].data(), overlap);
+      t = lap("ghost", t);
     }
     gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
-    t = timers_.lap("gather", t);
+    t = lap("gather", t);
   }
   res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
   res.virial = vir;
+}
+
+// The reciprocal part's exchanges (halo reduce, forward FFT, the backward FFTs,
+// halo fill) on scratch data, timed in each mode; the grids are overwritten by the
+// compute that follows.
+void PMESolver::choose_mode() {
+  const int backward = opt_.differentiation == Differentiation::AD ? 1 : 3;
+  auto use = [&](CommMode m) {
+    halo_->set_mode(m);
+    fft_->set_mode(m);
+    opt_.mode = m;
+  };
+  auto run = [&] {
+    halo_->reduce(grid_.data());
+    fft_->forward(grid_.data(), kspace_c_.data());
+    for (int b = 0; b < backward; ++b) {
+      fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false);
+      halo_->fill(grid_.data());
+    }
+  };
+  const double t = wall_seconds();
+  Kokkos::deep_copy(grid_, 0.0);
+  Kokkos::deep_copy(kspace_c_, Complex(0.0, 0.0));
+  modes_ = measure_modes(comm_.get(), use, run);
+  modes_done_ = true;
+  configure_overlap();
+  // The measurement's own exchanges are not the compute's.
+  fft_->reset_stats();
+  halo_->reset_stats();
+  timers_.add("auto_measure", wall_seconds() - t);
 }
 
 SolverResult PMESolver::compute(const double* positions, const double* charges, const std::int64_t* ids,
                                 std::size_t n, const std::int64_t* exclusions, std::size_t m,
                                 double* forces_out) {
   SolverResult res;
+  if (opt_.choose_mode && !modes_done_) choose_mode();
   double t = wall_seconds();
   // Exclusions are routed to the ranks holding their atoms (cached while the
   // ids and pairs do not change) and travel with the atoms as payload.
@@ -179,13 +233,23 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     f_real_ = View2<double>("pme_f_real", n_own, 3);
     f_rec_ = View2<double>("pme_f_rec", n_own, 3);
   }
-  // Real space: pairs (or, with real_space off, only the exclusion corrections).
+  // Real space: pairs (or, with real_space off, only the exclusion corrections),
+  // in pieces: before the reciprocal part, or (overlap) while its exchanges are in
+  // flight; the ghost forces' return and the error agreement after it.
+  const bool pairs = opt_.real_space || exclusions_.any();
   RealSpaceTerms local;
-  if (opt_.real_space || exclusions_.any()) {
+  Overlap* overlap = nullptr;
+  if (pairs) {
     migration_.exchange_ghosts(opt_.cutoff);
     t = timers_.lap("ghost_atoms", t);
-    local = realspace_.compute_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_,
-                                     opt_.real_space);
+    realspace_.begin_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_, opt_.real_space);
+    if (overlap_) {
+      overlap = overlap_.get();
+      overlap->set_work(&realspace_.pairs());
+    } else {
+      BackgroundWork& work = realspace_.pairs();
+      while (!work.done()) work.run_piece();
+    }
     t = timers_.lap("real_space", t);
   } else {
     auto q = migration_.owned_charges();
@@ -195,12 +259,20 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     }
     Kokkos::deep_copy(f_real_, 0.0);
   }
+  const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
+  reciprocal(res, f_rec_, overlap);
+  t = wall_seconds();
+  if (pairs) {
+    local = realspace_.finish_local();
+    if (overlap) {
+      overlap->set_work(nullptr);
+      timers_.add("real_space", overlap_->stats().work_seconds - hidden0);
+    }
+    t = timers_.lap("real_space", t);
+  }
   // The real-space terms are summed over ranks below, with the reciprocal ones.
 
-  reciprocal(res, f_rec_);
-
   // Total forces on owned atoms, global sums, and forces back to the callers.
-  t = wall_seconds();
   auto fr = f_real_;
   auto fk = f_rec_;
   double f2 = 0;
@@ -254,6 +326,7 @@ std::map<std::string, double> PMESolver::timings() const {
       out["fft_pack_unpack"] += s.pack_seconds + s.unpack_seconds + s.self_seconds;
       out["fft_messages"] += static_cast<double>(s.messages_sent);
       out["fft_bytes"] += static_cast<double>(s.bytes_sent);
+      out["overlap_test_seconds"] += s.test_seconds;
     }
   out["fft_1d"] = fft_->fft_seconds(Direction::Forward) + fft_->fft_seconds(Direction::Reverse);
   // Transforms that had to copy the grid (alignment): 0 is the design.
@@ -263,17 +336,37 @@ std::map<std::string, double> PMESolver::timings() const {
     out["ghost_comm_wait"] += s.wait_seconds;
     out["ghost_messages"] += static_cast<double>(s.messages_sent);
     out["ghost_bytes"] += static_cast<double>(s.bytes_sent);
+    out["overlap_test_seconds"] += s.test_seconds;
   }
   // The atoms' messages: migration (to owners and back) and ghost atoms (and forces).
   out["migrate_messages"] = static_cast<double>(migration_.migration_traffic().messages);
   out["migrate_bytes"] = static_cast<double>(migration_.migration_traffic().bytes);
   out["ghost_atoms_messages"] = static_cast<double>(migration_.ghost_traffic().messages);
   out["ghost_atoms_bytes"] = static_cast<double>(migration_.ghost_traffic().bytes);
+  // The reciprocal part's communication left exposed (inside MPI, not computing),
+  // and with overlap what was hidden behind the pair loop, and the polling's cost.
+  out["comm_wait"] = out["fft_comm_wait"] + out["ghost_comm_wait"];
+  if (overlap_) {
+    const OverlapStats& o = overlap_->stats();
+    out["comm_hidden"] = o.work_seconds;
+    out["overlap_exchanges"] = static_cast<double>(o.exchanges);
+    out["overlap_hidden_exchanges"] = static_cast<double>(o.hidden_exchanges);
+    out["overlap_polls"] = static_cast<double>(o.polls);
+    out["overlap_poll_seconds"] = out["overlap_test_seconds"];  // inside MPI_Test*: the polling's cost
+    out["overlap_progress_seconds"] = o.poll_seconds;           // the progress calls with their unpacks
+    out["overlap_finish_wait"] = o.finish_seconds;
+  }
+  if (!overlap_) out.erase("overlap_test_seconds");
+  if (modes_.measured)
+    for (CommMode m : {CommMode::Pt2Pt, CommMode::Nonblocking, CommMode::Collective})
+      out[std::string("auto_") + comm_mode_name(m)] = modes_.seconds[static_cast<int>(m)];
   return out;
 }
 
 void PMESolver::reset_timings() {
   timers_.reset();
+  if (overlap_) overlap_->reset_stats();
+  hidden_mark_ = 0;
   fft_->reset_stats();
   halo_->reset_stats();
   migration_.reset_traffic();

@@ -8,6 +8,13 @@
 // from a cell list with ghost atoms; exclusion, self and background terms;
 // forces returned to the callers' ranks in their order; energies and virial
 // reduced over ranks.
+//
+// Overlap (options.overlap): the pair loop runs in pieces while the reciprocal
+// part's exchanges are in flight (comm/overlap.hpp), with the same results. Without
+// it the pairs run first, then the reciprocal part. comm_mode "auto"
+// (options.choose_mode): the first compute measures the three modes on this
+// solver's plans (mode_choice.hpp) and keeps the fastest; a new solver (new plans)
+// measures again, set_box (same plans) does not.
 #pragma once
 
 #include <mpi.h>
@@ -16,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,11 +31,13 @@
 #include "comm/exchange.hpp"
 #include "fft/rfft3d.hpp"
 #include "comm/halo.hpp"
+#include "comm/overlap.hpp"
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
 #include "realspace/migration.hpp"
 #include "realspace/realspace.hpp"
+#include "solver/mode_choice.hpp"
 #include "pme/kspace_solve.hpp"
 #include "pme/spread.hpp"
 #include "base/timers.hpp"
@@ -43,7 +53,13 @@ struct SolverOptions {
   double alpha = 0;
   double cutoff = 0;
   Differentiation differentiation = Differentiation::AD;
-  CommMode mode = CommMode::Nonblocking;
+  CommMode mode = CommMode::Nonblocking;  // with choose_mode: the mode until it is measured
+  bool choose_mode = false;               // comm_mode "auto"
+  // Hide the reciprocal exchanges behind the pair loop; unset: where measured not
+  // slower, i.e. in the nonblocking and collective modes, not in pt2pt (whose
+  // blocking sends leave nothing to hide; docs/overlap.md).
+  std::optional<bool> overlap;
+  OverlapSettings overlap_poll;           // its progress-call intervals
   double coulomb_constant = 1.0;
   bool real_space = true;
 };
@@ -73,6 +89,12 @@ class PMESolver {
   void set_box(const Mat3& box);
 
   const SolverOptions& options() const { return opt_; }
+  // The mode in use (with choose_mode: the measured winner after the first compute).
+  CommMode comm_mode() const { return opt_.mode; }
+  // choose_mode's measurement (measured false before the first compute or on one rank).
+  const ModeMeasurement& mode_measurement() const { return modes_; }
+  // Whether the exchanges are overlapped (options.overlap, or its default for the mode in use).
+  bool overlapping() const { return overlap_ != nullptr; }
   const Box3& brick() const { return halo_->brick(); }
   const Box3& kspace_box() const { return fft_->outbox(); }
   std::map<std::string, double> timings() const;
@@ -80,7 +102,12 @@ class PMESolver {
   MPI_Comm comm() const { return comm_.get(); }
 
  private:
-  void reciprocal(SolverResult& res, View2<double> forces);
+  void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap);
+  void choose_mode();
+  void configure_overlap();  // overlap_ as options.overlap says for the mode in use
+  // PhaseTimers::lap less the pair work the overlap ran inside the phase (which
+  // counts as real_space).
+  double lap(const char* phase, double start);
 
   Comm comm_;
   SolverOptions opt_;
@@ -101,6 +128,10 @@ class PMESolver {
   std::array<View1<Complex>, 3> kfield_;
   View2<double> f_real_, f_rec_;
   PhaseTimers timers_;
+  std::unique_ptr<Overlap> overlap_;  // null without options.overlap
+  double hidden_mark_ = 0;            // overlap_'s work seconds at the last lap
+  ModeMeasurement modes_;
+  bool modes_done_ = false;
 };
 
 }  // namespace solver

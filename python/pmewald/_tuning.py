@@ -13,7 +13,8 @@ parameters, timings). The contract between the two:
   :meth:`Tuning._charge_correlation` on the first call; None with ``error_model="uncorrelated"``);
 - it calls PME's set-up: ``_build`` (make the solver of a parameter set current),
   ``_new_solver`` (a solver of other parameters, for the energy check's second mesh) and
-  ``_run`` (one checked solver call, collective);
+  ``_run`` (one checked solver call, collective) and ``_probe_mode`` (the comm mode of
+  the energy check's extra solver: a fixed one, so that ``comm_mode="auto"`` does not measure for it);
 - it owns ``_choice`` (the cost model's answer for the current parameters),
   ``_cache_estimate``, ``_energy_error`` and ``_recheck`` (set by set_box: tune again on
   the next call), which PME saves and restores with the rest of its tuning state
@@ -259,7 +260,7 @@ class Tuning:
                 break
         if chosen is None:
             return None
-        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False)
+        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False, mode=self._probe_mode())
         raw = self._run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
         return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
                 "reciprocal": float(raw["terms"]["reciprocal"])}

@@ -28,7 +28,9 @@ from ._threads import Busy, Rules
 from ._tuning import Tuning
 from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
-_MODES = ("pt2pt", "nonblocking", "collective")
+_MODES = ("pt2pt", "nonblocking", "collective", "auto")
+# Default progress-call intervals of overlap=True: (pair rows, microseconds); docs/overlap.md.
+_POLL = (256, 100.0)
 _DIFFS = ("auto", "ad", "ik")
 _ERROR_MODELS = ("correlated", "uncorrelated")
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
@@ -101,8 +103,24 @@ class PME(Tuning):
         ``"auto"`` (default) takes whichever the cost model finds cheaper for the tolerance.
     comm : mpi4py intracommunicator, optional
         Defaults to ``MPI.COMM_WORLD``.
-    comm_mode : "pt2pt", "nonblocking" or "collective"
-        How the FFT remaps and ghost-layer exchanges communicate.
+    comm_mode : "pt2pt", "nonblocking", "collective" or "auto"
+        How the FFT remaps and ghost-layer exchanges communicate. ``"auto"`` times the
+        three on this problem's own exchanges at the first :meth:`compute` (the slowest
+        rank's time decides, so every rank picks the same) and keeps the fastest;
+        ``parameters["comm_mode_used"]`` and ``parameters["comm_mode_seconds"]`` show the
+        outcome. It measures again only when the mesh (the plans) changes.
+    overlap : bool or None
+        Hide the reciprocal part's communication behind the real-space pair loop: the
+        exchanges are started and the pairs run in pieces while they are in flight, with
+        progress calls in between (``timings()["comm_hidden"]``, ``["comm_wait"]``). The
+        results are the same either way. ``None`` (default): where it was measured not
+        slower, i.e. with ``"nonblocking"`` and ``"collective"`` (with ``"auto"``: if the
+        winner is one of them), not with ``"pt2pt"``, whose blocking sends leave nothing to
+        hide; ``parameters["overlap"]`` says what is used. docs/overlap.md has the
+        measurements.
+    overlap_poll : (int, float), optional
+        With ``overlap``: test the exchange in flight every this many pair rows or this
+        many microseconds, whichever comes first (default ``(256, 100.0)``).
     coulomb_constant : float
         1.0 (Gaussian units) by default; see :mod:`pmewald.units`.
     real_space : bool
@@ -162,7 +180,7 @@ class PME(Tuning):
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True, error_model="correlated"):
+                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
@@ -197,21 +215,32 @@ class PME(Tuning):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
             if not isinstance(real_space, (bool, np.bool_)):
                 raise ValueError(f"real_space must be True or False, got {real_space!r}")
-            return b, rc, tol, a, m, p, k
+            if overlap is not None and not isinstance(overlap, (bool, np.bool_)):
+                raise ValueError(f"overlap must be None, True or False, got {overlap!r}")
+            poll = _POLL if overlap_poll is None else overlap_poll
+            try:
+                rows, us = poll
+                rows, us = as_int(rows, "overlap_poll rows"), float(us)
+            except (TypeError, ValueError):
+                raise ValueError(f"overlap_poll must be (rows, microseconds), got {overlap_poll!r}")
+            if rows < 1 or not (math.isfinite(us) and us > 0):
+                raise ValueError(f"overlap_poll must be (rows >= 1, microseconds > 0), got {overlap_poll!r}")
+            return b, rc, tol, a, m, p, k, (rows, us)
 
         with Rules():
-            b, rc, tol, a, m, p, k = agreed(user_comm, check)
+            b, rc, tol, a, m, p, k, poll = agreed(user_comm, check)
+            ov = None if overlap is None else bool(overlap)
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
             same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space), error_model),
+                                         bool(real_space), error_model, ov, poll),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                            "real_space and error_model")
+                            "real_space, error_model, overlap and overlap_poll")
             self._node_ranks = node_ranks(self._comm)
-            self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model)
+            self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
 
-    def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model):
+    def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model, overlap, poll):
         self._busy = Busy("PME")
         self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
         self._box, self._cutoff, self._tolerance = canonical_box(b), rc, tol
@@ -220,6 +249,7 @@ class PME(Tuning):
         self._k, self._real_space = k, real_space
         self._error_model = error_model
         self._correlation = None  # tuning.ChargeCorrelation of the first call's charges (correlated model)
+        self._overlap, self._poll = overlap, poll
         self._solver = None
         self._params = None
         self._recheck = False
@@ -250,10 +280,11 @@ class PME(Tuning):
         self._params = new
         self._cache_estimate = None
 
-    def _new_solver(self, mesh, order, alpha, differentiation, real_space):
+    def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None):
         """Collective: a C++ solver, after the agreed per-rank size check (_limits: the
         32-bit element limit and the memory available to each rank). The core agrees on
-        its own errors, out of memory in its buffers and grids included."""
+        its own errors, out of memory in its buffers and grids included. `mode`: the
+        communication mode (default: comm_mode)."""
         comm = self._comm
 
         def fits():
@@ -262,7 +293,30 @@ class PME(Tuning):
 
         agreed(comm, fits)
         return _core.PMESolver(comm, self._box, mesh, order, alpha, self._cutoff, differentiation,
-                               self._comm_mode, self._k, real_space)
+                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll)
+
+    def _mode_used(self):
+        """The mode the exchanges use: comm_mode, or with "auto" the measured winner
+        (None before the first compute has measured)."""
+        if self._comm_mode != "auto":
+            return self._comm_mode
+        if self._solver is None or not self._solver.comm_mode_seconds and self._comm.Get_size() > 1:
+            return None
+        return self._solver.comm_mode
+
+    def _overlap_used(self):
+        """Whether the exchanges are overlapped (None while "auto" has not measured)."""
+        if self._overlap is not None:
+            return self._overlap
+        if self._comm_mode == "auto" and self._mode_used() is None:
+            return None
+        if self._solver is not None:
+            return self._solver.overlap
+        return None if self._comm_mode == "auto" else self._comm_mode != "pt2pt"
+
+    def _probe_mode(self):
+        """The mode of the tuning's probe solvers ("auto" would measure for each)."""
+        return self._mode_used() or "nonblocking" if self._comm_mode == "auto" else self._comm_mode
 
     @property
     def parameters(self) -> dict:
@@ -279,7 +333,10 @@ class PME(Tuning):
              "differentiation": self._differentiation or "auto",
              "modelled_cost": self._choice["cost"] if self._choice else None}
         p.update(cutoff=self._cutoff, tolerance=self._tolerance,
-                 comm_mode=self._comm_mode, coulomb_constant=self._k, real_space=self._real_space,
+                 comm_mode=self._comm_mode, comm_mode_used=self._mode_used(),
+                 comm_mode_seconds=dict(self._solver.comm_mode_seconds) if self._solver is not None else {},
+                 overlap=self._overlap_used(), overlap_poll=self._poll,
+                 coulomb_constant=self._k, real_space=self._real_space,
                  error_model=self._error_model, box=self._user_box.copy())
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
@@ -425,7 +482,16 @@ class PME(Tuning):
         detail (``fft_comm_wait``, ``fft_messages``, ``fft_bytes``, ``ghost_*``), the messages and
         bytes this rank sent for the atoms (``migrate_messages``, ``migrate_bytes``: to their owners
         and results back; ``ghost_atoms_messages``, ``ghost_atoms_bytes``: ghost atoms and the forces
-        on them) and ``calls``."""
+        on them) and ``calls``.
+
+        ``comm_wait``: seconds inside the reciprocal part's exchanges not hidden (blocked
+        in MPI); with ``overlap``, ``comm_hidden`` (pair work run while an exchange was
+        in flight), ``overlap_polls``, ``overlap_poll_seconds`` (inside the progress calls'
+        ``MPI_Test*``: the polling's cost), ``overlap_progress_seconds`` (the progress calls
+        with the unpacks they did), ``overlap_exchanges`` and ``overlap_hidden_exchanges``
+        (completed while work ran). With ``comm_mode="auto"``: ``auto_pt2pt``,
+        ``auto_nonblocking``, ``auto_collective`` (the measured seconds per mode) and
+        ``auto_measure`` (the measurement's cost)."""
         return dict(self._solver.timings()) if self._solver is not None else {}
 
     def reset_timings(self):

@@ -14,9 +14,9 @@
 // the one-rank result.
 //
 // Where later variants go: `Variant` below is one configuration the driver times
-// (today: a communication mode). A new solver option (e.g. overlap on/off) or a
-// mode chosen at run time ("auto") is a new field of Variant filled in
-// parse_variants(), applied in solver_options(); the JSON records the variant's name.
+// (a communication mode or "auto", with or without overlap). A new solver option is
+// a new field of Variant filled in parse_variants(), applied in solver_options(); the
+// JSON records the variant's name, the mode used and whether it overlapped.
 #include <mpi.h>
 
 #include <algorithm>
@@ -42,8 +42,10 @@ using pmewald_scale::LocalAtoms;
 using pmewald_scale::SystemSpec;
 
 struct Variant {
-  std::string name;            // as reported
+  std::string name;            // as reported: a mode or "auto", "+overlap" when overlapped
   pmewald::CommMode mode = pmewald::CommMode::Nonblocking;
+  bool choose_mode = false;    // "auto": the solver measures the modes at its first compute
+  bool overlap = false;        // explicit either way (the solver's default overlaps nonblocking and collective)
 };
 
 struct Args {
@@ -62,7 +64,7 @@ struct Args {
       why +
       "\nusage: pmewald_scale --system rocksalt|water --cells N [--vacuum F] [--displacement A] [--seed S]\n"
       "         --mesh K|Kx,Ky,Kz --alpha A [--cutoff RC] [--order P] [--diff ad|ik] [--coulomb K]\n"
-      "         [--modes pt2pt,nonblocking,collective] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]");
+      "         [--modes pt2pt,nonblocking,collective,auto (each optionally +overlap)] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]");
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -73,9 +75,21 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// "pt2pt", "nonblocking", "collective" or "auto", each optionally with "+overlap".
 std::vector<Variant> parse_variants(const std::string& list) {
   std::vector<Variant> out;
-  for (const std::string& name : split_commas(list)) out.push_back({name, pmewald::comm_mode_from_string(name)});
+  const std::string suffix = "+overlap";
+  for (const std::string& name : split_commas(list)) {
+    Variant v{name};
+    std::string base = name;
+    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      v.overlap = true;
+      base.resize(base.size() - suffix.size());
+    }
+    v.choose_mode = base == "auto";
+    if (!v.choose_mode) v.mode = pmewald::comm_mode_from_string(base);
+    out.push_back(v);
+  }
   if (out.empty()) usage("--modes names no mode");
   return out;
 }
@@ -127,6 +141,8 @@ pmewald::SolverOptions solver_options(const Args& a, const Variant& v) {
   o.differentiation = pmewald::parse_differentiation(a.diff);
   o.coulomb_constant = a.coulomb;
   o.mode = v.mode;
+  o.choose_mode = v.choose_mode;
+  o.overlap = v.overlap;
   return o;
 }
 
@@ -233,7 +249,9 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   const auto tm = solver.timings();
   const double S = a.steps;
   std::ostringstream j;
-  j << "{\"variant\": \"" << v.name << "\", \"mode\": \"" << pmewald::comm_mode_name(v.mode) << "\"";
+  // The mode used (with "auto": the one the solver measured fastest).
+  j << "{\"variant\": \"" << v.name << "\", \"mode\": \"" << pmewald::comm_mode_name(solver.comm_mode())
+    << "\", \"overlap\": " << (solver.overlapping() ? "true" : "false");
   j << ", \"setup_s\": " << stat_json(setup) << ", \"ranks_without_kspace\": " << num(ranks_no_kspace);
   double mean_step = 0;
   for (double s : steps) mean_step += s / S;

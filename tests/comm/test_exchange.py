@@ -107,3 +107,28 @@ def test_inconsistent_lists_raise_on_every_rank(comm):
         _core._testing.comm.Exchange(comm, "collective", [], [], [], [], [5], [0], 2, 2)
     with pytest.raises(ValueError, match="comm_mode"):
         _core._testing.comm.Exchange(comm, "bogus", [], [], [], [], [], [], 1, 1)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+def test_split_exchange_equals_whole(comm):
+    """start() / test() until complete / finish() moves the same data as execute() in every
+    mode and direction, assign and add (what overlapping the exchanges relies on)."""
+    P, rank = comm.Get_size(), comm.Get_rank()
+    rng = np.random.default_rng(rank)
+    for n, g in [(5, 2), (3, 7), (50, 20)]:
+        lists = ring_halo_lists(P, rank, n, g)
+        for mode in COMM_MODES:
+            ex = _core._testing.comm.Exchange(comm, mode, *lists)
+            for dtype in (np.float64, np.complex128):
+                # integers: sums exact in any order, so whole and split must agree bit for bit
+                a = rng.integers(-1000, 1000, n + 2 * g).astype(dtype)
+                if dtype is np.complex128:
+                    a = a + 1j * rng.integers(-1000, 1000, n + 2 * g)
+                for reverse, add in ((False, False), (True, True)):
+                    whole, split = a.copy(), a.copy()
+                    assert ex.execute(whole, whole, reverse=reverse, add=add) == 0
+                    tests = ex.execute(split, split, reverse=reverse, add=add, split=True)
+                    assert tests >= 1
+                    assert np.array_equal(whole, split), (mode, n, g, reverse)
+            st = ex.stats(reverse=True, complex_data=True)
+            assert st["executions"] == 2 and st["tests"] >= 1

@@ -182,13 +182,14 @@ COMM_ONLY = ("smpi/simulate-computation", "no")
 
 
 def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Path,
-                    comm_only: bool = False) -> list[str]:
+                    comm_only: bool = False, extra_cfg=()) -> list[str]:
     xml = ROOT / PLATFORMS[platform][0]
     if P > PLATFORMS[platform][1]:
         raise ValueError(f"{platform} has {PLATFORMS[platform][1]} hosts, fewer than {P} ranks")
     cfg = [f"--cfg={k}:{v}" for k, v, _ in SMPI_CONFIG]
     if comm_only:
         cfg.append(f"--cfg={COMM_ONLY[0]}:{COMM_ONLY[1]}")
+    cfg += [f"--cfg={k}:{v}" for k, v in extra_cfg]  # a study's own settings (benchmarks/overlap_scale.py)
     return ["smpirun", "-np", str(P), "-platform", str(xml), "-hostfile", str(hostfile(platform, work)),
             *cfg, "--log=root.thres:warning", str(exe), *args]
 
@@ -209,13 +210,14 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 
 
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
-                   modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False) -> dict:
+                   modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False,
+                   extra_cfg=()) -> dict:
     """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
     JSON plus the simulation's own wall time, peak memory and SimGrid's timing line."""
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = smpirun_command(exe, P, platform,
                           driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump),
-                          out.parent, comm_only)
+                          out.parent, comm_only, extra_cfg)
     timed = (["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []) + cmd
     t0 = time.time()
     proc = subprocess.run(timed, capture_output=True, text=True, timeout=timeout)

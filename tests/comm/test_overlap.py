@@ -1,0 +1,142 @@
+"""Overlap of the reciprocal part's communication with the pair loop, and comm_mode="auto".
+
+Overlap changes when the pair loop's pieces run, never what they compute: results with and
+without it agree to 1e-12 in every mode (the real-space sums bit for bit: the loop runs in the
+same fixed blocks either way), with uneven splits and ranks without atoms, and nothing hangs.
+"auto" measures the modes once, every rank picks the same, and its results are the chosen mode's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import pmewald
+from pmewald import systems
+from pme_cases import MODES, assert_same, compute_split, half_height_cutoff, split_atoms
+
+PME = pmewald.PME
+
+
+def _water():
+    return systems.water_box(60, seed=5)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(300)
+def test_overlap_same_results(comm):
+    size = comm.Get_size()
+    s = _water()
+    rc = half_height_cutoff(s.box)
+    for diff, mesh in (("ad", (20, 18, 16)), ("ik", (16, 16, 18))):
+        for mode in MODES:
+            for how in ("random", "blocks", "odd_ranks_only", "all_on_0"):
+                parts = split_atoms(s.n_atoms, size, how, seed=7)
+                plain = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
+                            overlap=False)
+                r0, f0 = compute_split(plain, comm, s, parts)
+                # polling after every block (the most progress calls) and with the defaults
+                for poll in ((1, 1.0), None):
+                    over = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
+                               overlap=True, overlap_poll=poll)
+                    r1, f1 = compute_split(over, comm, s, parts)
+                    what = f"{diff} {mode} {how} poll={poll} on {size}"
+                    assert_same(r0, f0, r1, f1, rtol=1e-12, what=what)
+                    # the pair loop's sums do not depend on when its pieces ran
+                    assert r1.terms["real"] == r0.terms["real"], what
+                    assert r1.terms["exclusion"] == r0.terms["exclusion"], what
+                    t = over.timings()
+                    assert over.parameters["overlap"] is True
+                    assert t["overlap_exchanges"] >= 0 and t["comm_hidden"] >= 0, what
+                    if size > 1 and len(parts[comm.Get_rank()]) > 0 and poll == (1, 1.0):
+                        # exchanges were handed to the overlap, and tests were made while pairs ran
+                        assert t["overlap_exchanges"] > 0, what
+                    assert "comm_hidden" not in plain.timings()
+
+
+@pytest.mark.mpi(ranks=[2, 3, 4])
+@pytest.mark.timeout(120)
+def test_overlap_rank_without_atoms_does_not_hang(comm):
+    """Two atoms in a large box: most ranks own none (nothing to hide behind) and still take
+    part in every exchange; repeated calls stay correct."""
+    box = np.diag([18.0, 19.0, 20.0])
+    pos = np.array([[1.0, 1.0, 1.0], [4.0, 5.0, 6.0]])
+    q = np.array([1.0, -1.0])
+    mine = slice(None) if comm.Get_rank() == 0 else slice(0, 0)
+    for mode in MODES:
+        ref = PME(box, 8.0, mesh=(18, 18, 20), comm=MPI.COMM_SELF, overlap=False)
+        r0 = ref.compute(pos, q)
+        pme = PME(box, 8.0, mesh=(18, 18, 20), comm=comm, comm_mode=mode, overlap=True)
+        for _ in range(2):
+            r1 = pme.compute(pos[mine], q[mine])
+            assert abs(r1.energy - r0.energy) <= 1e-12 * abs(r0.energy), mode
+            if comm.Get_rank() == 0:
+                assert np.max(np.abs(r1.forces - r0.forces)) <= 1e-12 * np.max(np.abs(r0.forces)), mode
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(300)
+def test_auto_mode(comm):
+    size = comm.Get_size()
+    s = _water()
+    rc = half_height_cutoff(s.box)
+    parts = split_atoms(s.n_atoms, size, "blocks", seed=2)
+    for overlap in (False, True, None):
+        auto = PME(s.box, rc, mesh=(20, 18, 16), order=5, comm=comm, comm_mode="auto", overlap=overlap)
+        assert auto.parameters["comm_mode"] == "auto"
+        r0, f0 = compute_split(auto, comm, s, parts)
+        p = auto.parameters
+        chosen = p["comm_mode_used"]
+        assert chosen in MODES
+        # the default: overlapped unless the winner is pt2pt
+        assert p["overlap"] == (overlap if overlap is not None else chosen != "pt2pt")
+        assert comm.allgather(chosen) == [chosen] * size
+        seconds = p["comm_mode_seconds"]
+        t = auto.timings()
+        if size > 1:
+            assert sorted(seconds) == sorted(MODES) and all(v > 0 for v in seconds.values())
+            assert comm.allgather(seconds) == [seconds] * size        # the slowest rank's numbers
+            assert seconds[chosen] == min(seconds.values())
+            for m in MODES:
+                assert t[f"auto_{m}"] == seconds[m]
+            measured = t["auto_measure"]
+            assert measured > 0
+        else:
+            assert seconds == {} and chosen == "nonblocking"     # nothing to measure on one rank
+        # the chosen mode's results
+        fixed = PME(s.box, rc, mesh=(20, 18, 16), order=5, comm=comm, comm_mode=chosen, overlap=overlap)
+        r1, f1 = compute_split(fixed, comm, s, parts)
+        assert_same(r1, f1, r0, f0, rtol=1e-12, what=f"auto ({chosen}) on {size}")
+        assert r1.terms["real"] == r0.terms["real"]
+        # kept: neither another compute nor set_box measures again
+        compute_split(auto, comm, s, parts)
+        auto.set_box(s.box * 1.01)
+        compute_split(auto, comm, s, parts)
+        assert auto.parameters["comm_mode_seconds"] == seconds
+        assert auto.parameters["comm_mode_used"] == chosen
+        if size > 1:
+            assert auto.timings()["auto_measure"] == measured
+
+
+@pytest.mark.mpi(ranks=[2])
+@pytest.mark.timeout(200)
+def test_auto_measures_again_with_new_plans(comm):
+    """Automatic parameters: the solver (its plans) is built at the first compute; "auto"
+    measures on it, and probes of the tuning use a fixed mode."""
+    s = _water()
+    pme = PME(s.box, half_height_cutoff(s.box), tolerance=1e-4, comm=comm, comm_mode="auto")
+    res, _ = compute_split(pme, comm, s, split_atoms(s.n_atoms, comm.Get_size(), "random"))
+    assert pme.parameters["comm_mode_used"] in MODES
+    assert sorted(pme.parameters["comm_mode_seconds"]) == sorted(MODES)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(overlap="yes"), "overlap must be None, True or False"),
+    (dict(overlap=True, overlap_poll=(0, 10.0)), "overlap_poll"),
+    (dict(overlap=True, overlap_poll=(10, -1.0)), "overlap_poll"),
+    (dict(overlap=True, overlap_poll=5), "overlap_poll"),
+    (dict(comm_mode="fastest"), "comm_mode must be one of"),
+])
+def test_bad_arguments(kw, words):
+    with pytest.raises(ValueError, match=words):
+        PME(np.eye(3) * 10.0, 4.0, mesh=(10, 10, 10), comm=MPI.COMM_SELF, **kw)

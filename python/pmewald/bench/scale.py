@@ -12,6 +12,12 @@ and ``docs/scaling/``. See docs/scaling.md for what is simulated and how.
 Runs are cached: a result file that exists is reused (``--force`` reruns), so an interrupted
 sweep resumes where it stopped; ``--report`` only rebuilds the docs from the results.
 One simulation runs at a time.
+
+Longer than 600 lines because it is one pipeline whose stages share the run records: building
+the driver, the sweep's systems and platforms, running and caching simulations, parsing their
+results, and writing the tables, plots and model validation into the docs; the communication
+model itself is separate (:mod:`pmewald.comm_model`). The natural split, when it grows, is
+running (build, simulate, cache) apart from reporting (tables, plots, docs).
 """
 
 from __future__ import annotations

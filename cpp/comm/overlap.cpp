@@ -38,7 +38,7 @@ void Overlap::await(PendingExchange& pending) {
 }
 
 void Overlap::drain() {
-  while (work_ && !work_->done()) work_->run_piece();
+  if (work_) work_->run_rest();
 }
 
 }  // namespace comm

@@ -28,6 +28,14 @@ class BackgroundWork {
   virtual ~BackgroundWork() = default;
   // Runs the next piece; returns the rows it did (0: no work left).
   virtual std::int64_t run_piece() = 0;
+  // Runs all the work that is left, in as few steps as the work allows (nothing
+  // to hide it behind); returns the rows it did. The results are those of
+  // running it piece by piece.
+  virtual std::int64_t run_rest() {
+    std::int64_t rows = 0;
+    while (!done()) rows += run_piece();
+    return rows;
+  }
   virtual bool done() const = 0;
 };
 

@@ -34,27 +34,24 @@ void ensure1(V& v, std::size_t n, const char* label) {
 }  // namespace
 
 // The pair loop of one compute_local, in blocks of kPairBlockRows rows, and what
-// finish_local needs of begin_local.
+// finish_local needs of begin_local. A piece runs several blocks in one
+// parallel_for (one block per work item, dynamically scheduled), each block's
+// sums apart, then adds them in block order: the sums do not depend on how the
+// blocks were grouped into pieces, nor on the number of threads. A piece is
+// kBlocksPerThread blocks per thread (one block on a single thread): threads
+// woken for a single block of 64 rows spent longer waking than working
+// (docs/benchmarks.md, hybrid), and run_rest() runs all that is left at once.
 class RealSpace::PairSweep final : public BackgroundWork {
  public:
   using SortedForces =
       decltype(Kokkos::subview(View2<double>(), std::make_pair(std::size_t(0), std::size_t(0)), Kokkos::ALL()));
 
-  std::int64_t run_piece() override {
-    if (next >= rows) return 0;
-    const int end = std::min(rows, next + kPairBlockRows);
-    const double t0 = wall_seconds();
-    parallel_reduce_locked("pmewald::realspace_pairs", Range(next, end), kern, part);
-    Kokkos::fence();
-    for (int k = 0; k < kSums; ++k) sums[k] += part(k);
-    terms.t_pairs += wall_seconds() - t0;
-    const int done = end - next;
-    next = end;
-    return done;
-  }
+  std::int64_t run_piece() override { return run_blocks(piece_blocks()); }
+  std::int64_t run_rest() override { return run_blocks(blocks() - next / kPairBlockRows); }
   bool done() const override { return next >= rows; }
 
   static constexpr int kSums = 10;
+  static constexpr int kBlocksPerThread = 4;
   Migration* mig = nullptr;
   View2<double> forces;
   bool pair_terms = true;
@@ -64,7 +61,39 @@ class RealSpace::PairSweep final : public BackgroundWork {
   SortedForces sforce;
   int rows = 0, next = 0;  // sorted atoms (0 without owned atoms); the next row to run
   double sums[kSums] = {};
-  View1<double> part{"realspace_sums", kSums};
+
+ private:
+  int blocks() const { return (rows + kPairBlockRows - 1) / kPairBlockRows; }
+  static int piece_blocks() {
+    const int threads = ExecSpace().concurrency();
+    return threads > 1 ? kBlocksPerThread * threads : 1;
+  }
+  std::int64_t run_blocks(int count) {
+    const int b0 = next / kPairBlockRows, b1 = std::min(blocks(), b0 + std::max(count, 0));
+    if (b0 >= b1) return 0;
+    const double t0 = wall_seconds();
+    if (block_sums_.extent(0) < static_cast<std::size_t>(b1 - b0))
+      block_sums_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("realspace_block_sums")),
+                                  static_cast<std::size_t>(b1 - b0), kSums);
+    const View2<double> bs = block_sums_;
+    const HalfPairKernel k = kern;
+    const int n_rows = rows;
+    using Dynamic = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+    Kokkos::parallel_for("pmewald::realspace_pairs", Dynamic(0, b1 - b0).set_chunk_size(1), [=](const int i) {
+      double acc[kSums] = {};
+      const int a0 = (b0 + i) * kPairBlockRows, a1 = std::min(n_rows, a0 + kPairBlockRows);
+      for (int a = a0; a < a1; ++a) k(a, acc);
+      for (int s = 0; s < kSums; ++s) bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s)) = acc[s];
+    });
+    Kokkos::fence();
+    for (int i = 0; i < b1 - b0; ++i)
+      for (int s = 0; s < kSums; ++s) sums[s] += bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s));
+    terms.t_pairs += wall_seconds() - t0;
+    const int end = std::min(rows, b1 * kPairBlockRows), done_rows = end - next;
+    next = end;
+    return done_rows;
+  }
+  View2<double> block_sums_;
 };
 
 RealSpace::RealSpace(MPI_Comm comm) : comm_(comm) {
@@ -283,7 +312,7 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
 RealSpaceTerms RealSpace::finish_local() {
   if (!sweep_ || !sweep_->mig) throw std::logic_error("RealSpace::finish_local: no begin_local");
   PairSweep& sw = *sweep_;
-  while (!sw.done()) sw.run_piece();
+  sw.run_rest();
   Migration& mig = *sw.mig;
   RealSpaceTerms t = sw.terms;
   View2<double> forces = sw.forces;

@@ -247,8 +247,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
       overlap = overlap_.get();
       overlap->set_work(&realspace_.pairs());
     } else {
-      BackgroundWork& work = realspace_.pairs();
-      while (!work.done()) work.run_piece();
+      realspace_.pairs().run_rest();
     }
     t = timers_.lap("real_space", t);
   } else {

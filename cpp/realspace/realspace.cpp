@@ -69,6 +69,7 @@ class RealSpace::PairSweep final : public BackgroundWork {
     return threads > 1 ? kBlocksPerThread * threads : 1;
   }
   std::int64_t run_blocks(int count) {
+    if (next >= rows) return 0;  // (next / kPairBlockRows would name the last block again)
     const int b0 = next / kPairBlockRows, b1 = std::min(blocks(), b0 + std::max(count, 0));
     if (b0 >= b1) return 0;
     const double t0 = wall_seconds();

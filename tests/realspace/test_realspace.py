@@ -352,6 +352,37 @@ def test_mpi_each_pair_evaluated_once(comm, case):
 
 
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("n_cluster", [5, 70])
+def test_mpi_isolated_clusters_without_ghosts(comm, n_cluster):
+    """Clusters far from every domain boundary: no rank has ghost atoms, so the last rows of
+    every rank's pair loop are owned atoms with partners (elsewhere they are mostly ghosts,
+    which pair with nothing there). Through the solver, which runs the loop before or during
+    the reciprocal part and then finishes it: every 64-row block must run exactly once, also
+    the last, partial one (it once ran twice, silently, at 256 simulated ranks). In every
+    mode, with and without overlap, twice on one object."""
+    import pmewald
+
+    size = comm.Get_size()
+    L = 60.0
+    box = np.diag([L * size, L, L])  # one L-cube per rank along x (the decomposition splits x first)
+    rng = np.random.default_rng(7 + n_cluster)
+    pos = np.concatenate([np.array([L * (c + 0.5), 0.5 * L, 0.5 * L]) + rng.uniform(-4, 4, (n_cluster, 3))
+                          for c in range(size)])
+    q = rng.uniform(-1, 1, len(pos))
+    ids = np.arange(len(pos), dtype=np.int64)
+    cutoff, alpha = 9.0, 0.35
+    _, f_ref, w_ref, t_ref = reference(box, pos, q, cutoff, alpha)
+    for mode, overlap in (("pt2pt", False), ("nonblocking", True), ("nonblocking", False), ("collective", True)):
+        pme = pmewald.PME(box, cutoff, alpha=alpha, mesh=(8 * size, 8, 8), order=4, comm=comm, comm_mode=mode,
+                          overlap=overlap)
+        for how in ("roundrobin", "rank0"):
+            idx = split(len(q), comm, how)
+            r = pme.compute(pos[idx], q[idx], ids[idx])
+            assert r.terms["real"] == pytest.approx(t_ref["real"], rel=1e-12), (mode, overlap, how)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", list(CASES))
 def test_mpi_independent_of_ranks_and_split(comm, case):

@@ -60,14 +60,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--platforms", nargs="+", default=["fat_tree", "dragonfly"])
-    ap.add_argument("--system", default="water98k", choices=[s.name for s in bs.STRONG])
+    ap.add_argument("--system", default="water98k",
+                    help="a strong-scaling system of pmewald.bench.scale (" + ", ".join(s.name for s in bs.STRONG)
+                         + ") or waterN, a water box of about N atoms (the weak series' systems)")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--test-seconds", type=float, default=1e-6)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args(argv)
     exe = bs.build_driver()
-    system = next(s for s in bs.STRONG if s.name == args.system)
+    system = next((s for s in bs.STRONG if s.name == args.system), None)
+    if system is None:
+        if not (args.system.startswith("water") and args.system[5:].isdigit()):
+            ap.error(f"--system {args.system!r}: not one of {[s.name for s in bs.STRONG]} nor waterN")
+        system = bs.water(int(args.system[5:]))
     params = bs.choose_parameters(system.kind, system.box, {})
     results = bs.ROOT / "build-smpi" / "overlap-results"
     for platform in args.platforms:

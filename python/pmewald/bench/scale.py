@@ -90,11 +90,14 @@ STRONG = [System("water98k", "water", 32), System("water1.03M", "water", 70)]
 WEAK_ATOMS_PER_RANK = 1000
 
 
-# Correctness at scale: a rock-salt crystal whose upper half is vacuum (ranks without atoms)
-# on a mesh with fewer FFT pencils than ranks from 1,024 ranks on (ranks without k-space),
-# bricks 1-2 points thick along z at 1,024 ranks (halo partners beyond the neighbours),
-# fixed parameters. Cheap to compute, so the simulation's cost is its MPI calls.
-CORRECTNESS = System("rocksalt8-vacuum", "rocksalt", 8, vacuum=0.5)
+# Correctness at scale: a rock-salt crystal whose upper half is vacuum (ranks without atoms),
+# 8,192 ions in a 90 A box, on a 32^3 mesh: one FFT pencil per rank at 1,024 ranks, bricks 2
+# points thick along z there (halo partners beyond the neighbours), fixed parameters. Cheap to
+# compute, so the simulation's cost is its MPI calls. 16 cells, not 8: with 8 (45 A) the 9 A
+# cutoff spans 3-4 domains per axis at 1,024 ranks, every rank exchanges ghost atoms with
+# hundreds of partners, and SimGrid's flow solver (lmm, ~45% of the simulation's time) grows
+# ~6x per doubling of P: 256 ranks took 56 s of CPU per mode with 8 cells, 22 s with 16.
+CORRECTNESS = System("rocksalt16-vacuum", "rocksalt", 16, vacuum=0.5)
 CORRECTNESS_PARAMS = {"mesh": 32, "alpha": 0.35, "order": 4, "differentiation": "ad", "cutoff": 9.0}
 
 

@@ -98,13 +98,36 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   for (double& v : sw.sums) v = 0;
   RealSpaceTerms& t = sw.terms;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
-  // Excluded partners of each owned atom: the migration payload.
-  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
-  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
   if (forces.extent(0) < n_o || forces.extent(1) != 3 || (n_o > 0 && forces.stride(0) != 3))
     throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3, row-major");
   ghost_force_.assign(3 * n_g, 0.0);
+  const auto own_q = mig.owned_charges();
+  for (std::size_t i = 0; i < n_o; ++i) {
+    t.sum_q += own_q(i);
+    t.sum_q2 += own_q(i) * own_q(i);
+  }
+  const double t0 = wall_seconds();
+  HalfPairKernel& kern = sw.kern;
+  const std::size_t N = sort_atoms(mig, cutoff, kern);
+  if (N == 0) return;
+  auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
+  Kokkos::deep_copy(sforce, 0.0);
+  t.t_cells = wall_seconds() - t0;
+  kern.sforces = ScatterForces(sforce);
+  kern.alpha = alpha;
+  kern.k = coulomb_constant;
+  kern.pairs = pair_terms;
+  kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+  sw.sforce = sforce;
+  sw.rows = static_cast<int>(N);
+}
 
+std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel& kern) {
+  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
+  if (n_o == 0) return 0;
+  // Excluded partners of each owned atom: the migration payload.
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
   const auto own_r = mig.owned_positions();
   const auto own_s = mig.owned_fractional();
   const auto own_q = mig.owned_charges();
@@ -114,14 +137,7 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   const auto gh_q = mig.ghost_charges();
   const auto gh_id = mig.ghost_ids();
   const auto gh_key = mig.ghost_keys();
-
-  for (std::size_t i = 0; i < n_o; ++i) {
-    t.sum_q += own_q(i);
-    t.sum_q2 += own_q(i) * own_q(i);
-  }
-
-  const double t0 = wall_seconds();
-  if (n_o > 0) {
+  {
     // Cell grid over this rank's domain grown by the ghost margin, in
     // fractional coordinates; cell edges >= (cutoff / height) / reach along
     // each axis, so any pair within the cutoff is at most `reach` cells apart
@@ -234,11 +250,6 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
     }
     ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
     for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
-    auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
-    Kokkos::deep_copy(sforce, 0.0);
-
-    t.t_cells = wall_seconds() - t0;
-    HalfPairKernel& kern = sw.kern;
     kern.x = sx_;
     kern.y = sy_;
     kern.z = sz_;
@@ -257,7 +268,6 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
     kern.elo = selo_;
     kern.ehi = sehi_;
     kern.emask = semask_;
-    kern.sforces = ScatterForces(sforce);
     kern.erfc_coef = ErfcTable::instance().coefficients();
     kern.nc0 = nc[0];
     kern.nc1 = nc[1];
@@ -270,13 +280,8 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
       kern.flo[d] = flo[d];
       kern.wf[d] = 1.0 / inv_w[d];
     }
-    kern.rc2 = cutoff * cutoff;
-    kern.alpha = alpha;
-    kern.k = coulomb_constant;
-    kern.pairs = pair_terms;
-    kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
-    sw.sforce = sforce;
-    sw.rows = static_cast<int>(N);
+    kern.rc2 = radius * radius;
+    return N;
   }
 }
 

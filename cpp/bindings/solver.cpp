@@ -83,6 +83,12 @@ void bind_solver(py::module_& m) {
              py::gil_scoped_release nogil;
              s.set_box(b);
            })
+      .def("set_skin",
+           [](PMESolver& s, double skin) {
+             require_mpi_running();
+             py::gil_scoped_release nogil;
+             s.set_skin(skin);
+           })
       .def("timings", &PMESolver::timings)
       .def_property_readonly("comm_mode", [](const PMESolver& s) { return std::string(comm_mode_name(s.comm_mode())); })
       .def_property_readonly("overlap", &PMESolver::overlapping)

@@ -132,6 +132,16 @@ void PMESolver::configure_list() {
   if (list_) list_->set_geometry(cell_, opt_.mesh);
 }
 
+void PMESolver::set_skin(double skin) {
+  SolverOptions next = opt_;
+  next.skin = skin;
+  agree_or_throw(comm_.get(), check_options(next));
+  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next)))
+    throw ValueError("set_skin: the skin differs between ranks");
+  opt_ = next;
+  configure_list();
+}
+
 void PMESolver::set_box(const Mat3& box) {
   SolverOptions next = opt_;
   next.box = box;

@@ -100,6 +100,8 @@ class PMESolver {
   const ModeMeasurement& mode_measurement() const { return modes_; }
   // Whether the exchanges are overlapped (options.overlap, or its default for the mode in use).
   bool overlapping() const { return overlap_ != nullptr; }
+  // Collective: another skin for the next calls (a new list; 0: none).
+  void set_skin(double skin);
   // The pair list's skin for the current box (0: no list).
   double skin_used() const { return list_ ? list_skin_ : 0.0; }
   const Box3& brick() const { return halo_->brick(); }

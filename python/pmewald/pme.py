@@ -135,8 +135,9 @@ class PME(Tuning):
         since the search, the atoms a rank passes (their count or ids), the exclusions or the
         box change; the atoms' owners and ghosts stay as at the search in between (LAMMPS's
         scheme). The results are those of a fresh search to rounding. ``0`` searches on every
-        call; ``"auto"`` (default) is ``0.1 x cutoff``; the skin is limited to half the smallest
-        cell height minus the cutoff (``parameters["skin_used"]``). ``timings()`` has the
+        call; ``"auto"`` (default) is ``0.1 x cutoff`` from the second call on (the first
+        searches afresh, so a single call costs what it does without a list); the skin is
+        limited to half the smallest cell height minus the cutoff (``parameters["skin_used"]``). ``timings()`` has the
         rebuilds (``pair_list_builds``) and the seconds building, refreshing and evaluating
         the list. Used with ``real_space=True`` only. docs/realspace.md.
     error_model : "correlated" or "uncorrelated"
@@ -262,7 +263,10 @@ class PME(Tuning):
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
                             "real_space, error_model, overlap, overlap_poll and skin")
             self._node_ranks = node_ranks(self._comm)
-            self._skin = sk
+            # skin="auto": a fresh search on the first call (a single call costs what it did
+            # without a list), the list from the second on (_compute).
+            self._skin, self._skin_auto = sk, isinstance(skin, str)
+            self._skin_active = 0.0 if self._skin_auto else sk
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
 
     def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model, overlap, poll):
@@ -302,7 +306,7 @@ class PME(Tuning):
         if self._solver is not None and new == self._params:
             return
         self._solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self._real_space,
-                                        skin=self._skin)
+                                        skin=self._skin_active)
         self._params = new
         self._cache_estimate = None
 
@@ -450,6 +454,9 @@ class PME(Tuning):
                 raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
             else:
                 raw = self._run(self._solver, pos, q, idv, ex)
+            if self._skin_auto and self._skin_active == 0.0:
+                self._solver.set_skin(self._skin)  # collective: every rank got here
+                self._skin_active = self._skin
             return self._result(raw, n_atoms, sum_q, sum_q2)
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept

@@ -16,7 +16,7 @@ MODES = ("pt2pt", "nonblocking", "collective")
 
 
 def _solver(comm, skin, mode="nonblocking", box=BOX):
-    return pmewald.PME(box, CUTOFF, alpha=3.2 / CUTOFF, mesh=(16, 16, 16), order=5, comm=comm,
+    return pmewald.PME(box, CUTOFF, alpha=3.2 / CUTOFF, mesh=(12, 12, 12), order=5, comm=comm,
                        comm_mode=mode, skin=skin)
 
 
@@ -49,7 +49,7 @@ def test_reuse_matches_fresh_search_on_random_walk(comm):
     at step 170)."""
     rank, size = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(16)
-    n = 240
+    n = 180
     pos = rng.uniform(0, 1, size=(n, 3)) @ BOX
     q = rng.uniform(-1, 1, size=n)
     q -= q.mean()
@@ -63,40 +63,43 @@ def test_reuse_matches_fresh_search_on_random_walk(comm):
     fresh = _solver(comm, 0.0)
     listed = [_solver(comm, SKIN, mode) for mode in MODES]
     assert fresh.parameters["skin_used"] == 0 and listed[0].parameters["skin"] == SKIN
-    ref, builds, rebuilds_seen = None, 0, 0
+    # The list objects take turns (one per step, with the fresh search every step): each sees
+    # three steps of the walk per call, and its own rebuilds are predicted from its own calls.
+    ref, builds, pending = [None] * 3, [0] * 3, [True] * 3
     for step in range(200):
         if step > 0:
             pos += rng.normal(scale=0.03, size=(n, 3))
-        changed = step == 0
         if step == 130:
             excl = excl[:-1]
-            changed = True
+            pending = [True] * 3
         if step == 170:
             box = BOX * 1.01
             for p in [fresh] + listed:
                 p.set_box(box)
-            changed = True
+            pending = [True] * 3
+        if step == 80 and size > 1:
+            pending = [True] * 3
         split_now = np.arange(n)[rank::size] if step < 80 else np.array_split(np.arange(n), size)[rank]
-        changed |= step == 80 and size > 1
-        moved = 0.0 if ref is None else np.linalg.norm(_min_image(box, pos - ref), axis=1).max()
-        if changed or moved > SKIN / 2:
-            ref, builds = pos.copy(), builds + 1
+        k = step % 3
+        moved = 0.0 if ref[k] is None else np.linalg.norm(_min_image(box, pos - ref[k]), axis=1).max()
+        if pending[k] or moved > SKIN / 2:
+            ref[k], builds[k], pending[k] = pos.copy(), builds[k] + 1, False
         # The caller passes its atoms wrapped or not, some shifted by a lattice vector.
         shift = rng.integers(-1, 2, size=(n, 3)) * (rng.uniform(size=(n, 1)) < 0.1)
         passed = (pos + shift @ box)[split_now]
         my_excl = excl[rank::size]
         r0 = fresh.compute(passed, q[split_now], ids[split_now], my_excl)
-        for p, mode in zip(listed, MODES):
-            r = p.compute(passed, q[split_now], ids[split_now], my_excl)
-            assert r.energy == pytest.approx(r0.energy, rel=1e-12, abs=0), (step, mode)
-            for t in r0.terms:
-                assert r.terms[t] == pytest.approx(r0.terms[t], rel=1e-12, abs=1e-12 * abs(r0.energy)), (step, t)
-            _close(comm, r.forces, r0.forces, (step, mode, "forces"))
-            _close(comm, r.virial, r0.virial, (step, mode, "virial"))
-            assert p.timings()["pair_list_builds"] == builds, (step, mode, builds)
-        rebuilds_seen = builds
-    # The walk triggered rebuilds by displacement as well as by the forced ones.
-    assert rebuilds_seen >= 3 + (size > 1) + 2, rebuilds_seen
+        p, mode = listed[k], MODES[k]
+        r = p.compute(passed, q[split_now], ids[split_now], my_excl)
+        assert r.energy == pytest.approx(r0.energy, rel=1e-12, abs=0), (step, mode)
+        for t in r0.terms:
+            assert r.terms[t] == pytest.approx(r0.terms[t], rel=1e-12, abs=1e-12 * abs(r0.energy)), (step, t)
+        _close(comm, r.forces, r0.forces, (step, mode, "forces"))
+        _close(comm, r.virial, r0.virial, (step, mode, "virial"))
+        assert p.timings()["pair_list_builds"] == builds[k], (step, mode, builds)
+    # The walk triggered rebuilds by displacement as well as the forced ones (first call,
+    # split, exclusions, box).
+    assert min(builds) >= 3 + (size > 1) + 2, builds
     t = listed[1].timings()
     assert t["pair_list_evaluate"] > 0 and t["pair_list_build"] > 0 and t["pair_list_refresh"] > 0
     assert "pair_list_builds" not in fresh.timings()
@@ -115,7 +118,13 @@ def test_bad_skin_raises_everywhere(comm):
             pmewald.PME(BOX, CUTOFF, mesh=(16, 16, 16), comm=comm, skin=1.0 + comm.Get_rank())
     p = pmewald.PME(BOX, CUTOFF, mesh=(16, 16, 16), comm=comm)
     assert p.parameters["skin"] == pytest.approx(0.1 * CUTOFF)
+    assert p.parameters["skin_used"] == 0  # "auto": the first call searches afresh
+    rng = np.random.default_rng(comm.Get_rank())
+    pos, q = rng.uniform(0, 15, size=(20, 3)), rng.uniform(-1, 1, size=20)
+    p.compute(pos, q)
+    p.compute(pos, q)
     assert p.parameters["skin_used"] == pytest.approx(0.1 * CUTOFF)
+    assert p.timings()["pair_list_builds"] == 1
     # Near half the cell height the skin shrinks to what the box allows.
     heights = [abs(np.linalg.det(BOX)) / np.linalg.norm(np.cross(BOX[(d + 1) % 3], BOX[(d + 2) % 3]))
                for d in range(3)]

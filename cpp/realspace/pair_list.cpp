@@ -115,6 +115,8 @@ struct ListKernel {
     auto access = kern.sforces.access();
     int sel[kBatch];
     double bfx[kBatch], bfy[kBatch], bfz[kBatch];
+    alignas(64) double bx[kBatch], by[kBatch], bz[kBatch], bq[kBatch];
+    const double* q = kern.q.data();
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double e_excl = 0, evaluated = 0;
@@ -123,15 +125,30 @@ struct ListKernel {
       for (int c0 = b0; c0 < b1; c0 += kBatch) {
         const int c1 = std::min(b1, c0 + kBatch);
         int n = 0;
-        for (int b = c0; b < c1; ++b) {  // branch-free: the stored pairs now within the cutoff
+        // Branch-free: the stored pairs now within the cutoff, gathered for the kernel.
+        for (int b = c0; b < c1; ++b) {
           const int j = js[b];
-          const double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+          const double xj = x[j], yj = y[j], zj = z[j];
+          const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
           sel[n] = j;
+          bx[n] = xj;
+          by[n] = yj;
+          bz[n] = zj;
+          bq[n] = q[j];
           n += dx * dx + dy * dy + dz * dz < rc2;
         }
         if (n == 0) continue;
         evaluated += n;
-        kern.evaluate_batch(sel, n, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
+        if (kern.vector_kernel) {
+          erfc_pair_block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
+          for (int b = 0; b < n; ++b) {
+            access(sel[b], 0) -= bfx[b];
+            access(sel[b], 1) -= bfy[b];
+            access(sel[b], 2) -= bfz[b];
+          }
+        } else {
+          kern.evaluate_batch(sel, n, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
+        }
       }
     }
     for (int b = ex_off[a]; b < ex_off[a + 1]; ++b) {

@@ -223,6 +223,15 @@ class Migration {
   std::vector<std::vector<std::int64_t>> ghost_send_idx_;
   std::vector<std::size_t> ghost_recv_count_;
 
+  // Rows of `in` (ncomp each) to the ranks `to` (rows to_rows[k] to to[k]) and
+  // rows from the ranks `from` into `out` (rows from_rows[k]), the self rows
+  // in[self_in[j]] -> out[self_out[j]]: plain Irecv/Isend with counts known on
+  // both sides (reverse and route, each the other's mirror image).
+  void move_rows(const double* in, int ncomp, double* out, int tag, const std::vector<int>& to,
+                 const std::vector<std::vector<std::int64_t>>& to_rows, const std::vector<int>& from,
+                 const std::vector<std::vector<std::int64_t>>& from_rows, const std::vector<std::int64_t>& self_in,
+                 const std::vector<std::int64_t>& self_out);
+
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;
   std::vector<int> srcs_;

@@ -132,23 +132,23 @@ void PMESolver::configure_list() {
   if (list_) list_->set_geometry(cell_, opt_.mesh);
 }
 
+void PMESolver::adopt(const SolverOptions& next, const char* differs) {
+  agree_or_throw(comm_.get(), check_options(next));
+  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next))) throw ValueError(differs);
+  opt_ = next;
+}
+
 void PMESolver::set_skin(double skin) {
   SolverOptions next = opt_;
   next.skin = skin;
-  agree_or_throw(comm_.get(), check_options(next));
-  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next)))
-    throw ValueError("set_skin: the skin differs between ranks");
-  opt_ = next;
+  adopt(next, "set_skin: the skin differs between ranks");
   configure_list();
 }
 
 void PMESolver::set_box(const Mat3& box) {
   SolverOptions next = opt_;
   next.box = box;
-  agree_or_throw(comm_.get(), check_options(next));
-  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next)))
-    throw ValueError("set_box: the box differs between ranks");
-  opt_ = next;
+  adopt(next, "set_box: the box differs between ranks");
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
   kspace_->set_box(opt_.box);

@@ -115,6 +115,9 @@ class PMESolver {
   void choose_mode();
   void configure_overlap();  // overlap_ as options.overlap says for the mode in use
   void configure_list();     // list_ and list_skin_ for options.skin and the box
+  // Collective: `next` checked (ValueError on every rank) and the same everywhere
+  // (else ValueError(differs)), then in use.
+  void adopt(const SolverOptions& next, const char* differs);
   // PhaseTimers::lap less the pair work the overlap ran inside the phase (which
   // counts as real_space).
   double lap(const char* phase, double start);

@@ -25,7 +25,8 @@ void bind_solver(py::module_& m) {
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
-                       bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us) {
+                       bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us,
+                       double skin) {
              SolverOptions o;
              o.box = mat3_from_python(box);
              o.mesh = mesh;
@@ -41,6 +42,7 @@ void bind_solver(py::module_& m) {
              o.overlap_poll.poll_seconds = poll_us * 1e-6;
              o.coulomb_constant = coulomb_constant;
              o.real_space = real_space;
+             o.skin = skin;
              MPI_Comm c = comm_from_python(comm);
              py::gil_scoped_release nogil;
              return std::make_unique<PMESolver>(c, o);
@@ -48,7 +50,7 @@ void bind_solver(py::module_& m) {
            py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("order"), py::arg("alpha"), py::arg("cutoff"),
            py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"),
            py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
-           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6)
+           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0)
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions) {
@@ -81,9 +83,16 @@ void bind_solver(py::module_& m) {
              py::gil_scoped_release nogil;
              s.set_box(b);
            })
+      .def("set_skin",
+           [](PMESolver& s, double skin) {
+             require_mpi_running();
+             py::gil_scoped_release nogil;
+             s.set_skin(skin);
+           })
       .def("timings", &PMESolver::timings)
       .def_property_readonly("comm_mode", [](const PMESolver& s) { return std::string(comm_mode_name(s.comm_mode())); })
       .def_property_readonly("overlap", &PMESolver::overlapping)
+      .def_property_readonly("skin", &PMESolver::skin_used)
       .def_property_readonly(
           "comm_mode_seconds",
           [](const PMESolver& s) {

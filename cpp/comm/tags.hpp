@@ -20,6 +20,9 @@ inline constexpr int kMigrationAdjacent = 3102;
 inline constexpr int kGhostAtoms = 3110;
 inline constexpr int kMigrationReverse = 3120;
 inline constexpr int kGhostForces = 3125;
+// realspace/migration route / route_ghosts (a reused pair list's positions along the frozen plans).
+inline constexpr int kMigrationRoute = 3122;
+inline constexpr int kGhostRoute = 3127;
 // realspace/exclusions: the id directory round and the pairs to the atoms' holders (NBX, + 1 each).
 inline constexpr int kExclusionDirectory = 3130;
 inline constexpr int kExclusionHolders = 3140;

@@ -108,7 +108,7 @@ void Migration::wrap(const double r[3], double s_out[3], double r_out[3]) const 
 
 void Migration::forward(const double* positions, const double* charges, const std::int64_t* ids,
                         std::size_t n_local, const std::int64_t* payload_offsets,
-                        const std::int64_t* payload) {
+                        const std::int64_t* payload, int vote) {
   if (!have_geometry_) throw std::logic_error("Migration::forward before set_geometry");
   std::string err;
   for (std::size_t i = 0; i < n_local && err.empty(); ++i) {
@@ -143,11 +143,13 @@ void Migration::forward(const double* positions, const double* charges, const st
     }
   }
   // One collective decides everything: bad input anywhere (then every rank
-  // raises), whether any atom changes rank, and whether all stay adjacent.
-  int flags[3] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far};
-  int any[3] = {0, 0, 0};
-  check_mpi(MPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  // raises), whether any atom changes rank, whether all stay adjacent, and the
+  // caller's vote.
+  int flags[4] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far, vote};
+  int any[4] = {0, 0, 0, 0};
+  check_mpi(MPI_Allreduce(flags, any, 4, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
   if (any[0]) agree_or_throw(comm_, err);
+  agreed_vote_ = any[3];
   forward_path_ = !any[1] ? ForwardPath::None : (any[2] ? ForwardPath::Sparse : ForwardPath::Neighbors);
   const std::size_t nd = send_dests_.size();
   send_idx_.resize(nd);
@@ -290,49 +292,59 @@ void Migration::forward(const double* positions, const double* charges, const st
 
 void Migration::reverse(const double* owned_values, int ncomp, double* local_out) {
   if (!have_atoms_) throw std::logic_error("Migration::reverse before forward");
+  // What I sent out comes back; what I received goes home.
+  move_rows(owned_values, ncomp, local_out, tags::kMigrationReverse, recv_srcs_, recv_slot_, send_dests_,
+            send_idx_, self_slot_, self_idx_);
+}
+
+void Migration::route(const double* local_values, int ncomp, double* owned_out) {
+  if (!have_atoms_) throw std::logic_error("Migration::route before forward");
+  move_rows(local_values, ncomp, owned_out, tags::kMigrationRoute, send_dests_, send_idx_, recv_srcs_,
+            recv_slot_, self_idx_, self_slot_);
+}
+
+void Migration::move_rows(const double* in, int ncomp, double* out, int tag, const std::vector<int>& to,
+                          const std::vector<std::vector<std::int64_t>>& to_rows, const std::vector<int>& from,
+                          const std::vector<std::vector<std::int64_t>>& from_rows,
+                          const std::vector<std::int64_t>& self_in, const std::vector<std::int64_t>& self_out) {
   const std::size_t nc = static_cast<std::size_t>(ncomp);
-  // Receive offsets (what I sent out comes back) and send offsets.
   std::size_t nrecv = 0, nsend = 0;
-  for (const auto& v : send_idx_) nrecv += v.size();
-  for (const auto& v : recv_slot_) nsend += v.size();
+  for (const auto& v : from_rows) nrecv += v.size();
+  for (const auto& v : to_rows) nsend += v.size();
   rbuf_.resize(nrecv * nc);
   sbuf_.resize(nsend * nc);
   reqs_.clear();
   std::size_t off = 0;
-  for (std::size_t k = 0; k < send_dests_.size(); ++k) {
+  for (std::size_t k = 0; k < from.size(); ++k) {
     reqs_.emplace_back();
-    check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(send_idx_[k].size() * nc), MPI_DOUBLE,
-                        send_dests_[k], tags::kMigrationReverse, comm_, &reqs_.back()),
+    check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(from_rows[k].size() * nc), MPI_DOUBLE, from[k], tag,
+                        comm_, &reqs_.back()),
               "MPI_Irecv");
-    off += send_idx_[k].size() * nc;
+    off += from_rows[k].size() * nc;
   }
   off = 0;
-  for (std::size_t k = 0; k < recv_srcs_.size(); ++k) {
+  for (std::size_t k = 0; k < to.size(); ++k) {
     double* p = sbuf_.data() + off;
-    for (std::size_t j = 0; j < recv_slot_[k].size(); ++j)
-      for (std::size_t c = 0; c < nc; ++c)
-        p[j * nc + c] = owned_values[static_cast<std::size_t>(recv_slot_[k][j]) * nc + c];
+    for (std::size_t j = 0; j < to_rows[k].size(); ++j)
+      for (std::size_t c = 0; c < nc; ++c) p[j * nc + c] = in[static_cast<std::size_t>(to_rows[k][j]) * nc + c];
     reqs_.emplace_back();
-    check_mpi(MPI_Isend(p, static_cast<int>(recv_slot_[k].size() * nc), MPI_DOUBLE, recv_srcs_[k],
-                        tags::kMigrationReverse, comm_, &reqs_.back()),
+    check_mpi(MPI_Isend(p, static_cast<int>(to_rows[k].size() * nc), MPI_DOUBLE, to[k], tag, comm_, &reqs_.back()),
               "MPI_Isend");
     migration_traffic_.messages += 1;
-    migration_traffic_.bytes += static_cast<std::int64_t>(recv_slot_[k].size() * nc * sizeof(double));
-    off += recv_slot_[k].size() * nc;
+    migration_traffic_.bytes += static_cast<std::int64_t>(to_rows[k].size() * nc * sizeof(double));
+    off += to_rows[k].size() * nc;
   }
-  for (std::size_t j = 0; j < self_idx_.size(); ++j)
+  for (std::size_t j = 0; j < self_in.size(); ++j)
     for (std::size_t c = 0; c < nc; ++c)
-      local_out[static_cast<std::size_t>(self_idx_[j]) * nc + c] =
-          owned_values[static_cast<std::size_t>(self_slot_[j]) * nc + c];
+      out[static_cast<std::size_t>(self_out[j]) * nc + c] = in[static_cast<std::size_t>(self_in[j]) * nc + c];
   if (!reqs_.empty())
-    check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE),
-              "MPI_Waitall");
+    check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   off = 0;
-  for (std::size_t k = 0; k < send_dests_.size(); ++k) {
-    for (std::size_t j = 0; j < send_idx_[k].size(); ++j)
+  for (std::size_t k = 0; k < from.size(); ++k) {
+    for (std::size_t j = 0; j < from_rows[k].size(); ++j)
       for (std::size_t c = 0; c < nc; ++c)
-        local_out[static_cast<std::size_t>(send_idx_[k][j]) * nc + c] = rbuf_[off + j * nc + c];
-    off += send_idx_[k].size() * nc;
+        out[static_cast<std::size_t>(from_rows[k][j]) * nc + c] = rbuf_[off + j * nc + c];
+    off += from_rows[k].size() * nc;
   }
 }
 
@@ -508,6 +520,44 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) 
       for (int c = 0; c < 3; ++c) owned_inout[3 * static_cast<std::size_t>(i) + c] += rbuf_[off + c];
       off += 3;
     }
+}
+
+void Migration::route_ghosts(const double* owned_values, int ncomp, double* ghost_out) {
+  if (!have_ghosts_) throw std::logic_error("Migration::route_ghosts before exchange_ghosts");
+  const std::size_t nc = static_cast<std::size_t>(ncomp);
+  std::size_t nsend = 0;
+  for (std::size_t k = 0; k < ghost_dests_.size(); ++k) nsend += ghost_send_idx_[k].size();
+  sbuf_.resize(nc * nsend);
+  reqs_.clear();
+  // Ghost order: this rank's own images first, then each source's records.
+  const std::size_t n_self = ghost_self_idx_.size();
+  std::size_t off = nc * n_self;
+  for (std::size_t k = 0; k < ghost_srcs_.size(); ++k) {
+    reqs_.emplace_back();
+    check_mpi(MPI_Irecv(ghost_out + off, static_cast<int>(nc * ghost_recv_count_[k]), MPI_DOUBLE, ghost_srcs_[k],
+                        tags::kGhostRoute, comm_, &reqs_.back()),
+              "MPI_Irecv");
+    off += nc * ghost_recv_count_[k];
+  }
+  off = 0;
+  for (std::size_t k = 0; k < ghost_dests_.size(); ++k) {
+    double* p = sbuf_.data() + off;
+    for (std::size_t j = 0; j < ghost_send_idx_[k].size(); ++j)
+      for (std::size_t c = 0; c < nc; ++c)
+        p[j * nc + c] = owned_values[static_cast<std::size_t>(ghost_send_idx_[k][j]) * nc + c];
+    reqs_.emplace_back();
+    check_mpi(MPI_Isend(p, static_cast<int>(nc * ghost_send_idx_[k].size()), MPI_DOUBLE, ghost_dests_[k],
+                        tags::kGhostRoute, comm_, &reqs_.back()),
+              "MPI_Isend");
+    ghost_traffic_.messages += 1;
+    ghost_traffic_.bytes += static_cast<std::int64_t>(nc * ghost_send_idx_[k].size() * sizeof(double));
+    off += nc * ghost_send_idx_[k].size();
+  }
+  for (std::size_t g = 0; g < n_self; ++g)
+    for (std::size_t c = 0; c < nc; ++c)
+      ghost_out[nc * g + c] = owned_values[nc * static_cast<std::size_t>(ghost_self_idx_[g]) + c];
+  if (!reqs_.empty())
+    check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 }  // namespace realspace

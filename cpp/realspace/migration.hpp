@@ -55,14 +55,26 @@ class Migration {
   // atoms: payload[payload_offsets[i] .. payload_offsets[i+1]) travels with
   // atom i; the real-space part sends each atom's excluded partner ids this
   // way, so exclusions need no per-step routing).
+  // `vote` rides on the Allreduce forward does anyway (its input check):
+  // agreed_vote() is then the largest vote of any rank (the solver's pair list
+  // agrees on a rebuild this way, with no collective of its own).
   void forward(const double* positions, const double* charges, const std::int64_t* ids,
                std::size_t n_local, const std::int64_t* payload_offsets = nullptr,
-               const std::int64_t* payload = nullptr);
+               const std::int64_t* payload = nullptr, int vote = 0);
+  int agreed_vote() const { return agreed_vote_; }
 
   // Collective. `owned_values` is n_owned x ncomp (row-major), one row per
   // owned atom; `local_out` (n_local x ncomp) receives the rows of this
   // rank's atoms in the order they were passed to forward().
   void reverse(const double* owned_values, int ncomp, double* local_out);
+
+  // Collective, the mirror image of reverse(): rows of the caller's atoms
+  // (n_local x ncomp, the same n_local and order as the last forward()) go to
+  // their owners along the last forward's plan, whatever the atoms' positions
+  // now; owned_out (n_owned x ncomp) gets one row per owned slot. With it a
+  // caller keeps the owners of the last forward (a reused pair list moves
+  // displacements and charges this way, migration frozen between rebuilds).
+  void route(const double* local_values, int ncomp, double* owned_out);
 
   // Collective. Builds the ghost atoms of this rank: every periodic image of
   // every atom (owned anywhere) that lies within `cutoff` of this rank's
@@ -77,6 +89,13 @@ class Migration {
   // owned-ghost pair is evaluated on one rank only. Every rank must call it,
   // also one without owned atoms (its ghosts' rows, zeros, are still expected).
   void reverse_ghosts(const double* ghost_values, double* owned_inout);
+
+  // Collective, the mirror image of reverse_ghosts(): each ghost's row of
+  // ghost_out (n_ghost x ncomp) becomes the row of its original in owned_values
+  // (n_owned x ncomp), along the plan of the last exchange_ghosts (the same
+  // partners and records). A reused pair list refreshes its ghosts this way
+  // (the displacement of an image is its original's).
+  void route_ghosts(const double* owned_values, int ncomp, double* ghost_out);
 
   // How the last forward() moved atoms: no atom changed rank anywhere (no
   // messages), every atom went to its own or an adjacent domain (known
@@ -162,6 +181,7 @@ class Migration {
   ForwardPath forward_path_ = ForwardPath::None;
   Traffic migration_traffic_, ghost_traffic_;
   std::uint64_t generation_ = 0;
+  int agreed_vote_ = 0;
   double margin_[3] = {0, 0, 0};
 
   SparseExchange nbx_forward_;
@@ -202,6 +222,15 @@ class Migration {
   std::vector<int> ghost_dests_, ghost_srcs_;
   std::vector<std::vector<std::int64_t>> ghost_send_idx_;
   std::vector<std::size_t> ghost_recv_count_;
+
+  // Rows of `in` (ncomp each) to the ranks `to` (rows to_rows[k] to to[k]) and
+  // rows from the ranks `from` into `out` (rows from_rows[k]), the self rows
+  // in[self_in[j]] -> out[self_out[j]]: plain Irecv/Isend with counts known on
+  // both sides (reverse and route, each the other's mirror image).
+  void move_rows(const double* in, int ncomp, double* out, int tag, const std::vector<int>& to,
+                 const std::vector<std::vector<std::int64_t>>& to_rows, const std::vector<int>& from,
+                 const std::vector<std::vector<std::int64_t>>& from_rows, const std::vector<std::int64_t>& self_in,
+                 const std::vector<std::int64_t>& self_out);
 
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;

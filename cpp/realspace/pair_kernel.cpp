@@ -128,28 +128,21 @@ PMEWALD_INLINE V verfcx(V x) {
   return pe + u * po;
 }
 
+// The kernel on partners already contiguous in bx, by, bz, bq (room for n rounded
+// up to L: the lanes past n are padded here with a zero charge 1 / alpha away,
+// which contributes nothing, whatever the units), so the vector loop only does
+// whole-register loads and stores.
 template <int L>
-PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi, double zi, double kqi,
-                          const double* __restrict x, const double* __restrict y,
-                          const double* __restrict z, const double* __restrict q, double alpha, double* __restrict fx,
-                          double* __restrict fy, double* __restrict fz, double* __restrict acc) {
+PMEWALD_INLINE void block(int n, double* __restrict bx, double* __restrict by, double* __restrict bz,
+                          double* __restrict bq, double xi, double yi, double zi, double kqi, double alpha,
+                          double* __restrict fx, double* __restrict fy, double* __restrict fz,
+                          double* __restrict acc) {
   using V = typename Vec<L>::D;
   using VL = typename Vec<L>::I;
   const double a_tsp = alpha * kTwoOverSqrtPi;
   const double tiny2 = coincident2(alpha);
   V e = splat<V>(0), w00 = e, w01 = e, w02 = e, w11 = e, w12 = e, w22 = e, fxi = e, fyi = e, fzi = e;
-  // Gather the partners into contiguous, lane-padded scratch first (padding:
-  // a zero charge 1 / alpha away, which contributes nothing, whatever the
-  // units), so the vector loop below only does whole-register loads and stores.
-  alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch];
   const int padded = (n + L - 1) / L * L;
-  for (int b = 0; b < n; ++b) {
-    const int j = js[b];
-    bx[b] = x[j];
-    by[b] = y[j];
-    bz[b] = z[j];
-    bq[b] = q[j];
-  }
   for (int b = n; b < padded; ++b) {
     bx[b] = xi + 1.0 / alpha;
     by[b] = yi;
@@ -195,6 +188,30 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
   }
 }
 
+// The kernel on partners js: gathered into contiguous scratch first.
+template <int L>
+PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi, double zi, double kqi,
+                          const double* __restrict x, const double* __restrict y,
+                          const double* __restrict z, const double* __restrict q, double alpha, double* __restrict fx,
+                          double* __restrict fy, double* __restrict fz, double* __restrict acc) {
+  alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch];
+  for (int b = 0; b < n; ++b) {
+    const int j = js[b];
+    bx[b] = x[j];
+    by[b] = y[j];
+    bz[b] = z[j];
+    bq[b] = q[j];
+  }
+  block<L>(n, bx, by, bz, bq, xi, yi, zi, kqi, alpha, fx, fy, fz, acc);
+}
+
+using BlockFn = void (*)(int, double*, double*, double*, double*, double, double, double, double, double, double*,
+                         double*, double*, double*);
+#define PMEWALD_BLOCK_ARGS                                                                                 \
+  int n, double *bx, double *by, double *bz, double *bq, double xi, double yi, double zi, double kqi,       \
+      double alpha, double *fx, double *fy, double *fz, double *acc
+#define PMEWALD_BLOCK_PASS n, bx, by, bz, bq, xi, yi, zi, kqi, alpha, fx, fy, fz, acc
+
 using BatchFn = void (*)(int, const int*, double, double, double, double, const double*, const double*,
                          const double*, const double*, double, double*, double*, double*, double*);
 
@@ -237,6 +254,8 @@ PMEWALD_INLINE int select_scalar(const NeighbourQuery& qr, int j, int je, int* _
 #if PMEWALD_X86_DISPATCH
 PMEWALD_TARGET_V4 void batch_v4(PMEWALD_BATCH_ARGS) { batch<8>(PMEWALD_BATCH_PASS); }
 PMEWALD_TARGET_V3 void batch_v3(PMEWALD_BATCH_ARGS) { batch<4>(PMEWALD_BATCH_PASS); }
+PMEWALD_TARGET_V4 void block_v4(PMEWALD_BLOCK_ARGS) { block<8>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V3 void block_v3(PMEWALD_BLOCK_ARGS) { block<4>(PMEWALD_BLOCK_PASS); }
 
 // One 8-lane step of select_v4 on sorted atoms [j, j + 8) under `live` (the
 // tail's lanes past je are masked off, and masked loads do not touch them).
@@ -425,6 +444,7 @@ PMEWALD_TARGET_V3 int select_v3(const NeighbourQuery& qr, int jb, int je, int* l
 #endif
 
 void batch_base(PMEWALD_BATCH_ARGS) { batch<2>(PMEWALD_BATCH_PASS); }
+void block_base(PMEWALD_BLOCK_ARGS) { block<2>(PMEWALD_BLOCK_PASS); }
 int select_base(const NeighbourQuery& qr, int jb, int je, int* list, int n, int* maybe, int& n_maybe) {
   return select_scalar(qr, jb, je, list, n, maybe, n_maybe);
 }
@@ -432,6 +452,7 @@ int select_base(const NeighbourQuery& qr, int jb, int je, int* list, int n, int*
 struct Dispatch {
   BatchFn fn = simd::choose<BatchFn>(PMEWALD_SIMD_VERSIONS(batch_v4, batch_v3, batch_base));
   SelectFn sel = simd::choose<SelectFn>(PMEWALD_SIMD_VERSIONS(select_v4, select_v3, select_base));
+  BlockFn blk = simd::choose<BlockFn>(PMEWALD_SIMD_VERSIONS(block_v4, block_v3, block_base));
 };
 
 const Dispatch& dispatch() {
@@ -442,6 +463,8 @@ const Dispatch& dispatch() {
 }  // namespace
 
 void erfc_pair_batch(PMEWALD_BATCH_ARGS) { dispatch().fn(PMEWALD_BATCH_PASS); }
+
+void erfc_pair_block(PMEWALD_BLOCK_ARGS) { dispatch().blk(PMEWALD_BLOCK_PASS); }
 
 int select_within(const NeighbourQuery& qr, int jb, int je, int* list, int n, int* maybe, int& n_maybe) {
   return dispatch().sel(qr, jb, je, list, n, maybe, n_maybe);

@@ -59,6 +59,13 @@ void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, doub
                      const double* y, const double* z, const double* q, double alpha, double* fx,
                      double* fy, double* fz, double* acc);
 
+// The same on partners already gathered: positions and charges in bx, by, bz,
+// bq (b < n; room for n rounded up to a multiple of 8, the lanes past n
+// overwritten with padding). The reused pair list (pair_list.cpp) gathers them
+// while selecting the pairs within the cutoff.
+void erfc_pair_block(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi, double zi,
+                     double kqi, double alpha, double* fx, double* fy, double* fz, double* acc);
+
 constexpr double kMaxAlphaR = 8.0;
 
 // The neighbour search's inner loop for atom i over sorted atoms [jb, je):

@@ -87,16 +87,21 @@ struct HalfPairKernel {
     return -1;
   }
 
+  // Whether the pair (a, j) is excluded, with the exclusion entries its sighting
+  // counts for (e1: of the owned side, a's if both are owned; e2: j's then, else -1).
+  bool exclusion_entries(int a, int j, std::int64_t& e1, std::int64_t& e2) const {
+    const int oa = sowner(a), oj = sowner(j);
+    e1 = oa >= 0 ? entry(oa, sid(j)) : entry(oj, sid(a));
+    e2 = e1 >= 0 && oa >= 0 && oj >= 0 ? entry(oj, sid(a)) : -1;
+    return e1 >= 0;
+  }
+
   // Whether the pair (a, j) is excluded; counts the sighting for every owned side.
   bool excluded(int a, int j) const {
-    const int oa = sowner(a), oj = sowner(j);
-    const std::int64_t e = oa >= 0 ? entry(oa, sid(j)) : entry(oj, sid(a));
-    if (e < 0) return false;
-    Kokkos::atomic_increment(&found(e));
-    if (oa >= 0 && oj >= 0) {
-      const std::int64_t f = entry(oj, sid(a));
-      if (f >= 0) Kokkos::atomic_increment(&found(f));
-    }
+    std::int64_t e1, e2;
+    if (!exclusion_entries(a, j, e1, e2)) return false;
+    Kokkos::atomic_increment(&found(e1));
+    if (e2 >= 0) Kokkos::atomic_increment(&found(e2));
     return true;
   }
 
@@ -123,20 +128,20 @@ struct HalfPairKernel {
     fr = kqq * (kTwoOverSqrtPi * ar * exp_mar2 - erf_ar) / (r * r2);
   }
 
-  void operator()(const int a, double* acc) const {
+  // The stencil walk of sorted atom a at search radius sqrt(rc2): hands its hits
+  // to on_batch(list, n, maybe, n_maybe) in batches of at most kBatch (list: pairs
+  // this rank evaluates and that cannot be excluded; maybe: hits that might be
+  // excluded pairs, whichever rank evaluates them). Returns the distances checked.
+  template <class OnBatch>
+  double walk(const int a, OnBatch&& on_batch) const {
     const int c = scell(a);
     const int cx = c % nc0, cy = (c / nc0) % nc1, cz = c / (nc0 * nc1);
     const bool a_owned = sowner(a) >= 0;
-    const double xi = x(a), yi = y(a), zi = z(a), own_a = own(a);
-    const double kqi = k * q(a);
-    auto access = sforces.access();
+    const double xi = x(a), yi = y(a), zi = z(a);
     // Hits (list) and hits that might be excluded pairs (maybe); select_within
     // may store up to 8 entries past either count.
     int list[kBatch + 8], maybe[kBatch + 8];
-    double bfx[kBatch], bfy[kBatch], bfz[kBatch];
-    double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
-    double e_excl = 0, candidates = 0, evaluated = 0;
+    double candidates = 0;
     int n = 0, n_maybe = 0;
     NeighbourQuery query{xi, yi, zi, rc2, !a_owned, x.data(), y.data(), z.data(), own.data(), skey.data(), skey(a)};
     if (any_excl) {
@@ -149,42 +154,8 @@ struct HalfPairKernel {
       query.emask = emask.data();
       query.mask = emask(a);
     }
-
-    auto evaluate = [&](int* js, int count) {
-      if (!pairs || count == 0) return;
-      evaluated += count;
-      (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, x.data(), y.data(),
-                                                                  z.data(), q.data(), alpha, bfx, bfy, bfz, sums);
-      for (int b = 0; b < count; ++b) {
-        const int j = js[b];
-        access(j, 0) -= bfx[b];
-        access(j, 1) -= bfy[b];
-        access(j, 2) -= bfz[b];
-      }
-    };
     auto flush = [&]() {
-      // Candidates for exclusion: look them up; the excluded ones get the
-      // erf correction (forces on owned atoms only), the others join the
-      // ordinary pairs if this rank evaluates them.
-      int kept = 0;
-      for (int b = 0; b < n_maybe; ++b) {
-        const int j = maybe[b];
-        if (!excluded(a, j)) {
-          if (keeps(a, j)) maybe[kept++] = j;
-          continue;
-        }
-        const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
-        double epair, fr;
-        excluded_pair(kqi * q(j), dx * dx + dy * dy + dz * dz, epair, fr);
-        const double w = 0.5 * (own_a + own(j));
-        e_excl += w * epair;
-        double f[3];
-        PairBatchAcc::add_pair(w, fr, dx, dy, dz, excl_sums, f);
-        if (own(j) != 0.0)
-          for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
-      }
-      evaluate(list, n);
-      evaluate(maybe, kept);
+      on_batch(list, n, maybe, n_maybe);
       n = n_maybe = 0;
     };
 
@@ -236,6 +207,40 @@ struct HalfPairKernel {
       }
     }
     flush();
+    return candidates;
+  }
+
+  void operator()(const int a, double* acc) const {
+    const bool a_owned = sowner(a) >= 0;
+    const double xi = x(a), yi = y(a), zi = z(a), own_a = own(a);
+    const double kqi = k * q(a);
+    auto access = sforces.access();
+    double bfx[kBatch], bfy[kBatch], bfz[kBatch];
+    double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
+    double e_excl = 0, evaluated = 0;
+
+    auto evaluate = [&](int* js, int count) {
+      if (!pairs || count == 0) return;
+      evaluated += count;
+      evaluate_batch(js, count, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
+    };
+    // Candidates for exclusion: look them up; the excluded ones get the erf
+    // correction (forces on owned atoms only), the others join the ordinary
+    // pairs if this rank evaluates them.
+    const double candidates = walk(a, [&](int* list, int n, int* maybe, int n_maybe) {
+      int kept = 0;
+      for (int b = 0; b < n_maybe; ++b) {
+        const int j = maybe[b];
+        if (!excluded(a, j)) {
+          if (keeps(a, j)) maybe[kept++] = j;
+          continue;
+        }
+        add_excluded(a, j, own_a, e_excl, excl_sums, access);
+      }
+      evaluate(list, n);
+      evaluate(maybe, kept);
+    });
     for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
     acc[0] += sums[0];
     acc[1] += e_excl;
@@ -243,6 +248,37 @@ struct HalfPairKernel {
       acc[2 + v] += sums[PairBatchAcc::kVirial + v] + excl_sums[PairBatchAcc::kVirial + v];
     acc[8] += candidates;
     acc[9] += evaluated;
+  }
+
+  // The erfc terms of the pairs (i, js[b]), b < count (count <= kBatch), i at
+  // (xi, yi, zi) with k q_i = kqi: into sums (PairBatchAcc's layout), the
+  // forces on the partners subtracted through `access`; bf*: scratch of kBatch.
+  template <class Access>
+  void evaluate_batch(const int* js, int count, double xi, double yi, double zi, double kqi, double* bfx,
+                      double* bfy, double* bfz, double* sums, Access& access) const {
+    (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, x.data(), y.data(),
+                                                                z.data(), q.data(), alpha, bfx, bfy, bfz, sums);
+    for (int b = 0; b < count; ++b) {
+      const int j = js[b];
+      access(j, 0) -= bfx[b];
+      access(j, 1) -= bfy[b];
+      access(j, 2) -= bfz[b];
+    }
+  }
+
+  // The erf correction of the excluded pair (a, j) (weight 1/2 per owned side;
+  // the force on j if owned here; a's force left in excl_sums[7..9]).
+  template <class Access>
+  void add_excluded(int a, int j, double own_a, double& e_excl, double* excl_sums, Access& access) const {
+    const double dx = x(a) - x(j), dy = y(a) - y(j), dz = z(a) - z(j);
+    double epair, fr;
+    excluded_pair(k * q(a) * q(j), dx * dx + dy * dy + dz * dz, epair, fr);
+    const double w = 0.5 * (own_a + own(j));
+    e_excl += w * epair;
+    double f[3];
+    PairBatchAcc::add_pair(w, fr, dx, dy, dz, excl_sums, f);
+    if (own(j) != 0.0)
+      for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
   }
 };
 

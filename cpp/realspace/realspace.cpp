@@ -12,6 +12,7 @@
 #include "base/timers.hpp"
 #include "realspace/pair_kernel.hpp"
 #include "realspace/pair_search.hpp"
+#include "realspace/row_blocks.hpp"
 
 #include <Kokkos_ScatterView.hpp>
 
@@ -33,68 +34,21 @@ void ensure1(V& v, std::size_t n, const char* label) {
 
 }  // namespace
 
-// The pair loop of one compute_local, in blocks of kPairBlockRows rows, and what
-// finish_local needs of begin_local. A piece runs several blocks in one
-// parallel_for (one block per work item, dynamically scheduled), each block's
-// sums apart, then adds them in block order: the sums do not depend on how the
-// blocks were grouped into pieces, nor on the number of threads. A piece is
-// kBlocksPerThread blocks per thread (one block on a single thread): threads
-// woken for a single block of 64 rows spent longer waking than working
-// (docs/benchmarks.md, hybrid), and run_rest() runs all that is left at once.
-class RealSpace::PairSweep final : public BackgroundWork {
+// The pair loop of one compute_local (row_blocks.hpp: fixed blocks of
+// kPairBlockRows rows, run in pieces or at once), and what finish_local needs of
+// begin_local.
+class RealSpace::PairSweep final : public detail::RowBlocks<HalfPairKernel, 10> {
  public:
   using SortedForces =
       decltype(Kokkos::subview(View2<double>(), std::make_pair(std::size_t(0), std::size_t(0)), Kokkos::ALL()));
+  static_assert(kBlockRows == RealSpace::kPairBlockRows, "one block size for every pair loop");
 
-  std::int64_t run_piece() override { return run_blocks(piece_blocks()); }
-  std::int64_t run_rest() override { return run_blocks(blocks() - next / kPairBlockRows); }
-  bool done() const override { return next >= rows; }
-
-  static constexpr int kSums = 10;
-  static constexpr int kBlocksPerThread = 4;
   Migration* mig = nullptr;
   View2<double> forces;
   bool pair_terms = true;
   double cutoff = 0;
-  RealSpaceTerms terms;  // sum_q, sum_q2 and the times so far
-  HalfPairKernel kern;
+  RealSpaceTerms terms;  // sum_q, sum_q2 and the set-up times
   SortedForces sforce;
-  int rows = 0, next = 0;  // sorted atoms (0 without owned atoms); the next row to run
-  double sums[kSums] = {};
-
- private:
-  int blocks() const { return (rows + kPairBlockRows - 1) / kPairBlockRows; }
-  static int piece_blocks() {
-    const int threads = ExecSpace().concurrency();
-    return threads > 1 ? kBlocksPerThread * threads : 1;
-  }
-  std::int64_t run_blocks(int count) {
-    if (next >= rows) return 0;  // (next / kPairBlockRows would name the last block again)
-    const int b0 = next / kPairBlockRows, b1 = std::min(blocks(), b0 + std::max(count, 0));
-    if (b0 >= b1) return 0;
-    const double t0 = wall_seconds();
-    if (block_sums_.extent(0) < static_cast<std::size_t>(b1 - b0))
-      block_sums_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("realspace_block_sums")),
-                                  static_cast<std::size_t>(b1 - b0), kSums);
-    const View2<double> bs = block_sums_;
-    const HalfPairKernel k = kern;
-    const int n_rows = rows;
-    using Dynamic = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
-    Kokkos::parallel_for("pmewald::realspace_pairs", Dynamic(0, b1 - b0).set_chunk_size(1), [=](const int i) {
-      double acc[kSums] = {};
-      const int a0 = (b0 + i) * kPairBlockRows, a1 = std::min(n_rows, a0 + kPairBlockRows);
-      for (int a = a0; a < a1; ++a) k(a, acc);
-      for (int s = 0; s < kSums; ++s) bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s)) = acc[s];
-    });
-    Kokkos::fence();
-    for (int i = 0; i < b1 - b0; ++i)
-      for (int s = 0; s < kSums; ++s) sums[s] += bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s));
-    terms.t_pairs += wall_seconds() - t0;
-    const int end = std::min(rows, b1 * kPairBlockRows), done_rows = end - next;
-    next = end;
-    return done_rows;
-  }
-  View2<double> block_sums_;
 };
 
 RealSpace::RealSpace(MPI_Comm comm) : comm_(comm) {
@@ -124,17 +78,39 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   sw.pair_terms = pair_terms;
   sw.cutoff = cutoff;
   sw.terms = RealSpaceTerms{};
-  sw.rows = sw.next = 0;
-  for (double& v : sw.sums) v = 0;
+  sw.reset(0);
   RealSpaceTerms& t = sw.terms;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
-  // Excluded partners of each owned atom: the migration payload.
-  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
-  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
   if (forces.extent(0) < n_o || forces.extent(1) != 3 || (n_o > 0 && forces.stride(0) != 3))
     throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3, row-major");
   ghost_force_.assign(3 * n_g, 0.0);
+  const auto own_q = mig.owned_charges();
+  for (std::size_t i = 0; i < n_o; ++i) {
+    t.sum_q += own_q(i);
+    t.sum_q2 += own_q(i) * own_q(i);
+  }
+  const double t0 = wall_seconds();
+  HalfPairKernel& kern = sw.kern;
+  const std::size_t N = sort_atoms(mig, cutoff, kern);
+  if (N == 0) return;
+  auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
+  Kokkos::deep_copy(sforce, 0.0);
+  t.t_cells = wall_seconds() - t0;
+  kern.sforces = ScatterForces(sforce);
+  kern.alpha = alpha;
+  kern.k = coulomb_constant;
+  kern.pairs = pair_terms;
+  kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+  sw.sforce = sforce;
+  sw.rows = static_cast<int>(N);
+}
 
+std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel& kern) {
+  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
+  if (n_o == 0) return 0;
+  // Excluded partners of each owned atom: the migration payload.
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
   const auto own_r = mig.owned_positions();
   const auto own_s = mig.owned_fractional();
   const auto own_q = mig.owned_charges();
@@ -144,14 +120,7 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   const auto gh_q = mig.ghost_charges();
   const auto gh_id = mig.ghost_ids();
   const auto gh_key = mig.ghost_keys();
-
-  for (std::size_t i = 0; i < n_o; ++i) {
-    t.sum_q += own_q(i);
-    t.sum_q2 += own_q(i) * own_q(i);
-  }
-
-  const double t0 = wall_seconds();
-  if (n_o > 0) {
+  {
     // Cell grid over this rank's domain grown by the ghost margin, in
     // fractional coordinates; cell edges >= (cutoff / height) / reach along
     // each axis, so any pair within the cutoff is at most `reach` cells apart
@@ -264,11 +233,6 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
     }
     ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
     for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
-    auto sforce = Kokkos::subview(sforce_, std::make_pair(std::size_t(0), N), Kokkos::ALL());
-    Kokkos::deep_copy(sforce, 0.0);
-
-    t.t_cells = wall_seconds() - t0;
-    HalfPairKernel& kern = sw.kern;
     kern.x = sx_;
     kern.y = sy_;
     kern.z = sz_;
@@ -287,7 +251,6 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
     kern.elo = selo_;
     kern.ehi = sehi_;
     kern.emask = semask_;
-    kern.sforces = ScatterForces(sforce);
     kern.erfc_coef = ErfcTable::instance().coefficients();
     kern.nc0 = nc[0];
     kern.nc1 = nc[1];
@@ -300,13 +263,8 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
       kern.flo[d] = flo[d];
       kern.wf[d] = 1.0 / inv_w[d];
     }
-    kern.rc2 = cutoff * cutoff;
-    kern.alpha = alpha;
-    kern.k = coulomb_constant;
-    kern.pairs = pair_terms;
-    kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
-    sw.sforce = sforce;
-    sw.rows = static_cast<int>(N);
+    kern.rc2 = radius * radius;
+    return N;
   }
 }
 
@@ -316,6 +274,7 @@ RealSpaceTerms RealSpace::finish_local() {
   sw.run_rest();
   Migration& mig = *sw.mig;
   RealSpaceTerms t = sw.terms;
+  t.t_pairs += sw.seconds;
   View2<double> forces = sw.forces;
   const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
   const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();

@@ -36,6 +36,11 @@
 namespace pmewald {
 inline namespace realspace {
 
+namespace detail {
+struct HalfPairKernel;
+}
+struct PairTable;
+
 // Energies and virial.
 struct RealSpaceTerms {
   double real = 0;        // erfc pair sum
@@ -98,6 +103,12 @@ class RealSpace {
   // and the global terms from their sums.
   static constexpr int kSums = 4 + Virial::kComponents;
   static void terms_to_sum(const RealSpaceTerms& local, double* out);
+  // The pair list's build (pair_list.hpp; defined in pair_list.cpp): mig's atoms
+  // sorted as for compute_local at search radius `radius` (mig's ghosts exchanged
+  // for at least that), and the pairs within it that this rank evaluates
+  // recorded into `out`; kern is left pointing at the sorted atoms (this object's
+  // scratch, valid until its next use). No MPI.
+  void record_pairs(Migration& mig, double radius, PairTable& out, detail::HalfPairKernel& kern);
   static RealSpaceTerms terms_from_sums(const double* sums, const PeriodicCell& cell, double alpha,
                                         double coulomb_constant);
 
@@ -114,6 +125,12 @@ class RealSpace {
   View1<int> found_;
   std::vector<int> cell_of_, fill_;
   class PairSweep;  // the pair loop between begin_local and finish_local
+  // Sorts mig's owned and ghost atoms by cell for a search of radius `radius`
+  // (cells from mig's ghost margin, which must be at least that) and points
+  // kern's atom, cell and exclusion arrays at the result; the evaluation
+  // constants and forces are the caller's. Returns the sorted atoms (0 without
+  // owned atoms: nothing to do). No MPI.
+  std::size_t sort_atoms(Migration& mig, double radius, detail::HalfPairKernel& kern);
   std::unique_ptr<PairSweep> sweep_;
 };
 

@@ -1,5 +1,6 @@
 #include "solver/pme_solver.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <new>
 #include <sstream>
@@ -36,6 +37,7 @@ std::string check_options(const SolverOptions& o) {
   if (!(o.coulomb_constant > 0) || !std::isfinite(o.coulomb_constant))
     return "coulomb_constant must be a positive finite number";
   if (!(o.cutoff > 0) || !std::isfinite(o.cutoff)) return "cutoff must be a positive finite number";
+  if (!(o.skin >= 0) || !std::isfinite(o.skin)) return "skin must be a non-negative finite number";
   if (o.overlap_poll.poll_rows < 1) return "overlap poll_rows must be at least 1";
   if (!(o.overlap_poll.poll_seconds > 0) || !std::isfinite(o.overlap_poll.poll_seconds))
     return "overlap poll interval must be a positive finite number of seconds";
@@ -54,7 +56,7 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
                      double(static_cast<int>(o.differentiation)), double(static_cast<int>(o.mode)),
                      o.coulomb_constant, o.real_space ? 1.0 : 0.0, o.choose_mode ? 1.0 : 0.0,
                      o.overlap ? (*o.overlap ? 1.0 : 0.0) : -1.0, double(o.overlap_poll.poll_rows),
-                     o.overlap_poll.poll_seconds});
+                     o.overlap_poll.poll_seconds, o.skin});
   return v;
 }
 
@@ -95,6 +97,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order, opt_.coulomb_constant,
                                              fft_->outbox(), kCOrder, layout);
     migration_.set_geometry(cell_, opt_.mesh);
+    configure_list();
 
     const Int3 e = halo_->extended().shape();
     grid_ = View3<double>("pme_grid", e[0], e[1], e[2]);
@@ -121,17 +124,36 @@ void PMESolver::configure_overlap() {
     overlap_ = std::make_unique<Overlap>(opt_.overlap_poll);
 }
 
+void PMESolver::configure_list() {
+  // cutoff + skin <= half the smallest height: the ghosts' reach (one image per pair).
+  list_skin_ = opt_.real_space ? std::min(opt_.skin, 0.5 * cell_.min_height() - opt_.cutoff) : 0.0;
+  if (!(list_skin_ > 0)) list_skin_ = 0;
+  if (list_skin_ > 0 && !list_) list_ = std::make_unique<PairList>(comm_.get());
+  if (list_) list_->set_geometry(cell_, opt_.mesh);
+}
+
+void PMESolver::adopt(const SolverOptions& next, const char* differs) {
+  agree_or_throw(comm_.get(), check_options(next));
+  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next))) throw ValueError(differs);
+  opt_ = next;
+}
+
+void PMESolver::set_skin(double skin) {
+  SolverOptions next = opt_;
+  next.skin = skin;
+  adopt(next, "set_skin: the skin differs between ranks");
+  configure_list();
+}
+
 void PMESolver::set_box(const Mat3& box) {
   SolverOptions next = opt_;
   next.box = box;
-  agree_or_throw(comm_.get(), check_options(next));
-  if (!same_on_all_ranks(comm_.get(), options_fingerprint(next)))
-    throw ValueError("set_box: the box differs between ranks");
-  opt_ = next;
+  adopt(next, "set_box: the box differs between ranks");
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
   kspace_->set_box(opt_.box);
   migration_.set_geometry(cell_, opt_.mesh);
+  configure_list();
 }
 
 double PMESolver::lap(const char* phase, double start) {
@@ -226,7 +248,18 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   // ids and pairs do not change) and travel with the atoms as payload.
   exclusions_.update(ids, n, exclusions, m);
   t = timers_.lap("exclusions", t);
-  migration_.forward(positions, charges, ids, n, exclusions_.offsets(), exclusions_.partners());
+  // With a pair list the real-space atoms keep their owners between rebuilds (the
+  // list's own migration); this one is the reciprocal part's, by current position.
+  // The list's rebuild vote rides on its Allreduce.
+  const bool use_list = list_skin_ > 0;
+  int vote = 0;
+  if (use_list) {
+    vote = list_->vote(positions, ids, n, list_skin_) | (exclusions_.rerouted() ? 1 : 0);
+    t = timers_.lap("real_space", t);
+    migration_.forward(positions, charges, ids, n, nullptr, nullptr, vote);
+  } else {
+    migration_.forward(positions, charges, ids, n, exclusions_.offsets(), exclusions_.partners());
+  }
   t = timers_.lap("migrate", t);
   const std::size_t n_own = migration_.n_owned();
   if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
@@ -239,30 +272,43 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   const bool pairs = opt_.real_space || exclusions_.any();
   RealSpaceTerms local;
   Overlap* overlap = nullptr;
-  if (pairs) {
+  BackgroundWork* work = nullptr;
+  if (use_list) {
+    list_->begin(migration_.agreed_vote() != 0, positions, charges, ids, n, exclusions_.offsets(),
+                 exclusions_.partners(), opt_.cutoff, list_skin_, opt_.alpha, opt_.coulomb_constant);
+    work = &list_->pairs();
+  } else if (pairs) {
     migration_.exchange_ghosts(opt_.cutoff);
     t = timers_.lap("ghost_atoms", t);
     realspace_.begin_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_, opt_.real_space);
-    if (overlap_) {
-      overlap = overlap_.get();
-      overlap->set_work(&realspace_.pairs());
-    } else {
-      realspace_.pairs().run_rest();
-    }
-    t = timers_.lap("real_space", t);
+    work = &realspace_.pairs();
   } else {
     auto q = migration_.owned_charges();
     for (std::size_t i = 0; i < n_own; ++i) {
       local.sum_q += q(i);
       local.sum_q2 += q(i) * q(i);
     }
-    Kokkos::deep_copy(f_real_, 0.0);
   }
+  if (work) {
+    if (overlap_) {
+      overlap = overlap_.get();
+      overlap->set_work(work);
+    } else {
+      work->run_rest();
+    }
+    t = timers_.lap("real_space", t);
+  }
+  if (use_list || !pairs) Kokkos::deep_copy(f_real_, 0.0);
   const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
   reciprocal(res, f_rec_, overlap);
   t = wall_seconds();
-  if (pairs) {
-    local = realspace_.finish_local();
+  if (work) {
+    if (use_list) {
+      f_list_.resize(3 * n);
+      local = list_->finish(f_list_.data());
+    } else {
+      local = realspace_.finish_local();
+    }
     if (overlap) {
       overlap->set_work(nullptr);
       timers_.add("real_space", overlap_->stats().work_seconds - hidden0);
@@ -284,6 +330,16 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
         }
       },
       f2);
+  if (use_list) {
+    // The list's forces are in the caller's order: add them there.
+    migration_.reverse(fk.data(), 3, forces_out);
+    f2 = 0;
+    for (std::size_t i = 0; i < 3 * n; ++i) {
+      forces_out[i] += f_list_[i];
+      f2 += forces_out[i] * forces_out[i];
+    }
+    t = timers_.lap("migrate", t);
+  }
   // One Allreduce: the real-space terms' sums, reciprocal energy, virial, sum |F|^2
   // and the atom count (exact in a double below 2^53).
   constexpr int kReal = RealSpace::kSums, kSums = kReal + 3 + Virial::kComponents;
@@ -297,8 +353,10 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   const RealSpaceTerms terms = RealSpace::terms_from_sums(sums, cell_, opt_.alpha, opt_.coulomb_constant);
   const std::int64_t n_total = static_cast<std::int64_t>(sums[kSums - 1]);
   t = timers_.lap("reduce", t);
-  migration_.reverse(fk.data(), 3, forces_out);
-  t = timers_.lap("migrate", t);
+  if (!use_list) {
+    migration_.reverse(fk.data(), 3, forces_out);
+    t = timers_.lap("migrate", t);
+  }
 
   res.terms["reciprocal"] = sums[kReal];
   res.terms["real"] = terms.real;
@@ -342,6 +400,19 @@ std::map<std::string, double> PMESolver::timings() const {
   out["migrate_bytes"] = static_cast<double>(migration_.migration_traffic().bytes);
   out["ghost_atoms_messages"] = static_cast<double>(migration_.ghost_traffic().messages);
   out["ghost_atoms_bytes"] = static_cast<double>(migration_.ghost_traffic().bytes);
+  if (list_) {
+    // The pair list's own migration (at builds; displacements between them) and ghosts.
+    const Migration& lm = list_->migration();
+    out["migrate_messages"] += static_cast<double>(lm.migration_traffic().messages);
+    out["migrate_bytes"] += static_cast<double>(lm.migration_traffic().bytes);
+    out["ghost_atoms_messages"] += static_cast<double>(lm.ghost_traffic().messages);
+    out["ghost_atoms_bytes"] += static_cast<double>(lm.ghost_traffic().bytes);
+    const PairList::Stats& ls = list_->stats();
+    out["pair_list_builds"] = ls.builds;
+    out["pair_list_build"] = ls.build_seconds;
+    out["pair_list_refresh"] = ls.refresh_seconds;
+    out["pair_list_evaluate"] = ls.evaluate_seconds;
+  }
   // The reciprocal part's communication left exposed (inside MPI, not computing),
   // and with overlap what was hidden behind the pair loop, and the polling's cost.
   out["comm_wait"] = out["fft_comm_wait"] + out["ghost_comm_wait"];
@@ -369,6 +440,7 @@ void PMESolver::reset_timings() {
   fft_->reset_stats();
   halo_->reset_stats();
   migration_.reset_traffic();
+  if (list_) list_->reset_stats();
 }
 
 }  // namespace solver

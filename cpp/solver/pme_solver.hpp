@@ -36,6 +36,7 @@
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
 #include "realspace/migration.hpp"
+#include "realspace/pair_list.hpp"
 #include "realspace/realspace.hpp"
 #include "solver/mode_choice.hpp"
 #include "pme/kspace_solve.hpp"
@@ -62,6 +63,10 @@ struct SolverOptions {
   OverlapSettings overlap_poll;           // its progress-call intervals
   double coulomb_constant = 1.0;
   bool real_space = true;
+  // Real-space pair list reused across calls (realspace/pair_list.hpp) with this
+  // skin (length units); 0: a fresh search every call. Used with real_space only,
+  // and limited to half the smallest cell height minus the cutoff (skin_used()).
+  double skin = 0;
 };
 
 struct SolverResult {
@@ -95,6 +100,10 @@ class PMESolver {
   const ModeMeasurement& mode_measurement() const { return modes_; }
   // Whether the exchanges are overlapped (options.overlap, or its default for the mode in use).
   bool overlapping() const { return overlap_ != nullptr; }
+  // Collective: another skin for the next calls (a new list; 0: none).
+  void set_skin(double skin);
+  // The pair list's skin for the current box (0: no list).
+  double skin_used() const { return list_ ? list_skin_ : 0.0; }
   const Box3& brick() const { return halo_->brick(); }
   const Box3& kspace_box() const { return fft_->outbox(); }
   std::map<std::string, double> timings() const;
@@ -105,6 +114,10 @@ class PMESolver {
   void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap);
   void choose_mode();
   void configure_overlap();  // overlap_ as options.overlap says for the mode in use
+  void configure_list();     // list_ and list_skin_ for options.skin and the box
+  // Collective: `next` checked (ValueError on every rank) and the same everywhere
+  // (else ValueError(differs)), then in use.
+  void adopt(const SolverOptions& next, const char* differs);
   // PhaseTimers::lap less the pair work the overlap ran inside the phase (which
   // counts as real_space).
   double lap(const char* phase, double start);
@@ -120,6 +133,9 @@ class PMESolver {
   Migration migration_;
   ExclusionList exclusions_;
   RealSpace realspace_;
+  std::unique_ptr<PairList> list_;  // null with skin 0 (or real_space off)
+  double list_skin_ = 0;            // options.skin limited by the box; 0: fresh searches
+  std::vector<double> f_list_;      // the list's forces, caller order
   Stencil stencil_;
   // Extended bricks (the FFT's input/output storage): charges, then potential.
   View3<double> grid_;

@@ -34,6 +34,8 @@ _POLL = (256, 100.0)
 _DIFFS = ("auto", "ad", "ik")
 _ERROR_MODELS = ("correlated", "uncorrelated")
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
+# skin="auto": this fraction of the cutoff (docs/performance.md has the measurements).
+AUTO_SKIN_FRACTION = 0.1
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
 # call fails, so a failed first call leaves the object as it was.
 _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
@@ -126,6 +128,18 @@ class PME(Tuning):
     real_space : bool
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
+    skin : float or "auto"
+        The real-space pair list is reused across :meth:`compute` calls: pairs are searched
+        within ``cutoff + skin`` and the stored pairs re-evaluated at the new positions (only
+        those closer than the cutoff count) until some atom has moved more than ``skin / 2``
+        since the search, the atoms a rank passes (their count or ids), the exclusions or the
+        box change; the atoms' owners and ghosts stay as at the search in between (LAMMPS's
+        scheme). The results are those of a fresh search to rounding. ``0`` searches on every
+        call; ``"auto"`` (default) is ``0.1 x cutoff`` from the second call on (the first
+        searches afresh, so a single call costs what it does without a list); the skin is
+        limited to half the smallest cell height minus the cutoff (``parameters["skin_used"]``). ``timings()`` has the
+        rebuilds (``pair_list_builds``) and the seconds building, refreshing and evaluating
+        the list. Used with ``real_space=True`` only. docs/realspace.md.
     error_model : "correlated" or "uncorrelated"
         How the reciprocal-space error is estimated (for the automatic choice and
         ``estimated_error``): ``"correlated"`` (default) weighs the error functional by
@@ -180,7 +194,7 @@ class PME(Tuning):
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None):
+                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
@@ -225,19 +239,34 @@ class PME(Tuning):
                 raise ValueError(f"overlap_poll must be (rows, microseconds), got {overlap_poll!r}")
             if rows < 1 or not (math.isfinite(us) and us > 0):
                 raise ValueError(f"overlap_poll must be (rows >= 1, microseconds > 0), got {overlap_poll!r}")
-            return b, rc, tol, a, m, p, k, (rows, us)
+            if isinstance(skin, str) and skin == "auto":
+                sk = AUTO_SKIN_FRACTION * rc
+            else:
+                try:
+                    if isinstance(skin, (bool, np.bool_)):
+                        raise TypeError
+                    sk = float(skin)
+                except (TypeError, ValueError):
+                    raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
+                if not (math.isfinite(sk) and sk >= 0):
+                    raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
+            return b, rc, tol, a, m, p, k, (rows, us), sk
 
         with Rules():
-            b, rc, tol, a, m, p, k, poll = agreed(user_comm, check)
+            b, rc, tol, a, m, p, k, poll, sk = agreed(user_comm, check)
             ov = None if overlap is None else bool(overlap)
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
             same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space), error_model, ov, poll),
+                                         bool(real_space), error_model, ov, poll, sk),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                            "real_space, error_model, overlap and overlap_poll")
+                            "real_space, error_model, overlap, overlap_poll and skin")
             self._node_ranks = node_ranks(self._comm)
+            # skin="auto": a fresh search on the first call (a single call costs what it did
+            # without a list), the list from the second on (_compute).
+            self._skin, self._skin_auto = sk, isinstance(skin, str)
+            self._skin_active = 0.0 if self._skin_auto else sk
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
 
     def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model, overlap, poll):
@@ -276,15 +305,17 @@ class PME(Tuning):
         self._alpha, self._order, self._differentiation = new["alpha"], new["order"], differentiation
         if self._solver is not None and new == self._params:
             return
-        self._solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self._real_space)
+        self._solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self._real_space,
+                                        skin=self._skin_active)
         self._params = new
         self._cache_estimate = None
 
-    def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None):
+    def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
         """Collective: a C++ solver, after the agreed per-rank size check (_limits: the
         32-bit element limit and the memory available to each rank). The core agrees on
         its own errors, out of memory in its buffers and grids included. `mode`: the
-        communication mode (default: comm_mode)."""
+        communication mode (default: comm_mode); `skin`: its pair list's (0, a fresh
+        search every call, for the tuning's one-off solvers)."""
         comm = self._comm
 
         def fits():
@@ -293,7 +324,7 @@ class PME(Tuning):
 
         agreed(comm, fits)
         return _core.PMESolver(comm, self._box, mesh, order, alpha, self._cutoff, differentiation,
-                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll)
+                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll, skin)
 
     def _mode_used(self):
         """The mode the exchanges use: comm_mode, or with "auto" the measured winner
@@ -337,7 +368,8 @@ class PME(Tuning):
                  comm_mode_seconds=dict(self._solver.comm_mode_seconds) if self._solver is not None else {},
                  overlap=self._overlap_used(), overlap_poll=self._poll,
                  coulomb_constant=self._k, real_space=self._real_space,
-                 error_model=self._error_model, box=self._user_box.copy())
+                 error_model=self._error_model, box=self._user_box.copy(), skin=self._skin,
+                 skin_used=self._solver.skin if self._solver is not None else None)
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
 
@@ -422,6 +454,9 @@ class PME(Tuning):
                 raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
             else:
                 raw = self._run(self._solver, pos, q, idv, ex)
+            if self._skin_auto and self._skin_active == 0.0:
+                self._solver.set_skin(self._skin)  # collective: every rank got here
+                self._skin_active = self._skin
             return self._result(raw, n_atoms, sum_q, sum_q2)
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept
@@ -491,7 +526,11 @@ class PME(Tuning):
         with the unpacks they did), ``overlap_exchanges`` and ``overlap_hidden_exchanges``
         (completed while work ran). With ``comm_mode="auto"``: ``auto_pt2pt``,
         ``auto_nonblocking``, ``auto_collective`` (the measured seconds per mode) and
-        ``auto_measure`` (the measurement's cost)."""
+        ``auto_measure`` (the measurement's cost). With a pair list (``skin``):
+        ``pair_list_builds`` (the searches so far), ``pair_list_build`` (seconds building it:
+        its migration, ghosts and search), ``pair_list_refresh`` (checking the displacements
+        and sending them along the frozen plans) and ``pair_list_evaluate`` (the stored pairs
+        at the new positions), all inside ``real_space``."""
         return dict(self._solver.timings()) if self._solver is not None else {}
 
     def reset_timings(self):

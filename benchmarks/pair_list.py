@@ -1,0 +1,105 @@
+"""The reused pair list in an MD-like loop: ``mpirun -n 2 python benchmarks/pair_list.py``.
+
+A water box (``pmewald.systems.water_box(target_atoms=...)``, exclusions included, the
+caller's split contiguous blocks of molecules), positions perturbed by a random walk of
+``--step`` Angstrom per component and step. For each tolerance the automatic parameters are
+chosen once (a base object's first call) and one PME object per skin is made with them; the
+objects' calls are interleaved step by step (so their ratios share the machine's state), the
+first call of each (the first list build) timed apart. A call's time is the slowest rank's.
+Per skin: median per-call time over the steps after the first, its ratio to skin 0 (median of
+the step-by-step ratios), the first call, the rebuilds and the list's build / refresh /
+evaluate seconds per call (slowest rank).
+
+Not a test: numbers depend on the machine and its load (say ``uptime`` next to them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import numpy as np
+from mpi4py import MPI
+
+import pmewald
+from pmewald import systems
+
+
+def _slowest(comm, x):
+    return comm.allreduce(x, op=MPI.MAX)
+
+
+def _timed(comm, pme, pos, q, ids, ex):
+    comm.Barrier()
+    t0 = MPI.Wtime()
+    pme.compute(pos, q, ids=ids, exclusions=ex)
+    return _slowest(comm, MPI.Wtime() - t0)
+
+
+def _skin(text):
+    return text if text == "auto" else float(text)
+
+
+def run(comm, args):
+    s = systems.water_box(target_atoms=args.atoms, seed=1)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    mine = np.arange(s.n_atoms)[rank * s.n_atoms // size:(rank + 1) * s.n_atoms // size]
+    ex = s.exclusions[np.isin(s.exclusions[:, 0], s.ids[mine])]
+    q, ids = s.charges[mine], s.ids[mine]
+    rng = np.random.default_rng(100 + rank)
+    rows = []
+    for tol in args.tolerance:
+        base = pmewald.PME(s.box, args.cutoff, tolerance=tol, comm=comm, skin=0)
+        pos = s.positions[mine].copy()
+        base.compute(pos, q, ids=ids, exclusions=ex)
+        p = base.parameters
+        fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
+        objs = {sk: pmewald.PME(s.box, args.cutoff, comm=comm, skin=_skin(sk), **fixed) for sk in args.skins}
+        first = {sk: _timed(comm, o, pos, q, ids, ex) for sk, o in objs.items()}
+        times = {sk: [] for sk in objs}
+        for _ in range(args.steps - 1):
+            pos += rng.normal(scale=args.step, size=pos.shape)
+            for sk, o in objs.items():
+                times[sk].append(_timed(comm, o, pos, q, ids, ex))
+        ref = times[args.skins[0]]
+        for sk, o in objs.items():
+            t = o.timings()
+            per = {k: _slowest(comm, t.get(k, 0.0)) / args.steps
+                   for k in ("pair_list_build", "pair_list_refresh", "pair_list_evaluate", "real_space")}
+            rows.append(dict(atoms=s.n_atoms, ranks=size, tolerance=tol, mesh=list(p["mesh"]), skin=sk,
+                             skin_used=o.parameters["skin_used"], first=first[sk],
+                             median=statistics.median(times[sk]),
+                             ratio=statistics.median([y / x for x, y in zip(ref, times[sk])]),
+                             builds=t.get("pair_list_builds", float(args.steps)), **per))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--atoms", type=int, default=30000)
+    ap.add_argument("--cutoff", type=float, default=10.0)
+    ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-4, 1e-5])
+    ap.add_argument("--skins", nargs="+", default=["0", "auto"], help="first one is the reference")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--step", type=float, default=0.01, help="random-walk step per component (A)")
+    ap.add_argument("--json", help="write the rows here (rank 0)")
+    args = ap.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    rows = run(comm, args)
+    if comm.Get_rank() == 0:
+        print(f"{'atoms':>6} {'ranks':>5} {'tol':>6} {'skin':>5} {'used':>5} {'first ms':>8} {'ms/call':>8} "
+              f"{'ratio':>6} {'builds':>6} {'build':>6} {'refresh':>7} {'eval':>6} {'real':>6}")
+        for r in rows:
+            print(f"{r['atoms']:>6} {r['ranks']:>5} {r['tolerance']:>6.0e} {str(r['skin']):>5} "
+                  f"{(r['skin_used'] or 0):>5.2f} {1e3 * r['first']:>8.1f} {1e3 * r['median']:>8.1f} "
+                  f"{r['ratio']:>6.2f} {r['builds']:>6.0f} {1e3 * r['pair_list_build']:>6.1f} "
+                  f"{1e3 * r['pair_list_refresh']:>7.1f} {1e3 * r['pair_list_evaluate']:>6.1f} "
+                  f"{1e3 * r['real_space']:>6.1f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+#include "realspace/pair_list.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "base/errors.hpp"
+#include "base/timers.hpp"
+#include "comm/mpi_helpers.hpp"
+#include "realspace/pair_kernel.hpp"
+#include "realspace/pair_search.hpp"
+#include "realspace/row_blocks.hpp"
+
+#include <Kokkos_ScatterView.hpp>
+
+namespace pmewald {
+inline namespace realspace {
+
+using detail::HalfPairKernel;
+using detail::ScatterForces;
+
+namespace {
+
+// One block of rows of the recording search (rows [begin, end) of the sorted atoms).
+struct RecordedBlock {
+  std::vector<int> js, row_n;
+  std::vector<PairTable::Excluded> ex;
+  std::vector<int> ex_n;
+  double candidates = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The build: the search of pair_search.hpp, recording.
+// ---------------------------------------------------------------------------
+
+void RealSpace::record_pairs(Migration& mig, double radius, PairTable& out, HalfPairKernel& kern) {
+  const std::size_t N = sort_atoms(mig, radius, kern);
+  out.rows = N;
+  out.candidates = 0;
+  out.row_off.assign(N + 1, 0);
+  out.ex_off.assign(N + 1, 0);
+  out.js.clear();
+  out.ex.clear();
+  out.slot.resize(N);
+  for (std::size_t a = 0; a < N; ++a) out.slot[a] = slot_of_(a);
+  if (N == 0) return;
+  const int rows = static_cast<int>(N);
+  const int nblocks = (rows + kPairBlockRows - 1) / kPairBlockRows;
+  std::vector<RecordedBlock> blocks(static_cast<std::size_t>(nblocks));
+  RecordedBlock* bp = blocks.data();
+  // Each block writes only its own vectors (host memory: ExecSpace is a host space).
+  Kokkos::parallel_for(
+      "pmewald::pair_list_build", Range(0, nblocks), [kern, bp, rows](const int blk) {
+        RecordedBlock& B = bp[blk];
+        const int a0 = blk * kPairBlockRows, a1 = std::min(rows, a0 + kPairBlockRows);
+        for (int a = a0; a < a1; ++a) {
+          const std::size_t js0 = B.js.size(), ex0 = B.ex.size();
+          B.candidates += kern.walk(a, [&](int* list, int n, int* maybe, int n_maybe) {
+            B.js.insert(B.js.end(), list, list + n);
+            for (int b = 0; b < n_maybe; ++b) {
+              const int j = maybe[b];
+              std::int64_t e1, e2;
+              if (kern.exclusion_entries(a, j, e1, e2))
+                B.ex.push_back({j, e1, e2});
+              else if (kern.keeps(a, j))
+                B.js.push_back(j);
+            }
+          });
+          B.row_n.push_back(static_cast<int>(B.js.size() - js0));
+          B.ex_n.push_back(static_cast<int>(B.ex.size() - ex0));
+        }
+      });
+  Kokkos::fence();
+  std::size_t npairs = 0, nex = 0;
+  for (const RecordedBlock& B : blocks) {
+    npairs += B.js.size();
+    nex += B.ex.size();
+  }
+  out.js.reserve(npairs);
+  out.ex.reserve(nex);
+  int a = 0;
+  for (const RecordedBlock& B : blocks) {
+    out.js.insert(out.js.end(), B.js.begin(), B.js.end());
+    out.ex.insert(out.ex.end(), B.ex.begin(), B.ex.end());
+    for (std::size_t r = 0; r < B.row_n.size(); ++r, ++a) {
+      out.row_off[static_cast<std::size_t>(a) + 1] = out.row_off[static_cast<std::size_t>(a)] + B.row_n[r];
+      out.ex_off[static_cast<std::size_t>(a) + 1] = out.ex_off[static_cast<std::size_t>(a)] + B.ex_n[r];
+    }
+    out.candidates += B.candidates;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The evaluation: the stored pairs closer than the cutoff.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct ListKernel {
+  using value_type = double[];
+  unsigned value_count = 10;  // as HalfPairKernel's
+  static constexpr int kBatch = HalfPairKernel::kBatch;
+  HalfPairKernel kern;  // the build's sorted atoms (positions refreshed), exclusions, constants
+  const int *row_off, *js, *ex_off;
+  const PairTable::Excluded* ex;
+  double rc2;
+
+  void operator()(const int a, double* acc) const {
+    const bool a_owned = kern.sowner(a) >= 0;
+    const double xi = kern.x(a), yi = kern.y(a), zi = kern.z(a), own_a = kern.own(a);
+    const double kqi = kern.k * kern.q(a);
+    const double *x = kern.x.data(), *y = kern.y.data(), *z = kern.z.data();
+    auto access = kern.sforces.access();
+    int sel[kBatch];
+    double bfx[kBatch], bfy[kBatch], bfz[kBatch];
+    alignas(64) double bx[kBatch], by[kBatch], bz[kBatch], bq[kBatch];
+    const double* q = kern.q.data();
+    double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double e_excl = 0, evaluated = 0;
+    const int b0 = row_off[a], b1 = row_off[a + 1];
+    if (kern.pairs) {
+      for (int c0 = b0; c0 < b1; c0 += kBatch) {
+        const int c1 = std::min(b1, c0 + kBatch);
+        int n = 0;
+        // Branch-free: the stored pairs now within the cutoff, gathered for the kernel.
+        for (int b = c0; b < c1; ++b) {
+          const int j = js[b];
+          const double xj = x[j], yj = y[j], zj = z[j];
+          const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
+          sel[n] = j;
+          bx[n] = xj;
+          by[n] = yj;
+          bz[n] = zj;
+          bq[n] = q[j];
+          n += dx * dx + dy * dy + dz * dz < rc2;
+        }
+        if (n == 0) continue;
+        evaluated += n;
+        if (kern.vector_kernel) {
+          erfc_pair_block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
+          for (int b = 0; b < n; ++b) {
+            access(sel[b], 0) -= bfx[b];
+            access(sel[b], 1) -= bfy[b];
+            access(sel[b], 2) -= bfz[b];
+          }
+        } else {
+          kern.evaluate_batch(sel, n, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
+        }
+      }
+    }
+    for (int b = ex_off[a]; b < ex_off[a + 1]; ++b) {
+      const PairTable::Excluded& e = ex[b];
+      const double dx = xi - x[e.j], dy = yi - y[e.j], dz = zi - z[e.j];
+      if (!(dx * dx + dy * dy + dz * dz < rc2)) continue;  // not counted: finish() names it
+      Kokkos::atomic_increment(&kern.found(e.e1));
+      if (e.e2 >= 0) Kokkos::atomic_increment(&kern.found(e.e2));
+      kern.add_excluded(a, e.j, own_a, e_excl, excl_sums, access);
+    }
+    for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
+    acc[0] += sums[0];
+    acc[1] += e_excl;
+    for (int v = 0; v < Virial::kComponents; ++v)
+      acc[2 + v] += sums[PairBatchAcc::kVirial + v] + excl_sums[PairBatchAcc::kVirial + v];
+    acc[8] += b1 - b0;
+    acc[9] += evaluated;
+  }
+};
+
+}  // namespace
+
+// The evaluation of one call (row_blocks.hpp: fixed blocks of kPairBlockRows rows,
+// sums added in block order, so the result does not depend on when the pieces run
+// nor on the number of threads).
+class PairList::Sweep final : public detail::RowBlocks<ListKernel, 10> {
+ public:
+  static_assert(kBlockRows == RealSpace::kPairBlockRows, "one block size for every pair loop");
+  View2<double> sforce{"pair_list_forces", 0, 3};
+  double cutoff = 0;
+  bool active = false;
+  RealSpaceTerms terms;  // sum_q, sum_q2
+};
+
+PairList::PairList(MPI_Comm comm) : comm_(comm), mig_(comm), builder_(comm), sweep_(std::make_unique<Sweep>()) {}
+
+PairList::~PairList() = default;
+
+void PairList::set_geometry(const PeriodicCell& cell, const Int3& mesh) {
+  mig_.set_geometry(cell, mesh);
+  cell_ = cell;
+  have_geometry_ = true;
+  valid_ = false;
+}
+
+int PairList::vote(const double* positions, const std::int64_t* ids, std::size_t n, double skin) {
+  if (!have_geometry_) throw std::logic_error("PairList::vote before set_geometry");
+  ScopedTimer timer(stats_.refresh_seconds);
+  moved_.resize(4 * n);
+  if (!valid_ || n != ref_id_.size() || (n > 0 && std::memcmp(ids, ref_id_.data(), n * sizeof(std::int64_t)) != 0))
+    return 1;
+  // Displacement since the build, minimum image (fractional rounding): an atom
+  // the caller wrapped back into the box has not jumped.
+  const double limit2 = 0.25 * skin * skin;
+  int far = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double d[3], m[3];
+    for (int a = 0; a < 3; ++a) d[a] = positions[3 * i + a] - ref_r_[3 * i + a];
+    for (int c = 0; c < 3; ++c)
+      m[c] = std::nearbyint(d[0] * cell_.recip[0][c] + d[1] * cell_.recip[1][c] + d[2] * cell_.recip[2][c]);
+    double r2 = 0;
+    for (int a = 0; a < 3; ++a) {
+      d[a] -= m[0] * cell_.box[0][a] + m[1] * cell_.box[1][a] + m[2] * cell_.box[2][a];
+      moved_[4 * i + a] = d[a];
+      r2 += d[a] * d[a];
+    }
+    far |= !(r2 <= limit2);  // NaN too: a rebuild, whose migration names it
+  }
+  return far;
+}
+
+void PairList::build(const double* positions, const double* charges, const std::int64_t* ids, std::size_t n,
+                     const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius) {
+  valid_ = false;  // until the build has completed (a failed one leaves no list)
+  mig_.forward(positions, charges, ids, n, excl_offsets, excl_partners);
+  mig_.exchange_ghosts(radius);
+  builder_.record_pairs(mig_, radius, table_, list_kernel());
+  const std::size_t n_o = mig_.n_owned(), n_g = mig_.n_ghost();
+  base_own_.resize(3 * n_o);
+  base_ghost_.resize(3 * n_g);
+  const auto own_r = mig_.owned_positions();
+  const auto gh_r = mig_.ghost_positions();
+  for (std::size_t i = 0; i < n_o; ++i)
+    for (int a = 0; a < 3; ++a) base_own_[3 * i + a] = own_r(i, a);
+  for (std::size_t g = 0; g < n_g; ++g)
+    for (int a = 0; a < 3; ++a) base_ghost_[3 * g + a] = gh_r(g, a);
+  ref_r_.assign(positions, positions + 3 * n);
+  ref_id_.assign(ids, ids + n);
+  stats_.builds += 1;
+  valid_ = true;
+}
+
+void PairList::refresh(const double* charges, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) moved_[4 * i + 3] = charges[i];
+  const std::size_t n_o = mig_.n_owned(), n_g = mig_.n_ghost();
+  own4_.resize(4 * n_o);
+  ghost4_.resize(4 * n_g);
+  mig_.route(moved_.data(), 4, own4_.data());
+  mig_.route_ghosts(own4_.data(), 4, ghost4_.data());
+  if (table_.rows == 0) return;
+  HalfPairKernel& kern = list_kernel();
+  auto put = [&](std::size_t slot, const double* base, const double* now) {
+    kern.x(slot) = base[0] + now[0];
+    kern.y(slot) = base[1] + now[1];
+    kern.z(slot) = base[2] + now[2];
+    kern.q(slot) = now[3];
+  };
+  for (std::size_t i = 0; i < n_o; ++i) put(static_cast<std::size_t>(table_.slot[i]), &base_own_[3 * i], &own4_[4 * i]);
+  for (std::size_t g = 0; g < n_g; ++g)
+    put(static_cast<std::size_t>(table_.slot[n_o + g]), &base_ghost_[3 * g], &ghost4_[4 * g]);
+}
+
+void PairList::begin(bool rebuild, const double* positions, const double* charges, const std::int64_t* ids,
+                     std::size_t n, const std::int64_t* excl_offsets, const std::int64_t* excl_partners,
+                     double cutoff, double skin, double alpha, double coulomb_constant) {
+  Sweep& sw = *sweep_;
+  sw.active = false;
+  const double t0 = wall_seconds();
+  if (rebuild) {
+    build(positions, charges, ids, n, excl_offsets, excl_partners, cutoff + skin);
+    stats_.build_seconds += wall_seconds() - t0;
+  } else {
+    if (!valid_) throw std::logic_error("PairList::begin: reuse without a list");
+    refresh(charges, n);
+    stats_.refresh_seconds += wall_seconds() - t0;
+  }
+  sw.terms = RealSpaceTerms{};
+  const std::size_t n_o = mig_.n_owned();
+  if (rebuild) {
+    const auto q = mig_.owned_charges();
+    for (std::size_t i = 0; i < n_o; ++i) {
+      sw.terms.sum_q += q(i);
+      sw.terms.sum_q2 += q(i) * q(i);
+    }
+  } else {
+    for (std::size_t i = 0; i < n_o; ++i) {
+      sw.terms.sum_q += own4_[4 * i + 3];
+      sw.terms.sum_q2 += own4_[4 * i + 3] * own4_[4 * i + 3];
+    }
+  }
+  sw.reset(static_cast<int>(table_.rows));
+  sw.cutoff = cutoff;
+  sw.active = true;
+  if (sw.rows == 0) return;
+  const std::size_t N = table_.rows;
+  if (sw.sforce.extent(0) < N) sw.sforce = View2<double>("pair_list_forces", N + N / 4 + 16, 3);
+  auto sforce = Kokkos::subview(sw.sforce, std::make_pair(std::size_t(0), N), Kokkos::ALL());
+  Kokkos::deep_copy(sforce, 0.0);
+  HalfPairKernel& kern = list_kernel();
+  for (std::size_t e = 0; e < mig_.owned_payload().size(); ++e) kern.found(e) = 0;  // the builder's found_
+  kern.sforces = ScatterForces(sforce);
+  kern.alpha = alpha;
+  kern.k = coulomb_constant;
+  kern.pairs = true;
+  kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+  sw.kern.row_off = table_.row_off.data();
+  sw.kern.js = table_.js.data();
+  sw.kern.ex_off = table_.ex_off.data();
+  sw.kern.ex = table_.ex.data();
+  sw.kern.rc2 = cutoff * cutoff;
+}
+
+HalfPairKernel& PairList::list_kernel() { return sweep_->kern.kern; }
+
+BackgroundWork& PairList::pairs() {
+  if (!sweep_->active) throw std::logic_error("PairList::pairs: no begin");
+  return *sweep_;
+}
+
+RealSpaceTerms PairList::finish(double* forces_out) {
+  Sweep& sw = *sweep_;
+  if (!sw.active) throw std::logic_error("PairList::finish: no begin");
+  sw.run_rest();
+  sw.active = false;
+  RealSpaceTerms t = sw.terms;
+  const std::size_t n_o = mig_.n_owned(), n_g = mig_.n_ghost();
+  f_owned_.assign(3 * n_o, 0.0);
+  f_ghost_.assign(3 * n_g, 0.0);
+  std::string err;
+  const double t0 = wall_seconds();
+  if (sw.rows > 0) {
+    const std::size_t N = table_.rows;
+    auto sforce = Kokkos::subview(sw.sforce, std::make_pair(std::size_t(0), N), Kokkos::ALL());
+    Kokkos::Experimental::contribute(sforce, sw.kern.kern.sforces);
+    Kokkos::fence();
+    for (std::size_t i = 0; i < n_o; ++i)
+      for (int d = 0; d < 3; ++d) f_owned_[3 * i + d] = sforce(static_cast<std::size_t>(table_.slot[i]), d);
+    for (std::size_t g = 0; g < n_g; ++g)
+      for (int d = 0; d < 3; ++d) f_ghost_[3 * g + d] = sforce(static_cast<std::size_t>(table_.slot[n_o + g]), d);
+    t.real = sw.sums[0];
+    t.exclusion = sw.sums[1];
+    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sw.sums[2 + k];
+    t.candidates = sw.sums[8];
+    t.pairs = sw.sums[9];
+    const std::vector<std::int64_t>& off = mig_.owned_payload_offsets();
+    const std::vector<std::int64_t>& partners = mig_.owned_payload();
+    const auto own_id = mig_.owned_ids();
+    const auto& found = sw.kern.kern.found;
+    for (std::size_t i = 0; i < n_o && err.empty(); ++i)
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        if (found(e) != 1) {
+          err = "excluded pair (" + std::to_string(own_id(i)) + ", " +
+                std::to_string(partners[static_cast<std::size_t>(e)]) + ") is not closer than the cutoff (" +
+                std::to_string(sw.cutoff) + "); excluded pairs must lie within the cutoff";
+          break;
+        }
+  }
+  stats_.evaluate_seconds += sw.seconds + (wall_seconds() - t0);
+  mig_.reverse_ghosts(f_ghost_.data(), f_owned_.data());
+  agree_or_throw(comm_, err);
+  mig_.reverse(f_owned_.data(), 3, forces_out);
+  t.t_pairs = sw.seconds;
+  return t;
+}
+
+}  // namespace realspace
+}  // namespace pmewald

@@ -42,10 +42,22 @@ def _med(rs, key):
     return statistics.median(v) if v else None
 
 
+def _setting_key(setting):
+    """Sort key of a setting: numbers (tolerances, accuracies) descending; GROMACS's
+    ``rtol:spacing:order`` labels by their numbers, coarsest first."""
+    if isinstance(setting, str):
+        return tuple(-float(v) for v in setting.split(":"))
+    return (-setting,)
+
+
+def fmt_setting(setting):
+    return setting if isinstance(setting, str) else f"{setting:g}"
+
+
 def summarise(raw):
     rows = []
     for (sysname, P, variant, setting), e in sorted(raw.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2],
-                                                                                 -kv[0][3])):
+                                                                                 _setting_key(kv[0][3]))):
         rs = e["rounds"]
         first = rs[0]
         row = dict(system=sysname, ranks=P, code=variant, setting=setting, error=first.get("error"),
@@ -59,6 +71,16 @@ def summarise(raw):
             row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "real_s"), recip_s=_med(rs, "recip_s"),
                        mesh=first["mesh"], alpha=first["alpha_per_A"], order=5, mem_mb=first["maxrss_mb"],
                        mem_kind="peak RSS of the worker")
+        elif variant.startswith("gromacs"):
+            # force_s / pme_s: the cycle-accounting "Force" (pair kernel) and "PME mesh" rows per frame
+            row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "force_s"), recip_s=_med(rs, "pme_s"),
+                       neigh_s=_med(rs, "neigh_s"), mesh=first.get("mesh"), alpha=first.get("alpha_per_A"),
+                       order=int(setting.split(":")[2]))
+        elif "step_mean_s" in first:   # pmewald in the MD-loop mode
+            row.update(total_s=_med(rs, "wall_s"), step_median_s=_med(rs, "step_median_s"), mesh=first["mesh"],
+                       alpha=first["alpha"], order=first["order"], differentiation=first.get("differentiation"),
+                       estimated=first["estimated_error"], skin_passed=first.get("skin_passed"),
+                       pme_accepts_skin=first.get("pme_accepts_skin"), timer_counts=first.get("timer_counts"))
         else:
             row.update(total_s=_med(rs, "wall_s"), real_s=_med(rs, "real_s"), recip_s=_med(rs, "recip_s"),
                        cpp_s=_med(rs, "cpp_phases_s"), raw_cpp_call_s=_med(rs, "raw_cpp_call_s"),
@@ -124,6 +146,13 @@ def markdown(res):
     m = res["meta"]
     L = [f"Run {m['started']} on {m['host']} ({m['cpus']} CPUs); load at start: `{m['uptime_start']}`; "
          f"at end: `{m['uptime_end']}`.", ""]
+    a = m.get("args", {})
+    if a.get("mode") == "md":
+        L += [f"MD-loop mode: {a['md_steps']} steps of a Gaussian random walk ({a['md_sigma']} A per coordinate); "
+              "times are the mean per step (pmewald and OpenMM: one object/Context for all steps; LAMMPS `rerun` "
+              "and GROMACS `mdrun -rerun`: a neighbour search on every frame). pmewald skin: " +
+              ", ".join(sorted({f"accepted={r.get('pme_accepts_skin')} passed={r.get('skin_passed')}"
+                                for r in res["rows"] if "pme_accepts_skin" in r})), ""]
     if res["validation"]:
         L += ["Reference check (pmewald at the reference settings vs `pmewald.reference.ewald`):", ""]
         for v in res["validation"]:
@@ -140,7 +169,7 @@ def markdown(res):
         mesh = "x".join(map(str, r["mesh"])) if r.get("mesh") else ""
         if r["code"].startswith("pmewald") and r.get("differentiation"):
             mesh += f" {r['differentiation']} p{r['order']}"   # what pmewald chose or was given
-        st = f"{r['setting']:g}"
+        st = fmt_setting(r["setting"])
         L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {st} | {mesh} | "
                  f"{r['error']:.2e} | {_fmt_ms(r['total_s'])} | {_fmt_ms(r['real_s'])} | {_fmt_ms(r['recip_s'])} | "
                  f"{_fmt_ms(r.get('fft_limit_s'))} | "
@@ -155,8 +184,8 @@ def markdown(res):
           "own per-rank estimate; OpenMM and pmewald: peak RSS of the worker process (cumulative over the "
           "settings run before it in that process).", ""]
     L += ["### Ratios at matched measured error (total time per step)", "",
-          "| system | ranks | error | pmewald variant | pmewald ms | vs LAMMPS ik | vs LAMMPS ad | vs OpenMM |",
-          "|---|---|---|---|---|---|---|---|"]
+          "| system | ranks | error | pmewald variant | pmewald ms | vs LAMMPS ik | vs LAMMPS ad | vs OpenMM | "
+          "vs GROMACS (best layout) |", "|---|---|---|---|---|---|---|---|---|"]
     for e in res["ratios"]:
         if "target_error" not in e:
             continue
@@ -166,9 +195,12 @@ def markdown(res):
             if not p:
                 return ""
             return f"{p['ratio']:.2f} ({p['time_s'] * 1e3:.1f} ms{', extrap.' if p['extrapolated'] else ''})"
+        gmx = [v for v in e["peers"] if v.startswith("gromacs")]
+        best = min(gmx, key=lambda v: e["peers"][v]["time_s"]) if gmx else None
         L.append(f"| {e['system']} | {e['ranks']} | {e['target_error']:.0e} | {e['pmewald']} | "
                  f"{e['pmewald_s'] * 1e3:.1f}{' (extrap.)' if e['pmewald_extrapolated'] else ''} | "
-                 f"{cell('lammps-ik')} | {cell('lammps-ad')} | {cell('openmm')} |")
+                 f"{cell('lammps-ik')} | {cell('lammps-ad')} | {cell('openmm')} | "
+                 f"{cell(best) + ' ' + best if best else ''} |")
     L += ["", "Ratio = pmewald time / peer time, both interpolated (log-log) at the same measured relative RMS "
           "force error; 'extrap.' marks a value outside the code's measured range.", ""]
     L += ["### Reciprocal part with LAMMPS's own G, grid and order (`diff ik`)", "",
@@ -183,7 +215,7 @@ def markdown(res):
           "| system | ranks | variant | setting | " + " | ".join(PME_PHASES) + " | C++ sum | bare C++ call | "
           "compute() mean | Python overhead |", "|" + "---|" * (len(PME_PHASES) + 8)]
     for r in res["rows"]:
-        if r["code"].startswith("pmewald"):
+        if r["code"].startswith("pmewald") and r.get("phases"):
             over = r["wall_mean_s"] - r["cpp_s"]   # both means over the same calls
             L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {r['setting']:g} | " +
                      " | ".join(_fmt_ms(r["phases"][k]) for k in PME_PHASES) +

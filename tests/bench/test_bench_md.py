@@ -40,7 +40,7 @@ def test_skin_is_passed_only_where_pme_accepts_it():
 def test_md_mode_runs_two_steps_for_every_available_peer(tmp_path):
     have = dict(lammps=shutil.which("lmp") is not None, openmm=importlib.util.find_spec("openmm") is not None,
                 gromacs=peers_gromacs.gmx_binary() is not None)
-    cmd = [sys.executable, "-m", "pmewald.bench", "peers", "--mode", "md", "--md-steps", "2", "--sizes", "600",
+    cmd = [sys.executable, "-m", "pmewald.bench", "peers", "--mode", "md", "--md-steps", "2", "--sizes", "1500",
            "--systems", "water", "--ranks", "1", "--rounds", "1", "--cutoff", "8", "--tolerances", "1e-4",
            "--lammps-accuracies", "1e-5", "--openmm-tolerances", "1e-5", "--gromacs-settings", "1e-5:0.1:4",
            "--skip-validation", "--skin", "1.0", "--ref-tolerance", "1e-7", "--out", str(tmp_path)]

@@ -1,10 +1,10 @@
-"""Side-by-side benchmark: pmewald against LAMMPS's PPPM and OpenMM's CPU PME.
+"""Side-by-side benchmark: pmewald against LAMMPS's PPPM, OpenMM's CPU PME and GROMACS's PME.
 
 ``python -m pmewald.bench peers [options]`` (run it *without* mpirun: it launches
 ``lmp``, ``mpirun -n P lmp`` and ``mpirun -n P python`` workers itself).
 
-For every system (a displaced rock-salt crystal and an SPC/E-like water box per
-``--sizes`` entry) and every rank count it runs, in rounds (``--rounds``), one after the
+For every system (a displaced rock-salt crystal, an SPC/E-like water box and, with
+``--systems chains``, peptide-like chains in water, per ``--sizes`` entry) and every rank count it runs, in rounds (``--rounds``), one after the
 other in each round so every code sees the same stretch of machine time:
 
 * LAMMPS (Debian's ``lmp``): ``pair_style coul/long rc`` + ``kspace_style pppm acc``,
@@ -15,6 +15,10 @@ other in each round so every code sees the same stretch of machine time:
   with charges only (water: intramolecular exceptions with chargeProd 0), same cutoff,
   ``ewaldErrorTolerance`` sweep; ``getState(getForces=True)`` timed per evaluation, and with
   the reciprocal part in its own force group, each group timed alone for the split;
+* GROMACS (Debian's ``gmx``): a Coulomb-only topology with the system's exclusions,
+  ``gmx mdrun -rerun`` per ``--gromacs-settings`` entry (ewald-rtol, fourierspacing,
+  pme-order) on ``-ntmpi 1 -ntomp 1`` and, on 2 cores, ``-ntmpi 2`` and ``-ntomp 2``
+  (:mod:`pmewald.bench.peers_gromacs`);
 * pmewald (``mpirun -n P``, each comm_mode when P > 1), ``PME.compute`` timed per call, with
   ``pme.timings()`` per phase; plus pmewald ``ik`` with LAMMPS's own G, grid and order (the
   like-for-like reciprocal comparison).
@@ -32,9 +36,14 @@ Physics is identical in all codes: point charges, Ewald sum, for water the three
 intramolecular pairs excluded (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exceptions).
 Units: LAMMPS ``real``; errors are unit-free.
 
+``--mode md`` times an MD loop instead (:mod:`pmewald.bench.peers_md`: a random walk of
+``--md-steps`` frames, one evaluation per frame, each code reusing what it keeps between
+steps).
+
 Writes ``results.json``, ``results.md`` (tables) and ``<system>_<P>rank.png`` (time vs
 measured error per code) into ``--out``. This module runs the codes; LAMMPS's files and log
-are :mod:`pmewald.bench.peers_lammps`, the tables and plots :mod:`pmewald.bench.peers_report`.
+are :mod:`pmewald.bench.peers_lammps`, GROMACS's :mod:`pmewald.bench.peers_gromacs`, OpenMM's
+worker :mod:`pmewald.bench.peers_openmm`, the tables and plots :mod:`pmewald.bench.peers_report`.
 """
 
 from __future__ import annotations
@@ -55,12 +64,13 @@ from . import peers_gromacs as gromacs
 from . import peers_md as md
 from . import peers_report as report
 from .peers_lammps import K_REAL, run_lammps, write_lammps_data
+from .peers_openmm import maxrss_mb as _maxrss_mb
+from .peers_openmm import worker_openmm
 from .peers_report import PME_PHASES
 
-K_OPENMM = 138.935456        # OpenMM's ONE_4PI_EPS0 (kJ/mol nm e^-2)
 # GROMACS thread layouts per core count: (thread-MPI ranks, OpenMP threads, variant name).
 GMX_LAYOUTS = {1: [(1, 1, "gromacs")], 2: [(2, 1, "gromacs-tmpi"), (1, 2, "gromacs-omp")]}
-GMX_SETTINGS = ["1e-5:0.12:4", "1e-5:0.10:6", "1e-6:0.08:6", "1e-7:0.07:6"]
+GMX_SETTINGS = ["1e-5:0.12:5", "1e-5:0.12:6", "1e-6:0.08:6", "1e-7:0.06:6"]   # measured 2e-4 ... 7e-6
 RECIP_PHASES = ["spread", "ghost", "fft", "solve", "gather"]
 REAL_PHASES = ["real_space", "ghost_atoms", "exclusions"]
 
@@ -109,6 +119,10 @@ def make_system(kind, size, seed=0):
         return s
     if kind == "water":
         return systems.water_box(target_atoms=int(size), seed=seed)
+    if kind == "chains":
+        # Peptide-like: about a tenth of the atoms in 20-residue chains (CHARMM-like partial charges,
+        # 1-2/1-3/1-4 exclusions), the rest water; the waters overlapping a chain are removed.
+        return systems.solvated_chains(max(1, int(size) // 1200), 20, n_water=int(size) // 3, seed=seed)
     raise ValueError(kind)
 
 
@@ -117,12 +131,6 @@ def save_system(s, path):
 
 
 # ---------------------------------------------------------------- workers
-
-def _maxrss_mb():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
 
 def worker_pme(job):
     """Run under mpirun: time pmewald for each config of the job; rank 0 writes the result."""
@@ -228,71 +236,6 @@ def worker_pme(job):
             json.dump(out, fh)
 
 
-def worker_openmm(job):
-    import openmm
-
-    d = np.load(job["system"])
-    box_nm = d["box"] / 10.0
-    pos_nm = d["positions"] / 10.0
-    out = []
-    for tol in job["tolerances"]:
-        system = openmm.System()
-        system.setDefaultPeriodicBoxVectors(*[openmm.Vec3(*row) for row in box_nm])
-        nb = openmm.NonbondedForce()
-        nb.setNonbondedMethod(openmm.NonbondedForce.PME)
-        nb.setCutoffDistance(job["cutoff"] / 10.0)
-        nb.setEwaldErrorTolerance(tol)
-        nb.setUseDispersionCorrection(False)
-        nb.setReciprocalSpaceForceGroup(1)
-        for qi in d["charges"]:
-            system.addParticle(1.0)
-            nb.addParticle(float(qi), 0.1, 0.0)
-        for i, j in d["exclusions"]:
-            nb.addException(int(i), int(j), 0.0, 0.1, 0.0)
-        system.addForce(nb)
-        plat = openmm.Platform.getPlatformByName("CPU")
-        ctx = openmm.Context(system, openmm.VerletIntegrator(0.001), plat, {"Threads": str(job["threads"])})
-        if job.get("frames"):                         # MD-loop mode
-            st, steps_t = md.openmm_loop(ctx, np.load(job["frames"]) / 10.0)
-            alpha, nx, ny, nz = nb.getPMEParametersInContext(ctx)
-            row = dict(tolerance=tol, threads=job["threads"], alpha_per_A=alpha / 10.0, mesh=[nx, ny, nz], order=5,
-                       maxrss_mb=_maxrss_mb(), **md.summary(steps_t))
-            row["total_s"] = row["step_mean_s"]
-            if job.get("forces_out"):
-                fpath = f"{job['forces_out']}_{len(out)}.npy"
-                np.save(fpath, np.asarray(st.getForces(asNumpy=True)._value) / K_OPENMM * 0.01)
-                row["forces_file"] = fpath
-            out.append(row)
-            del ctx
-            continue
-        ctx.setPositions(pos_nm)
-        st = ctx.getState(getForces=True)
-        t0 = time.perf_counter()
-        st = ctx.getState(getForces=True)
-        t_warm = time.perf_counter() - t0
-        steps = max(3, min(job["steps"], int(job.get("budget_s", 1e9) / max(t_warm, 1e-9))))
-        times = {"total": [], "recip": [], "direct": []}
-        for _ in range(steps):
-            for key, groups in (("total", -1), ("recip", {1}), ("direct", {0})):
-                t0 = time.perf_counter()
-                st = ctx.getState(getForces=True, groups=groups)
-                times[key].append(time.perf_counter() - t0)
-        st = ctx.getState(getForces=True)
-        alpha, nx, ny, nz = nb.getPMEParametersInContext(ctx)
-        row = dict(tolerance=tol, threads=job["threads"], alpha_per_A=alpha / 10.0, mesh=[nx, ny, nz], order=5,
-                   total_s=statistics.median(times["total"]), recip_s=statistics.median(times["recip"]),
-                   real_s=statistics.median(times["direct"]), maxrss_mb=_maxrss_mb(), steps=steps)
-        if job.get("forces_out"):
-            f = np.asarray(st.getForces(asNumpy=True)._value) / K_OPENMM * 0.01
-            fpath = f"{job['forces_out']}_{len(out)}.npy"
-            np.save(fpath, f)
-            row["forces_file"] = fpath
-        out.append(row)
-        del ctx
-    with open(job["result"], "w") as fh:
-        json.dump(out, fh)
-
-
 def worker_validate(job):
     """pmewald at the reference settings vs pmewald.reference.ewald on a small system."""
     from ..pme import PME
@@ -388,9 +331,6 @@ def bench_peers(args) -> int:
             if md_mode:
                 entry["frames"] = str(work / f"{name}_frames.npy")
                 np.save(entry["frames"], frames)
-                if not args.skip_lammps:
-                    entry["dump"] = str(work / f"{name}_frames.dump")
-                    md.write_lammps_dump(entry["dump"], s.box, frames)
             if not args.skip_gromacs:
                 entry["gmx"] = gromacs.GromacsSystem(s, work, name)
                 entry["gmx_traj"] = entry["gmx"].trajectory(frames, "md" if md_mode else "repeat")
@@ -471,7 +411,8 @@ def bench_peers(args) -> int:
                     want = rnd == 0
                     if code == "lammps":
                         r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=args.cutoff, acc=opt["acc"],
-                                            diff=opt["diff"], n=s["n"], rerun=s.get("dump")), P, work,
+                                            diff=opt["diff"], n=s["n"], md_sigma=args.md_sigma if md_mode else None),
+                                       P, work,
                                        args.md_steps if md_mode else args.steps, want, envP)
                         if want:
                             r["error"] = rel_error(r.pop("forces"), ref)
@@ -538,8 +479,8 @@ def bench_peers(args) -> int:
                         bar.update(f"{s['name']} P{P} pmewald {opt['mode']}")
                 write(partial=True)
     bar.close()
-    md, plots = write(partial=False)
-    print(md)
+    md_text, plots = write(partial=False)
+    print(md_text)
     print(f"[bench peers] wrote {out / 'results.json'}, {out / 'results.md'}, " + ", ".join(plots))
     print(f"[bench peers] load at end: {meta['uptime_end']}")
     return 0
@@ -550,7 +491,8 @@ def add_parser(sub):
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[3000, 30000],
                    help="target atom counts (the crystal is rounded to whole cells: 30000 -> 32768 ions)")
-    p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water"])
+    p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water", "chains"],
+                   help="chains: peptide-like chains with partial charges in water (systems.solvated_chains)")
     p.add_argument("--tolerances", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5],
                    help="pmewald tolerances")
     # Defaults chosen so every code's *measured* errors bracket 1e-4 and 1e-5: pmewald delivers

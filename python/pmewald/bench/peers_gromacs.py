@@ -122,7 +122,8 @@ def write_topology(path, types, counts):
             by_first = {}
             for i, j in pairs:
                 by_first.setdefault(i, []).append(j)
-            L += ["", "[ exclusions ]"]
+            # grompp accepts [ exclusions ] only after [ bonds ], [ constraints ] or [ settles ]: none here
+            L += ["", "[ bonds ]", "", "[ exclusions ]"]
             L += ["  " + " ".join(str(v + 1) for v in [i] + js) for i, js in sorted(by_first.items())]
         L.append("")
     L += ["[ system ]", "pmewald bench", "", "[ molecules ]"]
@@ -161,14 +162,41 @@ def read_topology_exclusions(path):
     return out
 
 
+def whole_shifts(box, positions, exclusions):
+    """Per-atom shifts (Angstrom, whole box vectors) that make every molecule whole: each atom
+    is moved to the periodic image nearest the atom it was reached from in a walk over the
+    exclusion graph. GROMACS's domain decomposition takes the spread of a molecule's excluded
+    pairs for the minimum cell size, so molecules must not be split across the box."""
+    from ..reference import minimum_image
+
+    n = len(positions)
+    nbr = [[] for _ in range(n)]
+    for i, j in np.asarray(exclusions, dtype=np.int64).reshape(-1, 2).tolist():
+        nbr[i].append(j)
+        nbr[j].append(i)
+    x = np.array(positions, dtype=np.float64)
+    done = np.zeros(n, dtype=bool)
+    for s in range(n):
+        if done[s]:
+            continue
+        done[s], stack = True, [s]
+        while stack:
+            a = stack.pop()
+            for b in nbr[a]:
+                if not done[b]:
+                    x[b] = x[a] + minimum_image(box, (x[b] - x[a])[None])[0]
+                    done[b] = True
+                    stack.append(b)
+    return x - np.asarray(positions)
+
+
 def write_gro(path, box, frames):
     """Frames (Angstrom, GROMACS order, orthorhombic ``box`` rows) as a multi-frame ``.gro``
-    in nm with 9 decimals (positions wrapped into the box)."""
+    in nm with 9 decimals (positions as given: molecules must be whole, :func:`whole_shifts`)."""
     L = np.diag(box) / NM
     with open(path, "w") as f:
         for k, x in enumerate(frames):
-            p = np.mod(np.asarray(x) / NM, L)
-            p[p >= L] = 0.0
+            p = np.asarray(x) / NM
             n = len(p)
             f.write(f"pmewald bench t= {float(k):.1f} step= {k}\n{n}\n")
             f.writelines(f"{(a + 1) % 100000:5d}{'M':<5}{'Q':>5}{(a + 1) % 100000:5d}"
@@ -257,15 +285,16 @@ class GromacsSystem:
         self.box, self.n = s.box, s.n_atoms
         self.workdir, self.tag = Path(workdir), tag
         self.order, types, counts = molecules(s.n_atoms, s.exclusions, s.charges)
+        self.shift = whole_shifts(s.box, s.positions, s.exclusions)   # the same for every frame
         self.top = self.workdir / f"{tag}.top"
         write_topology(self.top, types, counts)
-        self.conf = self.workdir / f"{tag}.gro"
-        write_gro(self.conf, s.box, [s.positions[self.order]])
+        self.conf = self.trajectory([s.positions], "conf")
 
     def trajectory(self, frames, name):
-        """Frames (Angstrom, system order) as a ``.gro`` trajectory in GROMACS order."""
+        """Frames (Angstrom, system order) as a ``.gro`` trajectory in GROMACS order, every
+        molecule whole (the shifts of frame 0: the frames are small moves from it)."""
         path = self.workdir / f"{self.tag}_{name}.gro"
-        write_gro(path, self.box, [np.asarray(x)[self.order] for x in frames])
+        write_gro(path, self.box, [(np.asarray(x) + self.shift)[self.order] for x in frames])
         return path
 
 
@@ -289,15 +318,15 @@ def run_gromacs(gs, setting, cutoff, threads, traj, n_frames, want_forces, env, 
     mdp = wd / f"{tag}.mdp"
     write_mdp(mdp, cutoff, setting["rtol"], setting["spacing"], setting["order"], 1 if want_forces else 0)
     tpr = wd / f"{tag}.tpr"
-    if not tpr.exists() or tpr.stat().st_mtime < mdp.stat().st_mtime:
-        _run([gmx, "-quiet", "grompp", "-f", mdp, "-c", gs.conf, "-p", gs.top, "-o", tpr, "-po",
-              wd / f"{tag}_out.mdp", "-maxwarn", "5"], env, wd)
+    _run([gmx, "-quiet", "grompp", "-f", mdp, "-c", gs.conf, "-p", gs.top, "-o", tpr, "-po",
+          wd / f"{tag}_out.mdp", "-maxwarn", "5"], env, wd)
     lay = f"{tag}_mpi{threads['ntmpi']}_omp{threads['ntomp']}"
     envg = dict(env, OMP_NUM_THREADS=str(threads["ntomp"]))
     first = wd / f"{gs.tag}_first.gro"
-    text = traj.read_text().split("\n", 2)
-    n_lines = int(text[1]) + 3
-    first.write_text("\n".join(traj.read_text().split("\n")[:n_lines]) + "\n")
+    with open(traj) as f:                      # the first frame: title, count, atoms, box
+        head = [f.readline(), f.readline()]
+        head += [f.readline() for _ in range(int(head[1]) + 1)]
+    first.write_text("".join(head))
     logs = {}
     for name, rerun in (("one", first), ("all", traj)):
         deffnm = wd / f"{lay}_{name}"

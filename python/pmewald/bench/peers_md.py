@@ -11,9 +11,11 @@ one force evaluation each, as an integrator would call them. Per code:
   run records which;
 * OpenMM: ``setPositions`` + ``getState(getForces=True)`` on one ``Context`` (its CPU
   platform keeps its neighbour list while atoms stay within its padding);
-* LAMMPS: ``rerun`` of a dump of the frames (each snapshot is ``read_dump`` + ``run 0``, so
-  LAMMPS builds its neighbour list on every frame); time per step = Pair + Kspace + Neigh +
-  Comm from its timing breakdown;
+* LAMMPS: its own loop, ``run N`` with ``fix nve`` (unit masses, 300 K Gaussian velocities,
+  the time step at which atoms move ``--md-sigma`` per step, rms), ``neighbor 2.0 bin``
+  rebuilt when needed (``neigh_modify every 1 delay 0 check yes``), so its list is reused as
+  in a user's run (``rerun`` of the frames would rebuild it on every frame and prints no
+  timing breakdown); time per step = Pair + Kspace + Neigh + Comm from the breakdown;
 * GROMACS: ``mdrun -rerun`` of the frames, which searches neighbours on every frame
   (:mod:`pmewald.bench.peers_gromacs`).
 
@@ -88,14 +90,3 @@ def openmm_loop(ctx, frames_nm):
         ctx.getState(getForces=True)
         times.append(time.perf_counter() - t0)
     return st0, times
-
-
-def write_lammps_dump(path, box, frames):
-    """Frames (Angstrom) as a LAMMPS text dump (``id x y z``, timesteps 0..N) for ``rerun``."""
-    L = np.diag(box)
-    with open(path, "w") as f:
-        for k, x in enumerate(frames):
-            n = len(x)
-            f.write(f"ITEM: TIMESTEP\n{k}\nITEM: NUMBER OF ATOMS\n{n}\nITEM: BOX BOUNDS pp pp pp\n"
-                    f"0 {L[0]!r}\n0 {L[1]!r}\n0 {L[2]!r}\nITEM: ATOMS id x y z\n")
-            f.writelines(f"{i + 1} {p[0]!r} {p[1]!r} {p[2]!r}\n" for i, p in enumerate(np.asarray(x).tolist()))

@@ -108,7 +108,6 @@ def ratios(rows, systems, ranks):
             sub = [r for r in rows if r["system"] == s["name"] and r["ranks"] == P and r.get("error")]
             variants = sorted({r["code"] for r in sub})
             curves = {v: [(r["error"], r["total_s"]) for r in sub if r["code"] == v] for v in variants}
-            curves_rec = {v: [(r["error"], r["recip_s"]) for r in sub if r["code"] == v] for v in variants}
             for tgt in TARGETS:
                 at = {v: interp_time(curves[v], tgt) for v in variants}
                 for v in variants:
@@ -128,7 +127,7 @@ def ratios(rows, systems, ranks):
                     out.append(entry)
             # Reciprocal part with LAMMPS's own parameters (diff ik): pmewald recip / LAMMPS Kspace.
             for r in sub:
-                if r["code"].startswith("pmewald-ik@lammps"):
+                if r["code"].startswith("pmewald-ik@lammps") and r.get("recip_s"):
                     lam = [x for x in sub if x["code"] == "lammps-ik" and x["setting"] == r["setting"]]
                     if lam:
                         out.append(dict(system=s["name"], ranks=P, kind="recip@lammps-params", pmewald=r["code"],
@@ -171,7 +170,7 @@ def markdown(res):
             mesh += f" {r['differentiation']} p{r['order']}"   # what pmewald chose or was given
         st = fmt_setting(r["setting"])
         L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {st} | {mesh} | "
-                 f"{r['error']:.2e} | {_fmt_ms(r['total_s'])} | {_fmt_ms(r['real_s'])} | {_fmt_ms(r['recip_s'])} | "
+                 f"{r['error']:.2e} | {_fmt_ms(r['total_s'])} | {_fmt_ms(r.get('real_s'))} | {_fmt_ms(r.get('recip_s'))} | "
                  f"{_fmt_ms(r.get('fft_limit_s'))} | "
                  f"{'' if r.get('recip_over_fft_limit') is None else format(r['recip_over_fft_limit'], '.1f')} | "
                  f"{'' if r.get('mem_mb') is None else format(r['mem_mb'], '.0f')} |")

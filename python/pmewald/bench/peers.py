@@ -306,7 +306,8 @@ def bench_peers(args) -> int:
     gmx_settings = [dict(zip(("rtol", "spacing", "order"), (float(a), float(b), int(c))), label=v)
                     for v in args.gromacs_settings for a, b, c in [v.split(":")]]
     md_mode = args.mode == "md"
-    n_frames = args.md_steps + 1 if md_mode else args.steps + 1
+    # GROMACS's frames: its time per frame is a difference of two runs' wall times, so at least 10 frames
+    n_frames = args.md_steps + 1 if md_mode else max(args.steps, 10) + 1
     meta = dict(started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), uptime_start=_uptime(), args=vars(args),
                 host=os.uname().nodename, cpus=os.cpu_count())
     print(f"[bench peers] {meta['started']}  load: {meta['uptime_start']}", flush=True)

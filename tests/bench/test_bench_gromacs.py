@@ -89,7 +89,8 @@ def test_rerun_matches_pmewald_with_exclusions_on_one_and_two_ranks(tmp_path):
     one = gro.run_gromacs(gs, TIGHT, 9.0, dict(ntmpi=1, ntomp=1), traj, 3, True, _env())
     assert _rel(one["forces"], ref.forces) < 3e-5
     assert one["energy_kj_mol"] == pytest.approx(ref.energy * gro.K_GROMACS * gro.NM, rel=3e-5)
-    assert one["frame_s"] > 0 and one["mesh"] and one["alpha_per_A"] > 0
+    assert one["frame_s"] > 0 and one["mesh"] and one["alpha_per_A"] > 0 and one["calls"] == 3
+    assert one["frame_s"] >= one["force_s"] + one["pme_s"]
     two = gro.run_gromacs(gs, TIGHT, 9.0, dict(ntmpi=2, ntomp=1), traj, 3, True, _env())
     assert _rel(two["forces"], one["forces"]) < 1e-5
     # a missing exclusion would change the forces by far more than that: drop the waters' pairs

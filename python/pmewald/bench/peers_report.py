@@ -67,7 +67,8 @@ def summarise(raw):
             row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "pair_s"), recip_s=_med(rs, "kspace_s"),
                        neigh_s=_med(rs, "neigh_s"), comm_s=_med(rs, "comm_s"), mesh=first.get("mesh"),
                        alpha=first.get("G"), order=first.get("order"), estimated=first.get("est_rel"),
-                       mem_mb=first.get("mem_mb"), mem_kind="LAMMPS 'per MPI rank memory' (max)")
+                       mem_mb=first.get("mem_mb"), mem_kind="LAMMPS 'per MPI rank memory' (max)",
+                       neigh_builds=first.get("neigh_builds"))
         elif variant == "openmm":
             row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "real_s"), recip_s=_med(rs, "recip_s"),
                        mesh=first["mesh"], alpha=first["alpha_per_A"], order=5, mem_mb=first["maxrss_mb"],
@@ -154,8 +155,9 @@ def markdown(res):
     a = m.get("args", {})
     if a.get("mode") == "md":
         L += [f"MD-loop mode: {a['md_steps']} steps of a Gaussian random walk ({a['md_sigma']} A per coordinate); "
-              "times are the mean per step (pmewald and OpenMM: one object/Context for all steps; LAMMPS `rerun` "
-              "and GROMACS `mdrun -rerun`: a neighbour search on every frame). pmewald skin: " +
+              "times are the mean per step (pmewald and OpenMM: one object/Context for all steps; LAMMPS: its own "
+              "`run` with `fix nve`, its list rebuilt when needed; GROMACS `mdrun -rerun`: a neighbour search on "
+              "every frame). pmewald skin: " +
               ", ".join(sorted({f"accepted={r.get('pme_accepts_skin')} passed={r.get('skin_passed')}"
                                 for r in res["rows"] if "pme_accepts_skin" in r})), ""]
     if res["validation"]:

@@ -4,8 +4,9 @@
 ``lmp``, ``mpirun -n P lmp`` and ``mpirun -n P python`` workers itself).
 
 For every system (a displaced rock-salt crystal, an SPC/E-like water box and, with
-``--systems chains``, peptide-like chains in water, per ``--sizes`` entry) and every rank count it runs, in rounds (``--rounds``), one after the
-other in each round so every code sees the same stretch of machine time:
+``--systems chains``, peptide-like chains in water, per ``--sizes`` entry) and every rank
+count it runs, in rounds (``--rounds``), one after the other in each round so every code
+sees the same stretch of machine time:
 
 * LAMMPS (Debian's ``lmp``): ``pair_style coul/long rc`` + ``kspace_style pppm acc``,
   ``kspace_modify diff ik`` and ``ad``, ``timer full``, ``run 0`` (forces dumped, round 0

@@ -50,8 +50,9 @@ mpi_env() {
 }
 
 ensure_system_packages() {
+  # gromacs: `gmx` for tests/bench/test_bench_gromacs.py and the peer benchmark (bench-setup.sh)
   local pkgs=(g++ make cmake pkg-config libopenmpi-dev openmpi-bin libfftw3-dev libtrilinos-kokkos-dev
-              libsimgrid-dev)
+              libsimgrid-dev gromacs)
   local base_py="${PMEWALD_PYTHON:-python3}"
   if ! command -v "$base_py" >/dev/null 2>&1; then
     pkgs+=(python3 python3-venv python3-dev)

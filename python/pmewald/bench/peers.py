@@ -1,11 +1,12 @@
-"""Side-by-side benchmark: pmewald against LAMMPS's PPPM and OpenMM's CPU PME.
+"""Side-by-side benchmark: pmewald against LAMMPS's PPPM, OpenMM's CPU PME and GROMACS's PME.
 
 ``python -m pmewald.bench peers [options]`` (run it *without* mpirun: it launches
 ``lmp``, ``mpirun -n P lmp`` and ``mpirun -n P python`` workers itself).
 
-For every system (a displaced rock-salt crystal and an SPC/E-like water box per
-``--sizes`` entry) and every rank count it runs, in rounds (``--rounds``), one after the
-other in each round so every code sees the same stretch of machine time:
+For every system (a displaced rock-salt crystal, an SPC/E-like water box and, with
+``--systems chains``, peptide-like chains in water, per ``--sizes`` entry) and every rank
+count it runs, in rounds (``--rounds``), one after the other in each round so every code
+sees the same stretch of machine time:
 
 * LAMMPS (Debian's ``lmp``): ``pair_style coul/long rc`` + ``kspace_style pppm acc``,
   ``kspace_modify diff ik`` and ``ad``, ``timer full``, ``run 0`` (forces dumped, round 0
@@ -15,6 +16,10 @@ other in each round so every code sees the same stretch of machine time:
   with charges only (water: intramolecular exceptions with chargeProd 0), same cutoff,
   ``ewaldErrorTolerance`` sweep; ``getState(getForces=True)`` timed per evaluation, and with
   the reciprocal part in its own force group, each group timed alone for the split;
+* GROMACS (Debian's ``gmx``): a Coulomb-only topology with the system's exclusions,
+  ``gmx mdrun -rerun`` per ``--gromacs-settings`` entry (ewald-rtol, fourierspacing,
+  pme-order) on ``-ntmpi 1 -ntomp 1`` and, on 2 cores, ``-ntmpi 2`` and ``-ntomp 2``
+  (:mod:`pmewald.bench.peers_gromacs`);
 * pmewald (``mpirun -n P``, each comm_mode when P > 1), ``PME.compute`` timed per call, with
   ``pme.timings()`` per phase; plus pmewald ``ik`` with LAMMPS's own G, grid and order (the
   like-for-like reciprocal comparison).
@@ -32,9 +37,14 @@ Physics is identical in all codes: point charges, Ewald sum, for water the three
 intramolecular pairs excluded (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exceptions).
 Units: LAMMPS ``real``; errors are unit-free.
 
+``--mode md`` times an MD loop instead (:mod:`pmewald.bench.peers_md`: a random walk of
+``--md-steps`` frames, one evaluation per frame, each code reusing what it keeps between
+steps).
+
 Writes ``results.json``, ``results.md`` (tables) and ``<system>_<P>rank.png`` (time vs
 measured error per code) into ``--out``. This module runs the codes; LAMMPS's files and log
-are :mod:`pmewald.bench.peers_lammps`, the tables and plots :mod:`pmewald.bench.peers_report`.
+are :mod:`pmewald.bench.peers_lammps`, GROMACS's :mod:`pmewald.bench.peers_gromacs`, OpenMM's
+worker :mod:`pmewald.bench.peers_openmm`, the tables and plots :mod:`pmewald.bench.peers_report`.
 """
 
 from __future__ import annotations
@@ -51,11 +61,17 @@ from pathlib import Path
 
 import numpy as np
 
+from . import peers_gromacs as gromacs
+from . import peers_md as md
 from . import peers_report as report
 from .peers_lammps import K_REAL, run_lammps, write_lammps_data
+from .peers_openmm import maxrss_mb as _maxrss_mb
+from .peers_openmm import worker_openmm
 from .peers_report import PME_PHASES
 
-K_OPENMM = 138.935456        # OpenMM's ONE_4PI_EPS0 (kJ/mol nm e^-2)
+# GROMACS thread layouts per core count: (thread-MPI ranks, OpenMP threads, variant name).
+GMX_LAYOUTS = {1: [(1, 1, "gromacs")], 2: [(2, 1, "gromacs-tmpi"), (1, 2, "gromacs-omp")]}
+GMX_SETTINGS = ["1e-5:0.12:5", "1e-5:0.12:6", "1e-6:0.08:6", "1e-7:0.06:6"]   # measured 2e-4 ... 7e-6
 RECIP_PHASES = ["spread", "ghost", "fft", "solve", "gather"]
 REAL_PHASES = ["real_space", "ghost_atoms", "exclusions"]
 
@@ -104,6 +120,17 @@ def make_system(kind, size, seed=0):
         return s
     if kind == "water":
         return systems.water_box(target_atoms=int(size), seed=seed)
+    if kind == "chains":
+        # Peptide-like: about a tenth of the atoms in 10-residue chains (CHARMM-like partial charges,
+        # 1-2/1-3/1-4 exclusions), the rest water; the waters overlapping a chain are removed.
+        # The chain builder gives up now and then on a random backbone: the next seeds, deterministically.
+        for k in range(20):
+            try:
+                return systems.solvated_chains(max(1, int(size) // 600), 10, n_water=int(size) // 3,
+                                               seed=seed + 1000 * k)
+            except RuntimeError:
+                continue
+        raise RuntimeError(f"could not build {size} atoms of chains in water")
     raise ValueError(kind)
 
 
@@ -112,12 +139,6 @@ def save_system(s, path):
 
 
 # ---------------------------------------------------------------- workers
-
-def _maxrss_mb():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
 
 def worker_pme(job):
     """Run under mpirun: time pmewald for each config of the job; rank 0 writes the result."""
@@ -135,6 +156,7 @@ def worker_pme(job):
                    np.ascontiguousarray(d["ids"][lo:hi]))
     ex = d["exclusions"]
     ex = np.ascontiguousarray(ex[rank::P]) if len(ex) else None
+    frames = np.load(job["frames"]) if job.get("frames") else None
     out = []
     for cfg in job["configs"]:
         # "differentiation" (the resolved choice of an earlier automatic run) over "diff" (the request)
@@ -143,10 +165,31 @@ def worker_pme(job):
         for key in ("alpha", "mesh", "order", "tolerance"):
             if cfg.get(key) is not None:
                 kw[key] = tuple(cfg[key]) if key == "mesh" else cfg[key]
+        skin_rec = {}
+        if frames is not None:                       # MD-loop mode: a fresh object per setting, one call per frame
+            kw, skin_rec = md.pme_kwargs(kw, job.get("skin"))
         pme = PME(d["box"], cfg.get("cutoff", job["cutoff"]), **kw)
         t0 = time.perf_counter()
         res = pme.compute(pos, q, ids, ex)           # chooses the mesh (several computes)
         t_setup = time.perf_counter() - t0
+        if frames is not None:
+            pme.reset_timings()
+            res, steps_t = md.pme_loop(pme, frames, lo, hi, q, ids, ex, comm)
+            tm = pme.timings()
+            p = pme.parameters
+            row = dict(cfg, comm_mode=job["comm_mode"], ranks=P, mesh=list(p["mesh"]), alpha=p["alpha"],
+                       order=p["order"], differentiation=p["differentiation"],
+                       estimated_error=p["estimated_error"], setup_s=t_setup, **skin_rec, **md.summary(steps_t),
+                       timer_counts={k: v for k, v in tm.items() if "rebuild" in k or k == "calls"})
+            row["wall_s"] = row["step_mean_s"]
+            forces = comm.gather(res.forces, root=0)
+            if rank == 0 and job.get("forces_out"):
+                fpath = f"{job['forces_out']}_{len(out)}.npy"
+                np.save(fpath, np.concatenate(forces) / K_REAL)
+                row["forces_file"] = fpath
+            out.append(row)
+            del pme
+            continue
         t0 = time.perf_counter()
         res = pme.compute(pos, q, ids, ex)           # warm-up
         t_warm = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
@@ -199,58 +242,6 @@ def worker_pme(job):
     if rank == 0:
         with open(job["result"], "w") as fh:
             json.dump(out, fh)
-
-
-def worker_openmm(job):
-    import openmm
-
-    d = np.load(job["system"])
-    box_nm = d["box"] / 10.0
-    pos_nm = d["positions"] / 10.0
-    out = []
-    for tol in job["tolerances"]:
-        system = openmm.System()
-        system.setDefaultPeriodicBoxVectors(*[openmm.Vec3(*row) for row in box_nm])
-        nb = openmm.NonbondedForce()
-        nb.setNonbondedMethod(openmm.NonbondedForce.PME)
-        nb.setCutoffDistance(job["cutoff"] / 10.0)
-        nb.setEwaldErrorTolerance(tol)
-        nb.setUseDispersionCorrection(False)
-        nb.setReciprocalSpaceForceGroup(1)
-        for qi in d["charges"]:
-            system.addParticle(1.0)
-            nb.addParticle(float(qi), 0.1, 0.0)
-        for i, j in d["exclusions"]:
-            nb.addException(int(i), int(j), 0.0, 0.1, 0.0)
-        system.addForce(nb)
-        plat = openmm.Platform.getPlatformByName("CPU")
-        ctx = openmm.Context(system, openmm.VerletIntegrator(0.001), plat, {"Threads": str(job["threads"])})
-        ctx.setPositions(pos_nm)
-        st = ctx.getState(getForces=True)
-        t0 = time.perf_counter()
-        st = ctx.getState(getForces=True)
-        t_warm = time.perf_counter() - t0
-        steps = max(3, min(job["steps"], int(job.get("budget_s", 1e9) / max(t_warm, 1e-9))))
-        times = {"total": [], "recip": [], "direct": []}
-        for _ in range(steps):
-            for key, groups in (("total", -1), ("recip", {1}), ("direct", {0})):
-                t0 = time.perf_counter()
-                st = ctx.getState(getForces=True, groups=groups)
-                times[key].append(time.perf_counter() - t0)
-        st = ctx.getState(getForces=True)
-        alpha, nx, ny, nz = nb.getPMEParametersInContext(ctx)
-        row = dict(tolerance=tol, threads=job["threads"], alpha_per_A=alpha / 10.0, mesh=[nx, ny, nz], order=5,
-                   total_s=statistics.median(times["total"]), recip_s=statistics.median(times["recip"]),
-                   real_s=statistics.median(times["direct"]), maxrss_mb=_maxrss_mb(), steps=steps)
-        if job.get("forces_out"):
-            f = np.asarray(st.getForces(asNumpy=True)._value) / K_OPENMM * 0.01
-            fpath = f"{job['forces_out']}_{len(out)}.npy"
-            np.save(fpath, f)
-            row["forces_file"] = fpath
-        out.append(row)
-        del ctx
-    with open(job["result"], "w") as fh:
-        json.dump(out, fh)
 
 
 def worker_validate(job):
@@ -317,6 +308,14 @@ def bench_peers(args) -> int:
     if shutil.which("lmp") is None and not args.skip_lammps:
         print("lmp not found: run scripts/bench-setup.sh (Debian package lammps)", file=sys.stderr)
         return 2
+    if gromacs.gmx_binary(args.gmx) is None and not args.skip_gromacs:
+        print(f"{args.gmx} not found: run scripts/bench-setup.sh (Debian package gromacs)", file=sys.stderr)
+        return 2
+    gmx_settings = [dict(zip(("rtol", "spacing", "order"), (float(a), float(b), int(c))), label=v)
+                    for v in args.gromacs_settings for a, b, c in [v.split(":")]]
+    md_mode = args.mode == "md"
+    # GROMACS's frames: its time per frame is a difference of two runs' wall times, so at least 10 frames
+    n_frames = args.md_steps + 1 if md_mode else max(args.steps, 10) + 1
     meta = dict(started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), uptime_start=_uptime(), args=vars(args),
                 host=os.uname().nodename, cpus=os.cpu_count())
     print(f"[bench peers] {meta['started']}  load: {meta['uptime_start']}", flush=True)
@@ -333,8 +332,18 @@ def bench_peers(args) -> int:
             data = work / f"{name}.data"
             if not args.skip_lammps:
                 write_lammps_data(s, kind, data)
-            systems.append(dict(name=name, kind=kind, n=s.n_atoms, npz=str(npz), data=str(data),
-                                box=np.diag(s.box).tolist()))
+            entry = dict(name=name, kind=kind, n=s.n_atoms, npz=str(npz), data=str(data), box=np.diag(s.box).tolist())
+            # The frames every code evaluates: the MD loop's random walk, or (single-call mode, GROMACS's
+            # rerun only) the system repeated.
+            frames = (md.trajectory(s.positions, args.md_steps, args.md_sigma, seed=args.seed) if md_mode
+                      else np.repeat(s.positions[None], n_frames, axis=0))
+            if md_mode:
+                entry["frames"] = str(work / f"{name}_frames.npy")
+                np.save(entry["frames"], frames)
+            if not args.skip_gromacs:
+                entry["gmx"] = gromacs.GromacsSystem(s, work, name)
+                entry["gmx_traj"] = entry["gmx"].trajectory(frames, "md" if md_mode else "repeat")
+            systems.append(entry)
     print(f"[bench peers] systems: {', '.join(s['name'] for s in systems)}", flush=True)
 
     validation = []
@@ -372,6 +381,9 @@ def bench_peers(args) -> int:
                     j.append(("lammps", dict(diff=diff, acc=acc)))
         if not args.skip_openmm:
             j.append(("openmm", {}))
+        if not args.skip_gromacs:
+            for ntmpi, ntomp, variant in GMX_LAYOUTS.get(P, [(P, 1, "gromacs-tmpi")]):
+                j.append(("gromacs", dict(ntmpi=ntmpi, ntomp=ntomp, variant=variant)))
         for mode in (["nonblocking"] if P == 1 else modes2):
             j.append(("pme", dict(mode=mode)))
         return j
@@ -388,7 +400,8 @@ def bench_peers(args) -> int:
         meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z") + (" (partial)" if partial else "")
         rows = report.summarise(raw)
         ratios = report.ratios(rows, systems, args.ranks)
-        result = dict(meta=meta, validation=validation, systems=systems, rows=rows, ratios=ratios)
+        result = dict(meta=meta, validation=validation, rows=rows, ratios=ratios,
+                      systems=[{k: v for k, v in s.items() if not k.startswith("gmx")} for s in systems])
         (out / "results.json").write_text(json.dumps(result, indent=1, default=float))
         md = report.markdown(result)
         (out / "results.md").write_text(md)
@@ -407,7 +420,9 @@ def bench_peers(args) -> int:
                     want = rnd == 0
                     if code == "lammps":
                         r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=args.cutoff, acc=opt["acc"],
-                                            diff=opt["diff"], n=s["n"]), P, work, args.steps, want, envP)
+                                            diff=opt["diff"], n=s["n"], md_sigma=args.md_sigma if md_mode else None),
+                                       P, work,
+                                       args.md_steps if md_mode else args.steps, want, envP)
                         if want:
                             r["error"] = rel_error(r.pop("forces"), ref)
                         if opt["diff"] == "ik":
@@ -418,6 +433,7 @@ def bench_peers(args) -> int:
                         rs = _run_worker("openmm", dict(system=s["npz"], cutoff=args.cutoff, threads=P,
                                                         tolerances=args.openmm_tolerances or args.tolerances,
                                                         steps=args.steps, budget_s=args.budget,
+                                                        frames=s.get("frames"),
                                                         forces_out=str(work / f"omm_{s['name']}_{P}") if want else None),
                                          1, work, envP)
                         for r in rs:
@@ -425,6 +441,15 @@ def bench_peers(args) -> int:
                                 r["error"] = rel_error(np.load(r["forces_file"]), ref)
                             rec((s["name"], P, "openmm", r["tolerance"]), r, rnd)
                         bar.update(f"{s['name']} P{P} openmm")
+                    elif code == "gromacs":
+                        for st in gmx_settings:
+                            r = gromacs.run_gromacs(s["gmx"], st, args.cutoff, opt, s["gmx_traj"], n_frames, want,
+                                                    envP, args.gmx)
+                            if want:
+                                r["error"] = rel_error(r.pop("forces"), ref)
+                            r["total_s"] = r["frame_s"]
+                            rec((s["name"], P, opt["variant"], st["label"]), r, rnd)
+                        bar.update(f"{s['name']} P{P} {opt['variant']}")
                     else:
                         cfgs = []
                         for model in args.pme_models:
@@ -443,7 +468,9 @@ def bench_peers(args) -> int:
                                     cfgs.append(dict(alpha=G, mesh=mesh, order=order, diff="ik", lammps_acc=acc,
                                                      variant="pmewald-ik@lammps"))
                         rs = _run_worker("pme", dict(system=s["npz"], configs=cfgs, cutoff=args.cutoff,
-                                                     comm_mode=opt["mode"], steps=args.steps, fft_only=(P == 1),
+                                                     comm_mode=opt["mode"], steps=args.steps,
+                                                     fft_only=(P == 1 and not md_mode),
+                                                     frames=s.get("frames"), skin=args.skin,
                                                      budget_s=args.budget,
                                                      fft_repeats=args.fft_repeats,
                                                      forces_out=str(work / f"pme_{s['name']}_{P}_{opt['mode']}")
@@ -461,8 +488,8 @@ def bench_peers(args) -> int:
                         bar.update(f"{s['name']} P{P} pmewald {opt['mode']}")
                 write(partial=True)
     bar.close()
-    md, plots = write(partial=False)
-    print(md)
+    md_text, plots = write(partial=False)
+    print(md_text)
     print(f"[bench peers] wrote {out / 'results.json'}, {out / 'results.md'}, " + ", ".join(plots))
     print(f"[bench peers] load at end: {meta['uptime_end']}")
     return 0
@@ -473,7 +500,8 @@ def add_parser(sub):
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[3000, 30000],
                    help="target atom counts (the crystal is rounded to whole cells: 30000 -> 32768 ions)")
-    p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water"])
+    p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water", "chains"],
+                   help="chains: peptide-like chains with partial charges in water (systems.solvated_chains)")
     p.add_argument("--tolerances", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5],
                    help="pmewald tolerances")
     # Defaults chosen so every code's *measured* errors bracket 1e-4 and 1e-5: pmewald delivers
@@ -503,7 +531,18 @@ def add_parser(sub):
     p.add_argument("--fft-repeats", type=int, default=7)
     p.add_argument("--ref-tolerance", type=float, default=1e-8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gromacs-settings", nargs="+", default=GMX_SETTINGS, metavar="RTOL:SPACING:ORDER",
+                   help="GROMACS ewald-rtol, fourierspacing (nm) and pme-order per setting")
+    p.add_argument("--gmx", default="gmx", help="the GROMACS binary (Debian: gmx, mixed precision)")
+    p.add_argument("--mode", choices=["single", "md"], default="single",
+                   help="single: repeated calls at the same positions; md: the MD loop of pmewald.bench.peers_md "
+                        "(a random walk of --md-steps steps of --md-sigma A, one evaluation per step)")
+    p.add_argument("--md-steps", type=int, default=20)
+    p.add_argument("--md-sigma", type=float, default=0.01, help="Gaussian step per coordinate, Angstrom")
+    p.add_argument("--skin", type=float, default=None,
+                   help="MD-loop mode: passed to PME(skin=...) if PME accepts it (the results record whether)")
     p.add_argument("--skip-lammps", action="store_true")
+    p.add_argument("--skip-gromacs", action="store_true")
     p.add_argument("--skip-openmm", action="store_true")
     p.add_argument("--skip-validation", action="store_true")
     p.add_argument("--out", default="bench-out")

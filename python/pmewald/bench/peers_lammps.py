@@ -15,18 +15,37 @@ import numpy as np
 K_REAL = 332.06371           # LAMMPS's qqr2e for units real (kcal/mol A e^-2)
 
 
+def bonds_of(s, max_bond=1.55):
+    """The bonds behind ``s.exclusions`` (the excluded pairs closer than ``max_bond``: bonds are
+    1.0-1.45 A, 1-3 pairs 1.63 A and more in the water and chain builders), checked: the pairs at
+    most three bonds apart must be exactly ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0``
+    excludes what pmewald does."""
+    from ..reference import minimum_image
+    from ..systems import _bond_exclusions
+
+    ex = np.asarray(s.exclusions, dtype=np.int64).reshape(-1, 2)
+    d = minimum_image(s.box, s.positions[ex[:, 0]] - s.positions[ex[:, 1]])
+    bonds = ex[np.einsum("ij,ij->i", d, d) < max_bond ** 2]
+    again = _bond_exclusions(len(s.charges), bonds.tolist())
+    if {tuple(sorted(p)) for p in ex.tolist()} != set(map(tuple, again.tolist())):
+        raise ValueError("the exclusions are not the 1-2/1-3/1-4 pairs of a bond graph: LAMMPS cannot express them")
+    return bonds
+
+
 def write_lammps_data(s, kind, path):
-    """atom_style full, units real; water molecules get two O-H bonds (bond_style zero) so
-    that LAMMPS's default special_bonds 0 0 0 excludes O-H and H-H pairs."""
+    """atom_style full, units real; molecules (water, chains) get their bonds (bond_style zero,
+    :func:`bonds_of`) so that LAMMPS's default special_bonds 0 0 0 excludes the same pairs as
+    pmewald (water: O-H and H-H)."""
     L = np.diag(s.box)
     assert np.allclose(s.box, np.diag(L)), "orthorhombic boxes only"
     pos = np.mod(s.positions, L)
     pos[pos >= L] = 0.0
     n = len(s.charges)
-    water = kind == "water"
+    water = kind in ("water", "chains")
     if water:
-        types = np.where(np.arange(n) % 3 == 0, 1, 2)
-        mol = np.arange(n) // 3 + 1
+        bonds = bonds_of(s)
+        types = np.where(s.charges < 0, 1, 2)
+        mol = np.arange(n) + 1
         masses = {1: 15.9994, 2: 1.008}
     else:
         types = np.where(s.charges > 0, 1, 2)
@@ -35,7 +54,7 @@ def write_lammps_data(s, kind, path):
     with open(path, "w") as f:
         f.write(f"pmewald bench {kind}\n\n{n} atoms\n2 atom types\n")
         if water:
-            f.write(f"{2 * (n // 3)} bonds\n1 bond types\n")
+            f.write(f"{len(bonds)} bonds\n1 bond types\n")
         f.write(f"\n0 {float(L[0])!r} xlo xhi\n0 {float(L[1])!r} ylo yhi\n0 {float(L[2])!r} zlo zhi\n\nMasses\n\n")
         for t, m in masses.items():
             f.write(f"{t} {m}\n")
@@ -46,14 +65,18 @@ def write_lammps_data(s, kind, path):
         f.writelines(lines)
         if water:
             f.write("\nBonds\n\n")
-            o = np.arange(0, n, 3)
-            k = 1
-            for a in o:
-                f.write(f"{k} 1 {a + 1} {a + 2}\n{k + 1} 1 {a + 1} {a + 3}\n")
-                k += 2
+            f.writelines(f"{k + 1} 1 {i + 1} {j + 1}\n" for k, (i, j) in enumerate(bonds.tolist()))
 
 
-def _lammps_input(data, cutoff, acc, diff, steps, dump, water):
+def md_timestep(sigma, temperature=300.0, mass=1.0):
+    """The time step (fs) at which atoms of ``mass`` (g/mol) with Maxwell-Boltzmann velocities
+    at ``temperature`` move ``sigma`` Angstrom per coordinate per step (rms)."""
+    kb, amu = 1.380649e-23, 1.0e-3 / 6.02214076e23
+    v = (kb * temperature / (mass * amu)) ** 0.5 * 1e-5        # m/s -> A/fs
+    return sigma / v
+
+
+def _lammps_input(data, cutoff, acc, diff, steps, dump, water, md_sigma=None):
     lines = ["units real", "atom_style full", "boundary p p p"]
     if water:
         lines.append("bond_style zero")
@@ -65,6 +88,12 @@ def _lammps_input(data, cutoff, acc, diff, steps, dump, water):
     if dump:
         lines += [f"dump d all custom 1 {dump} id fx fy fz", "dump_modify d sort id format float %.17g",
                   "run 0", "undump d"]
+    if md_sigma:
+        # MD-loop mode (pmewald.bench.peers_md): LAMMPS's own loop, so its neighbour list (skin 2 A,
+        # rebuilt when an atom moved half of it) is reused as in a user's run: unit masses, 300 K
+        # Gaussian velocities and the time step at which atoms move md_sigma A per step (rms).
+        lines += ["mass * 1.0", "velocity all create 300.0 4928459 dist gaussian mom no rot no", "fix md all nve",
+                  f"timestep {md_timestep(md_sigma)!r}", "neigh_modify every 1 delay 0 check yes"]
     lines += [f"run {steps}"]
     return "\n".join(lines) + "\n"
 
@@ -108,12 +137,14 @@ def read_lammps_dump(path, n):
 
 
 def run_lammps(job, ranks, workdir, steps, want_forces, env):
-    """job: dict(data, kind, cutoff, acc, diff, n). Returns parsed dict (+ forces in k=1 units)."""
+    """job: dict(data, kind, cutoff, acc, diff, n, and for the MD-loop mode md_sigma). Returns the
+    parsed dict (+ forces in k=1 units); in the MD-loop mode ``total_s`` is Pair + Kspace + Neigh
+    + Comm per step and ``neigh_builds`` the list builds of the run."""
     tag = f"{Path(job['data']).stem}_{job['diff']}_{job['acc']:g}_{ranks}"
     inp = workdir / f"in.{tag}"
     dump = workdir / f"forces.{tag}.dump" if want_forces else None
     inp.write_text(_lammps_input(job["data"], job["cutoff"], job["acc"], job["diff"], steps, dump,
-                                 job["kind"] == "water"))
+                                 job["kind"] in ("water", "chains"), job.get("md_sigma")))
     log = workdir / f"log.{tag}"
     cmd = ["lmp", "-in", str(inp), "-log", str(log), "-screen", "none"]
     if ranks > 1:
@@ -124,6 +155,10 @@ def run_lammps(job, ranks, workdir, steps, want_forces, env):
                            f"{log.read_text()[-2000:] if log.exists() else ''}")
     r = parse_lammps_log(log.read_text(), steps)
     r["total_s"] = r.get("pair_s", 0.0) + r.get("kspace_s", 0.0)
+    if job.get("md_sigma"):
+        r["total_s"] += r.get("neigh_s", 0.0) + r.get("comm_s", 0.0)
+        builds = re.findall(r"Neighbor list builds = (\d+)", log.read_text())
+        r["neigh_builds"] = int(builds[-1]) if builds else None
     if want_forces:
         r["forces"] = read_lammps_dump(dump, job["n"]) / K_REAL
         dump.unlink()

@@ -26,19 +26,11 @@ from mpi4py import MPI
 
 import pmewald
 from pmewald import systems
+from pmewald.bench.mpi_timing import slowest, timed_compute
 
 MODES = ("pt2pt", "nonblocking", "collective")
 
 
-def _slowest(comm, x):
-    return comm.allreduce(x, op=MPI.MAX)
-
-
-def _step(comm, pme, pos, q, ids, ex):
-    comm.Barrier()
-    t0 = MPI.Wtime()
-    pme.compute(pos, q, ids=ids, exclusions=ex)
-    return _slowest(comm, MPI.Wtime() - t0)
 
 
 def _system(comm, n_mol, seed=1):
@@ -52,7 +44,7 @@ def _system(comm, n_mol, seed=1):
 
 def _per_step(comm, pme, keys, steps):
     t = pme.timings()
-    return {k: _slowest(comm, t.get(k, 0.0)) / steps for k in keys}
+    return {k: slowest(comm, t.get(k, 0.0)) / steps for k in keys}
 
 
 def _problem(comm, n_mol, args):
@@ -76,7 +68,7 @@ def _interleaved(comm, objs, atoms, args):
     times = {k: [] for k in objs}
     for _ in range(args.repeats):
         for k, o in objs.items():
-            times[k].append(_step(comm, o, pos, q, ids, ex))
+            times[k].append(timed_compute(comm, o, pos, q, ids, ex))
     return times
 
 

@@ -24,17 +24,9 @@ from mpi4py import MPI
 
 import pmewald
 from pmewald import systems
+from pmewald.bench.mpi_timing import slowest, timed_compute
 
 
-def _slowest(comm, x):
-    return comm.allreduce(x, op=MPI.MAX)
-
-
-def _timed(comm, pme, pos, q, ids, ex):
-    comm.Barrier()
-    t0 = MPI.Wtime()
-    pme.compute(pos, q, ids=ids, exclusions=ex)
-    return _slowest(comm, MPI.Wtime() - t0)
 
 
 def _skin(text):
@@ -56,16 +48,16 @@ def run(comm, args):
         p = base.parameters
         fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
         objs = {sk: pmewald.PME(s.box, args.cutoff, comm=comm, skin=_skin(sk), **fixed) for sk in args.skins}
-        first = {sk: _timed(comm, o, pos, q, ids, ex) for sk, o in objs.items()}
+        first = {sk: timed_compute(comm, o, pos, q, ids, ex) for sk, o in objs.items()}
         times = {sk: [] for sk in objs}
         for _ in range(args.steps - 1):
             pos += rng.normal(scale=args.step, size=pos.shape)
             for sk, o in objs.items():
-                times[sk].append(_timed(comm, o, pos, q, ids, ex))
+                times[sk].append(timed_compute(comm, o, pos, q, ids, ex))
         ref = times[args.skins[0]]
         for sk, o in objs.items():
             t = o.timings()
-            per = {k: _slowest(comm, t.get(k, 0.0)) / args.steps
+            per = {k: slowest(comm, t.get(k, 0.0)) / args.steps
                    for k in ("pair_list_build", "pair_list_refresh", "pair_list_evaluate", "real_space")}
             rows.append(dict(atoms=s.n_atoms, ranks=size, tolerance=tol, mesh=list(p["mesh"]), skin=sk,
                              skin_used=o.parameters["skin_used"], first=first[sk],

@@ -59,9 +59,9 @@ struct RealSpaceTerms {
 
 class RealSpace {
  public:
-  // Rows of the pair loop per piece: the loop always runs in these blocks, each a
-  // parallel_reduce whose sums are added in block order, so its results do not
-  // depend on whether or when the pieces run between progress calls.
+  // Rows of the pair loop per block: the loop always runs in these blocks, each
+  // block's sums apart and added in block order (row_blocks.hpp), so its results
+  // do not depend on whether or when the pieces run between progress calls.
   static constexpr int kPairBlockRows = 64;
 
   // Uses `comm` as given (the same communicator as the Migration).

@@ -104,6 +104,9 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   if (forces.extent(0) < n_o || forces.extent(1) != 3 || (n_o > 0 && forces.stride(0) != 3))
     throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3, row-major");
   ghost_force_.assign(3 * n_g, 0.0);
+  if (want_pot_ && (pot_out_.extent(0) != n_o || pot_out_.extent(1) != 4 || (n_o > 0 && pot_out_.stride(0) != 4)))
+    throw std::logic_error("RealSpace::request_potentials: the output must be n_owned x 4, row-major");
+  ghost_pot_.assign(want_pot_ ? 4 * n_g : 0, 0.0);
 
   const auto own_r = mig.owned_positions();
   const auto own_s = mig.owned_fractional();
@@ -275,6 +278,16 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
     kern.k = coulomb_constant;
     kern.pairs = pair_terms;
     kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+    // Potentials (request_potentials): a 4-column scatter target per sorted atom
+    // (a one-row placeholder when off, never written).
+    kern.potentials = want_pot_;
+    const std::size_t pot_rows = kern.potentials ? N : 1;
+    if (spot_.extent(0) < pot_rows)
+      spot_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_potentials"),
+                            pot_rows + pot_rows / 4 + 16, 4);
+    auto spot = Kokkos::subview(spot_, std::make_pair(std::size_t(0), pot_rows), Kokkos::ALL());
+    Kokkos::deep_copy(spot, 0.0);
+    kern.spot = ScatterForces(spot);
     sw.sforce = sforce;
     sw.rows = static_cast<int>(N);
   }
@@ -301,6 +314,16 @@ RealSpaceTerms RealSpace::finish_local() {
       for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
     for (std::size_t g = 0; g < n_g; ++g)
       for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
+    if (sw.kern.potentials) {
+      auto spot = Kokkos::subview(spot_, std::make_pair(std::size_t(0), static_cast<std::size_t>(sw.rows)),
+                                  Kokkos::ALL());
+      Kokkos::Experimental::contribute(spot, sw.kern.spot);
+      Kokkos::fence();
+      for (std::size_t i = 0; i < n_o; ++i)
+        for (int c = 0; c < 4; ++c) pot_out_(i, c) = spot(static_cast<std::size_t>(slot_of_(i)), c);
+      for (std::size_t g = 0; g < n_g; ++g)
+        for (int c = 0; c < 4; ++c) ghost_pot_[4 * g + c] = spot(static_cast<std::size_t>(slot_of_(n_o + g)), c);
+    }
     t.t_pairs += wall_seconds() - t1;
     const double* sums = sw.sums;
     t.real = sums[0];
@@ -327,6 +350,7 @@ RealSpaceTerms RealSpace::finish_local() {
   if (sw.pair_terms) {
     ScopedTimer timer(t.t_pairs);
     mig.reverse_ghosts(ghost_force_.data(), forces.data());
+    if (want_pot_) mig.reverse_ghosts(ghost_pot_.data(), pot_out_.data(), 4);
   }
   agree_or_throw(comm_, err);
   return t;

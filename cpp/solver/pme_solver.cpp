@@ -142,7 +142,7 @@ double PMESolver::lap(const char* phase, double start) {
   return now;
 }
 
-void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap) {
+void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials) {
   static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
   const bool ad = opt_.differentiation == Differentiation::AD;
   const Box3& ext = halo_->extended();
@@ -184,6 +184,32 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
   }
   res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
   res.virial = vir;
+  if (potentials) reciprocal_potentials(ad, overlap);
+}
+
+// The reciprocal phi and field at the owned atoms, after reciprocal() (the same
+// stencils; ad: grid_ still holds phi on the mesh; ik: field_ the field grids and
+// kspace_c_ the charges' spectrum, which apply_ik left as it was). The field is
+// gathered with unit charges, so it is F_i / q_i of the forces just computed, and
+// defined for q_i = 0. ik has no potential grid: one more solve (ad's factors) and
+// backward FFT make it.
+void PMESolver::reciprocal_potentials(bool ad, Overlap* overlap) {
+  const Box3& ext = halo_->extended();
+  double t = wall_seconds();
+  if (ad) {
+    gather_ad(stencil_, recip_, opt_.mesh, ones_, ext, grid_, rec_field_, rec_phi_);
+  } else {
+    gather_ik(stencil_, ones_, ext, field_[0], field_[1], field_[2], rec_field_);
+    t = lap("gather", t);
+    kspace_->apply_ad(kspace_c_.data(), nullptr);
+    t = lap("solve", t);
+    fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false, overlap);
+    t = lap("fft", t);
+    halo_->fill(grid_.data(), overlap);
+    t = lap("ghost", t);
+    gather_potential(stencil_, ext, grid_, rec_phi_);
+  }
+  lap("gather", t);
 }
 
 // The reciprocal part's exchanges (halo reduce, forward FFT, the backward FFTs,
@@ -218,7 +244,7 @@ void PMESolver::choose_mode() {
 
 SolverResult PMESolver::compute(const double* positions, const double* charges, const std::int64_t* ids,
                                 std::size_t n, const std::int64_t* exclusions, std::size_t m,
-                                double* forces_out) {
+                                double* forces_out, bool potentials, double* potentials_out, double* fields_out) {
   SolverResult res;
   if (opt_.choose_mode && !modes_done_) choose_mode();
   double t = wall_seconds();
@@ -233,6 +259,14 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     f_real_ = View2<double>("pme_f_real", n_own, 3);
     f_rec_ = View2<double>("pme_f_rec", n_own, 3);
   }
+  if (potentials && (real_pot_.extent(0) != n_own || real_pot_.extent(1) != 4)) {
+    real_pot_ = View2<double>("pme_real_potentials", n_own, 4);
+    rec_field_ = View2<double>("pme_rec_field", n_own, 3);
+    rec_phi_ = View1<double>("pme_rec_potential", n_own);
+    ones_ = View1<double>("pme_unit_charges", n_own);
+    Kokkos::deep_copy(ones_, 1.0);
+  }
+  realspace_.request_potentials(potentials, real_pot_);
   // Real space: pairs (or, with real_space off, only the exclusion corrections),
   // in pieces: before the reciprocal part, or (overlap) while its exchanges are in
   // flight; the ghost forces' return and the error agreement after it.
@@ -258,9 +292,10 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
       local.sum_q2 += q(i) * q(i);
     }
     Kokkos::deep_copy(f_real_, 0.0);
+    if (potentials) Kokkos::deep_copy(real_pot_, 0.0);
   }
   const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
-  reciprocal(res, f_rec_, overlap);
+  reciprocal(res, f_rec_, overlap, potentials);
   t = wall_seconds();
   if (pairs) {
     local = realspace_.finish_local();
@@ -300,6 +335,10 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   t = timers_.lap("reduce", t);
   migration_.reverse(fk.data(), 3, forces_out);
   t = timers_.lap("migrate", t);
+  if (potentials) {
+    assemble_potentials(terms.sum_q, potentials_out, fields_out, n);
+    t = timers_.lap("migrate", t);
+  }
 
   res.terms["reciprocal"] = sums[kReal];
   res.terms["real"] = terms.real;
@@ -314,6 +353,30 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   res.n_atoms = n_total;
   timers_.count("calls");
   return res;
+}
+
+// phi and E of every term at the owned atoms, back to the callers in their order:
+// real space (pairs and exclusions, real_pot_), reciprocal (rec_phi_, rec_field_),
+// self (d/dq_i of -k alpha/sqrt(pi) sum q^2) and background (of -k pi Q^2/(2 V
+// alpha^2), Q the global charge), which have no field. Collective (one reverse).
+void PMESolver::assemble_potentials(double total_charge, double* potentials_out, double* fields_out,
+                                    std::size_t n) {
+  constexpr double kPi = 3.14159265358979323846;
+  const double k = opt_.coulomb_constant, a = opt_.alpha;
+  const double self = -2.0 * k * a / std::sqrt(kPi);
+  const double background = -k * kPi * total_charge / (cell_.volume * a * a);
+  const std::size_t n_own = migration_.n_owned();
+  auto q = migration_.owned_charges();
+  std::vector<double> owned(4 * n_own), back(4 * n);
+  for (std::size_t i = 0; i < n_own; ++i) {
+    owned[4 * i] = real_pot_(i, 0) + rec_phi_(i) + self * q(i) + background;
+    for (int c = 0; c < 3; ++c) owned[4 * i + 1 + c] = real_pot_(i, 1 + c) + rec_field_(i, c);
+  }
+  migration_.reverse(owned.data(), 4, back.data());
+  for (std::size_t i = 0; i < n; ++i) {
+    potentials_out[i] = back[4 * i];
+    for (int c = 0; c < 3; ++c) fields_out[3 * i + c] = back[4 * i + 1 + c];
+  }
 }
 
 std::map<std::string, double> PMESolver::timings() const {

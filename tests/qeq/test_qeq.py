@@ -2,7 +2,8 @@
 
 The Coulomb matrix of the reference is built from pmewald.reference's direct Ewald sum
 (``A_ii = 2 E(e_i)``, ``A_ij = E(e_i + e_j) - E(e_i) - E(e_j)``: the energy is quadratic in the
-charges), net charge, exclusions and an external field included; the constrained minimum is
+charges; an excluded pair loses its minimum-image ``k / r``), net charge, exclusions and an
+external field included; the constrained minimum is
 the solution of the bordered (KKT) system.
 """
 
@@ -25,24 +26,38 @@ TIGHT = dict(alpha=1.6, mesh=(64, 64, 64), order=10)
 
 
 @functools.lru_cache(maxsize=None)
-def _case(with_exclusions):
-    s = systems.random_charges(14, BOX, neutral=True, seed=21)
-    ex = np.zeros((0, 2), np.int64)
-    if with_exclusions:
-        i, j = np.triu_indices(s.n_atoms, 1)
-        d = np.linalg.norm(reference.minimum_image(s.box, s.positions[i] - s.positions[j]), axis=1)
-        near = np.flatnonzero(d < 2.5)[:4]
-        ex = np.stack([i[near], j[near]], axis=1).astype(np.int64)
+def _matrix():
+    """The system and its Coulomb matrix from the direct Ewald sum (quadratic in q)."""
+    s = systems.random_charges(10, BOX, neutral=True, seed=21)
     n = s.n_atoms
 
     def energy(q):
-        return reference.ewald(s.box, s.positions, q, exclusions=ex if len(ex) else None, accuracy=1e-13).energy
+        return reference.ewald(s.box, s.positions, q, accuracy=1e-13).energy
 
     single = np.array([energy(np.eye(n)[i]) for i in range(n)])
     A = np.diag(2 * single)
     for i in range(n):
         for j in range(i + 1, n):
             A[i, j] = A[j, i] = energy(np.eye(n)[i] + np.eye(n)[j]) - single[i] - single[j]
+    return s, A
+
+
+def _case(with_exclusions):
+    """(system, exclusions, Coulomb matrix, chi, J). An excluded pair loses exactly its
+    minimum-image k / r_ij (the reference's definition of an exclusion)."""
+    s, A = _matrix()
+    A = A.copy()
+    n = s.n_atoms
+    ex = np.zeros((0, 2), np.int64)
+    if with_exclusions:
+        i, j = np.triu_indices(n, 1)
+        d = np.linalg.norm(reference.minimum_image(s.box, s.positions[i] - s.positions[j]), axis=1)
+        near = np.flatnonzero(d < 2.5)[:4]
+        assert len(near) == 4
+        ex = np.stack([i[near], j[near]], axis=1).astype(np.int64)
+        for a, b, r in zip(i[near], j[near], d[near]):
+            A[a, b] -= 1.0 / r
+            A[b, a] -= 1.0 / r
     rng = np.random.default_rng(22)
     chi = rng.uniform(-1.0, 1.0, n)
     J = rng.uniform(4.0, 6.0, n)
@@ -71,11 +86,11 @@ def test_qeq_matches_dense_solve(comm):
     splits with empty ranks, net charge, exclusions, an external field; the constraint holds;
     a warm start (same ids) needs one evaluation."""
     rank, size = comm.Get_rank(), comm.Get_size()
+    pme = PME(BOX, CUTOFF, comm=comm, **TIGHT)  # one fixed Coulomb operator for both cases
     for with_ex, Q, field, how in ((False, 0.0, None, "random"), (True, 1.0, np.array([0.02, -0.01, 0.03]),
                                                                      "odd_ranks_only")):
         s, ex, A, chi, J = comm.bcast(_case(with_ex) if rank == 0 else None)
         qref, muref = _dense(A, chi, J, Q, np.zeros(3) if field is None else field, s.positions)
-        pme = PME(s.box, CUTOFF, comm=comm, **TIGHT)
         qeq = QEq(pme, tolerance=1e-11)
         mine = split_atoms(s.n_atoms, size, how, seed=3)[rank]
         kw = dict(total_charge=Q, ids=s.ids[mine], exclusions=ex if rank == 0 else None, external_field=field)
@@ -101,7 +116,7 @@ def test_qeq_matches_dense_solve(comm):
 def test_qeq_bad_input_is_agreed(comm):
     """Bad input on one rank: the same ValueError on every rank; per_atom maps elements."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    s = systems.random_charges(14, BOX, neutral=True, seed=21)
+    s = systems.random_charges(10, BOX, neutral=True, seed=21)
     chi, J = np.ones(s.n_atoms), np.full(s.n_atoms, 5.0)
     qeq = QEq(PME(s.box, CUTOFF, tolerance=1e-6, comm=comm))
     mine = np.arange(rank, s.n_atoms, size)

@@ -77,22 +77,31 @@ struct HalfPairKernel {
   bool potentials = false;
   ScatterForces spot;  // n_sorted x 4
 
-  // Unit-charge pair terms of atom a with partners js (any alpha r): adds
+  // Unit-charge pair terms of atom a with partners js (erfc_unit_batch, or the
+  // table where alpha * cutoff >= kMaxAlphaR): adds
   // q_j (s, g d) to pa and q_a (s, -g d) to each partner j,
   // s = k erfc(alpha r)/r, g = (s + k (2 alpha/sqrt(pi)) exp(-alpha^2 r^2)) / r^2.
   template <class Access>
   void pair_potentials(const int* js, int count, double xi, double yi, double zi, double qa, double* pa,
                        Access& acc) const {
     const double a_tsp = alpha * kTwoOverSqrtPi;
+    double bs[kBatch], bg[kBatch];  // the vector kernel's s and g per pair
+    if (vector_kernel) erfc_unit_batch(count, js, xi, yi, zi, k, x.data(), y.data(), z.data(), alpha, bs, bg);
     for (int b = 0; b < count; ++b) {
       const int j = js[b];
       const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
-      const double r2 = dx * dx + dy * dy + dz * dz;
-      const double inv_r = 1.0 / std::sqrt(r2);
-      double erfc_ar, exp_mar2;
-      ErfcTable::eval(erfc_coef, alpha * r2 * inv_r, erfc_ar, exp_mar2);
-      const double s = k * erfc_ar * inv_r;
-      const double g = (s + k * a_tsp * exp_mar2) * inv_r * inv_r;
+      double s, g;
+      if (vector_kernel) {
+        s = bs[b];
+        g = bg[b];
+      } else {  // alpha r up to anything: the table
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double inv_r = 1.0 / std::sqrt(r2);
+        double erfc_ar, exp_mar2;
+        ErfcTable::eval(erfc_coef, alpha * r2 * inv_r, erfc_ar, exp_mar2);
+        s = k * erfc_ar * inv_r;
+        g = (s + k * a_tsp * exp_mar2) * inv_r * inv_r;
+      }
       const double qj = q(j);
       pa[0] += qj * s;
       pa[1] += qj * g * dx;

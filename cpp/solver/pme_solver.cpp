@@ -167,8 +167,11 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
     t = lap("fft", t);
     halo_->fill(grid_.data(), overlap);
     t = lap("ghost", t);
-    gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces,
-                       View1<double>());
+    if (potentials)  // the field and potential with unit charges, forces from them (bitwise the same)
+      gather_ad(stencil_, recip_, opt_.mesh, ones_, ext, grid_, rec_field_, rec_phi_);
+    else
+      gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces, View1<double>());
+    if (potentials) forces_from_field(forces);
     t = lap("gather", t);
   } else {
     e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
@@ -179,36 +182,43 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
       halo_->fill(field_[a].data(), overlap);
       t = lap("ghost", t);
     }
-    gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+    if (potentials) {
+      gather_ik(stencil_, ones_, ext, field_[0], field_[1], field_[2], rec_field_);
+      forces_from_field(forces);
+    } else {
+      gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+    }
     t = lap("gather", t);
   }
   res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
   res.virial = vir;
-  if (potentials) reciprocal_potentials(ad, overlap);
+  if (potentials && !ad) ik_potentials(overlap);
 }
 
-// The reciprocal phi and field at the owned atoms, after reciprocal() (the same
-// stencils; ad: grid_ still holds phi on the mesh; ik: field_ the field grids and
-// kspace_c_ the charges' spectrum, which apply_ik left as it was). The field is
-// gathered with unit charges, so it is F_i / q_i of the forces just computed, and
-// defined for q_i = 0. ik has no potential grid: one more solve (ad's factors) and
-// backward FFT make it.
-void PMESolver::reciprocal_potentials(bool ad, Overlap* overlap) {
-  const Box3& ext = halo_->extended();
+// F_i = q_i E_i from the field gathered with unit charges: the same numbers as the
+// gather with the charges (ad: -q X == q (-X), ik: q (1 X) == q X, exactly).
+void PMESolver::forces_from_field(View2<double> forces) {
+  auto q = migration_.owned_charges();
+  auto e = rec_field_;
+  Kokkos::parallel_for(
+      "pmewald::forces_from_field", Range(0, forces.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
+        for (int a = 0; a < 3; ++a) forces(i, a) = q(i) * e(i, a);
+      });
+  Kokkos::fence();
+}
+
+// ik's reciprocal potential at the owned atoms, after reciprocal(): ik has no
+// potential mesh, so one more solve (ad's factors, on the charges' spectrum that
+// apply_ik left as it was) and backward FFT make it, then it is gathered.
+void PMESolver::ik_potentials(Overlap* overlap) {
   double t = wall_seconds();
-  if (ad) {
-    gather_ad(stencil_, recip_, opt_.mesh, ones_, ext, grid_, rec_field_, rec_phi_);
-  } else {
-    gather_ik(stencil_, ones_, ext, field_[0], field_[1], field_[2], rec_field_);
-    t = lap("gather", t);
-    kspace_->apply_ad(kspace_c_.data(), nullptr);
-    t = lap("solve", t);
-    fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false, overlap);
-    t = lap("fft", t);
-    halo_->fill(grid_.data(), overlap);
-    t = lap("ghost", t);
-    gather_potential(stencil_, ext, grid_, rec_phi_);
-  }
+  kspace_->apply_ad(kspace_c_.data(), nullptr);
+  t = lap("solve", t);
+  fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false, overlap);
+  t = lap("fft", t);
+  halo_->fill(grid_.data(), overlap);
+  t = lap("ghost", t);
+  gather_potential(stencil_, halo_->extended(), grid_, rec_phi_);
   lap("gather", t);
 }
 

@@ -113,8 +113,10 @@ class PMESolver {
 
  private:
   void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials);
-  // potentials: the reciprocal phi and field at the owned atoms (into rec_pot_).
-  void reciprocal_potentials(bool ad, Overlap* overlap);
+  // potentials: the mesh field gathered with unit charges (rec_field_, ad also
+  // rec_phi_) and the forces from it; ik's potential mesh and its gather.
+  void forces_from_field(View2<double> forces);
+  void ik_potentials(Overlap* overlap);
   void assemble_potentials(double total_charge, double* potentials_out, double* fields_out, std::size_t n);
   void choose_mode();
   void configure_overlap();  // overlap_ as options.overlap says for the mode in use

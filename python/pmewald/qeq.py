@@ -127,8 +127,7 @@ class QEq:
         return buf
 
     def _phi(self, pos, q, ids, exclusions):
-        res = self.pme.compute(pos, q, ids=ids, exclusions=exclusions, potentials=True)
-        return res.potentials
+        return self.pme._potentials_of(pos, q, ids, exclusions)
 
     def solve(self, positions, electronegativity, hardness, *, total_charge=0.0, ids=None, exclusions=None,
               external_field=None, guess=None) -> QEqResult:

@@ -26,6 +26,18 @@ using detail::ConstI64;
 using detail::HalfPairKernel;
 using detail::ScatterForces;
 
+// A per-sorted-atom array (nc values per row) back to the owned atoms' rows
+// (owned, n_o x nc) and the ghosts' (ghosts, n_g x nc).
+template <class Sorted>
+void unsort_rows(const Sorted& sorted, const View1<int>& slot_of, std::size_t n_o, std::size_t n_g, int nc,
+                 double* owned, double* ghosts) {
+  const std::size_t c = static_cast<std::size_t>(nc);
+  for (std::size_t i = 0; i < n_o + n_g; ++i) {
+    double* row = i < n_o ? owned + c * i : ghosts + c * (i - n_o);
+    for (std::size_t k = 0; k < c; ++k) row[k] = sorted(static_cast<std::size_t>(slot_of(i)), k);
+  }
+}
+
 template <class V>
 void ensure1(V& v, std::size_t n, const char* label) {
   if (v.extent(0) < n) v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 4 + 16);
@@ -310,19 +322,13 @@ RealSpaceTerms RealSpace::finish_local() {
     auto sforce = sw.sforce;
     Kokkos::Experimental::contribute(sforce, sw.kern.sforces);
     Kokkos::fence();
-    for (std::size_t i = 0; i < n_o; ++i)
-      for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
-    for (std::size_t g = 0; g < n_g; ++g)
-      for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
+    unsort_rows(sforce, slot_of_, n_o, n_g, 3, forces.data(), ghost_force_.data());
     if (sw.kern.potentials) {
       auto spot = Kokkos::subview(spot_, std::make_pair(std::size_t(0), static_cast<std::size_t>(sw.rows)),
                                   Kokkos::ALL());
       Kokkos::Experimental::contribute(spot, sw.kern.spot);
       Kokkos::fence();
-      for (std::size_t i = 0; i < n_o; ++i)
-        for (int c = 0; c < 4; ++c) pot_out_(i, c) = spot(static_cast<std::size_t>(slot_of_(i)), c);
-      for (std::size_t g = 0; g < n_g; ++g)
-        for (int c = 0; c < 4; ++c) ghost_pot_[4 * g + c] = spot(static_cast<std::size_t>(slot_of_(n_o + g)), c);
+      unsort_rows(spot, slot_of_, n_o, n_g, 4, pot_out_.data(), ghost_pot_.data());
     }
     t.t_pairs += wall_seconds() - t1;
     const double* sums = sw.sums;

@@ -53,17 +53,21 @@ void bind_solver(py::module_& m) {
            py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0)
       .def(
           "compute",
-          [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions) {
+          [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions, bool potentials) {
             require_mpi_running();
             const std::size_t n = static_cast<std::size_t>(charges.size());
             const std::size_t m = static_cast<std::size_t>(exclusions.size() / 2);
             py::array_t<double> forces({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)});
+            // potentials: phi (n) and field (n x 3) too (pme_solver.hpp).
+            py::array_t<double> phi(static_cast<py::ssize_t>(potentials ? n : 0));
+            py::array_t<double> field({static_cast<py::ssize_t>(potentials ? n : 0), static_cast<py::ssize_t>(3)});
             SolverResult r;
             {
               py::gil_scoped_release nogil;
               r = s.compute(positions.data(), charges.data(), ids.data(), n, exclusions.data(), m,
-                            forces.mutable_data());
+                            forces.mutable_data(), potentials, phi.mutable_data(), field.mutable_data());
             }
+
             py::dict d;
             d["energy"] = r.energy;
             d["forces"] = forces;
@@ -73,9 +77,14 @@ void bind_solver(py::module_& m) {
             d["sum_q"] = r.sum_q;
             d["sum_q2"] = r.sum_q2;
             d["n_atoms"] = r.n_atoms;
+            if (potentials) {
+              d["potentials"] = phi;
+              d["fields"] = field;
+            }
             return d;
           },
-          py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"))
+          py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"),
+          py::arg("potentials") = false)
       .def("set_box",
            [](PMESolver& s, darr box) {
              require_mpi_running();

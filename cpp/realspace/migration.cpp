@@ -481,44 +481,45 @@ void Migration::exchange_ghosts(double cutoff) {
   }
 }
 
-void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout) {
+void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout, int ncomp) {
+  const std::size_t nc = static_cast<std::size_t>(ncomp);
   if (!have_ghosts_) throw std::logic_error("Migration::reverse_ghosts before exchange_ghosts");
   // The ghosts' senders receive exactly the records they sent (their counts
   // are known on both sides), so this is plain point-to-point.
   std::size_t nrecv = 0;
   for (std::size_t k = 0; k < ghost_dests_.size(); ++k) nrecv += ghost_send_idx_[k].size();
-  rbuf_.resize(3 * nrecv);
+  rbuf_.resize(nc * nrecv);
   reqs_.clear();
   std::size_t off = 0;
   for (std::size_t k = 0; k < ghost_dests_.size(); ++k) {
     reqs_.emplace_back();
-    check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(3 * ghost_send_idx_[k].size()), MPI_DOUBLE,
+    check_mpi(MPI_Irecv(rbuf_.data() + off, static_cast<int>(nc * ghost_send_idx_[k].size()), MPI_DOUBLE,
                         ghost_dests_[k], tags::kGhostForces, comm_, &reqs_.back()),
               "MPI_Irecv");
-    off += 3 * ghost_send_idx_[k].size();
+    off += nc * ghost_send_idx_[k].size();
   }
   // Ghost order: this rank's own images first, then each source's records.
   const std::size_t n_self = ghost_self_idx_.size();
-  off = 3 * n_self;
+  off = nc * n_self;
   for (std::size_t k = 0; k < ghost_srcs_.size(); ++k) {
     reqs_.emplace_back();
-    check_mpi(MPI_Isend(ghost_values + off, static_cast<int>(3 * ghost_recv_count_[k]), MPI_DOUBLE,
+    check_mpi(MPI_Isend(ghost_values + off, static_cast<int>(nc * ghost_recv_count_[k]), MPI_DOUBLE,
                         ghost_srcs_[k], tags::kGhostForces, comm_, &reqs_.back()),
               "MPI_Isend");
     ghost_traffic_.messages += 1;
-    ghost_traffic_.bytes += static_cast<std::int64_t>(3 * ghost_recv_count_[k] * sizeof(double));
-    off += 3 * ghost_recv_count_[k];
+    ghost_traffic_.bytes += static_cast<std::int64_t>(nc * ghost_recv_count_[k] * sizeof(double));
+    off += nc * ghost_recv_count_[k];
   }
   for (std::size_t g = 0; g < n_self; ++g)
-    for (int c = 0; c < 3; ++c)
-      owned_inout[3 * static_cast<std::size_t>(ghost_self_idx_[g]) + c] += ghost_values[3 * g + c];
+    for (std::size_t c = 0; c < nc; ++c)
+      owned_inout[nc * static_cast<std::size_t>(ghost_self_idx_[g]) + c] += ghost_values[nc * g + c];
   if (!reqs_.empty())
     check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   off = 0;
   for (std::size_t k = 0; k < ghost_dests_.size(); ++k)
     for (const std::int64_t i : ghost_send_idx_[k]) {
-      for (int c = 0; c < 3; ++c) owned_inout[3 * static_cast<std::size_t>(i) + c] += rbuf_[off + c];
-      off += 3;
+      for (std::size_t c = 0; c < nc; ++c) owned_inout[nc * static_cast<std::size_t>(i) + c] += rbuf_[off + c];
+      off += nc;
     }
 }
 

@@ -88,7 +88,8 @@ class Migration {
   // on its owner. The real-space part returns forces on ghosts this way, so an
   // owned-ghost pair is evaluated on one rank only. Every rank must call it,
   // also one without owned atoms (its ghosts' rows, zeros, are still expected).
-  void reverse_ghosts(const double* ghost_values, double* owned_inout);
+  // ncomp: values per row (3 for forces; the potentials send 4).
+  void reverse_ghosts(const double* ghost_values, double* owned_inout, int ncomp = 3);
 
   // Collective, the mirror image of reverse_ghosts(): each ghost's row of
   // ghost_out (n_ghost x ncomp) becomes the row of its original in owned_values

@@ -215,6 +215,53 @@ using BlockFn = void (*)(int, double*, double*, double*, double*, double, double
 using BatchFn = void (*)(int, const int*, double, double, double, double, const double*, const double*,
                          const double*, const double*, double, double*, double*, double*, double*);
 
+// ---- Potentials (erfc_unit_batch): the unit-charge pair terms, same arithmetic as batch ----
+template <int L>
+PMEWALD_INLINE void unit_batch(int n, const int* __restrict js, double xi, double yi, double zi, double k,
+                               const double* __restrict x, const double* __restrict y, const double* __restrict z,
+                               double alpha, double* __restrict s, double* __restrict g) {
+  using V = typename Vec<L>::D;
+  using VL = typename Vec<L>::I;
+  const double a_tsp = alpha * kTwoOverSqrtPi;
+  const double tiny2 = coincident2(alpha);
+  alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch];
+  const int padded = (n + L - 1) / L * L;
+  for (int b = 0; b < n; ++b) {
+    const int j = js[b];
+    bx[b] = x[j];
+    by[b] = y[j];
+    bz[b] = z[j];
+  }
+  for (int b = n; b < padded; ++b) {  // padding 1 / alpha away: finite, never read back
+    bx[b] = xi + 1.0 / alpha;
+    by[b] = yi;
+    bz[b] = zi;
+  }
+  for (int b0 = 0; b0 < padded; b0 += L) {
+    V xj, yj, zj;
+    __builtin_memcpy(&xj, bx + b0, sizeof(V));
+    __builtin_memcpy(&yj, by + b0, sizeof(V));
+    __builtin_memcpy(&zj, bz + b0, sizeof(V));
+    const V dx = xi - xj, dy = yi - yj, dz = zi - zj;
+    const V r = vsqrt<V, L>(dx * dx + dy * dy + dz * dz - tiny2);
+    const V inv_r = 1.0 / r;
+    const V xa = alpha * r;
+    const V ex = vexp_neg<V, VL>(-(xa * xa));
+    const V sv = k * (ex * verfcx<V>(xa)) * inv_r;
+    const V gv = (sv + (k * a_tsp) * ex) * inv_r * inv_r;
+    __builtin_memcpy(s + b0, &sv, sizeof(V));
+    __builtin_memcpy(g + b0, &gv, sizeof(V));
+  }
+}
+
+using UnitFn = void (*)(int, const int*, double, double, double, double, const double*, const double*,
+                        const double*, double, double*, double*);
+#define PMEWALD_UNIT_ARGS                                                                           \
+  int n, const int *js, double xi, double yi, double zi, double k, const double *x, const double *y, \
+      const double *z, double alpha, double *s, double *g
+#define PMEWALD_UNIT_PASS n, js, xi, yi, zi, k, x, y, z, alpha, s, g
+// ---- end of potentials ----
+
 #define PMEWALD_BATCH_ARGS                                                                         \
   int n, const int *js, double xi, double yi, double zi, double kqi, const double *x, const double *y, \
       const double *z, const double *q, double alpha, double *fx, double *fy, double *fz, double *acc
@@ -256,6 +303,8 @@ PMEWALD_TARGET_V4 void batch_v4(PMEWALD_BATCH_ARGS) { batch<8>(PMEWALD_BATCH_PAS
 PMEWALD_TARGET_V3 void batch_v3(PMEWALD_BATCH_ARGS) { batch<4>(PMEWALD_BATCH_PASS); }
 PMEWALD_TARGET_V4 void block_v4(PMEWALD_BLOCK_ARGS) { block<8>(PMEWALD_BLOCK_PASS); }
 PMEWALD_TARGET_V3 void block_v3(PMEWALD_BLOCK_ARGS) { block<4>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V4 void unit_v4(PMEWALD_UNIT_ARGS) { unit_batch<8>(PMEWALD_UNIT_PASS); }
+PMEWALD_TARGET_V3 void unit_v3(PMEWALD_UNIT_ARGS) { unit_batch<4>(PMEWALD_UNIT_PASS); }
 
 // One 8-lane step of select_v4 on sorted atoms [j, j + 8) under `live` (the
 // tail's lanes past je are masked off, and masked loads do not touch them).
@@ -445,6 +494,7 @@ PMEWALD_TARGET_V3 int select_v3(const NeighbourQuery& qr, int jb, int je, int* l
 
 void batch_base(PMEWALD_BATCH_ARGS) { batch<2>(PMEWALD_BATCH_PASS); }
 void block_base(PMEWALD_BLOCK_ARGS) { block<2>(PMEWALD_BLOCK_PASS); }
+void unit_base(PMEWALD_UNIT_ARGS) { unit_batch<2>(PMEWALD_UNIT_PASS); }
 int select_base(const NeighbourQuery& qr, int jb, int je, int* list, int n, int* maybe, int& n_maybe) {
   return select_scalar(qr, jb, je, list, n, maybe, n_maybe);
 }
@@ -453,6 +503,7 @@ struct Dispatch {
   BatchFn fn = simd::choose<BatchFn>(PMEWALD_SIMD_VERSIONS(batch_v4, batch_v3, batch_base));
   SelectFn sel = simd::choose<SelectFn>(PMEWALD_SIMD_VERSIONS(select_v4, select_v3, select_base));
   BlockFn blk = simd::choose<BlockFn>(PMEWALD_SIMD_VERSIONS(block_v4, block_v3, block_base));
+  UnitFn unit = simd::choose<UnitFn>(PMEWALD_SIMD_VERSIONS(unit_v4, unit_v3, unit_base));
 };
 
 const Dispatch& dispatch() {
@@ -465,6 +516,7 @@ const Dispatch& dispatch() {
 void erfc_pair_batch(PMEWALD_BATCH_ARGS) { dispatch().fn(PMEWALD_BATCH_PASS); }
 
 void erfc_pair_block(PMEWALD_BLOCK_ARGS) { dispatch().blk(PMEWALD_BLOCK_PASS); }
+void erfc_unit_batch(PMEWALD_UNIT_ARGS) { dispatch().unit(PMEWALD_UNIT_PASS); }
 
 int select_within(const NeighbourQuery& qr, int jb, int je, int* list, int n, int* maybe, int& n_maybe) {
   return dispatch().sel(qr, jb, je, list, n, maybe, n_maybe);

@@ -66,6 +66,14 @@ void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, doub
 void erfc_pair_block(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi, double zi,
                      double kqi, double alpha, double* fx, double* fy, double* fz, double* acc);
 
+// Potentials (on request): the unit-charge terms of the same pairs, for any
+// charges, s[b] = k erfc(alpha r)/r and g[b] = (s[b] + k (2 alpha/sqrt(pi))
+// exp(-alpha^2 r^2)) / r^2 (so phi_i += q_j s, E_i += q_j g d), with the same
+// arithmetic and contract as erfc_pair_batch (alpha r < kMaxAlphaR; s and g need
+// room for n rounded up to a multiple of 8).
+void erfc_unit_batch(int n, const int* js, double xi, double yi, double zi, double k, const double* x,
+                     const double* y, const double* z, double alpha, double* s, double* g);
+
 constexpr double kMaxAlphaR = 8.0;
 
 // The neighbour search's inner loop for atom i over sorted atoms [jb, je):

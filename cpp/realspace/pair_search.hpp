@@ -68,6 +68,74 @@ struct HalfPairKernel {
   bool any_excl = false;
   bool vector_kernel = true;  // alpha * cutoff < kMaxAlphaR
 
+  // ---- Potentials and fields (on request; RealSpace::request_potentials) ----
+  // Per sorted atom (phi, E_x, E_y, E_z): phi_i = sum_j k q_j erfc(alpha r)/r and
+  // E_i = -grad_i phi_i, from the same pairs as the forces (each pair once, both
+  // sides), computed from the partner's charge only, so they are defined for
+  // q_i = 0 too. Excluded pairs get -k q_j erf(alpha r)/r and its field instead,
+  // on their owned sides only (like their forces).
+  bool potentials = false;
+  ScatterForces spot;  // n_sorted x 4
+
+  // Unit-charge pair terms of atom a with partners js (erfc_unit_batch, or the
+  // table where alpha * cutoff >= kMaxAlphaR): adds
+  // q_j (s, g d) to pa and q_a (s, -g d) to each partner j,
+  // s = k erfc(alpha r)/r, g = (s + k (2 alpha/sqrt(pi)) exp(-alpha^2 r^2)) / r^2.
+  template <class Access>
+  void pair_potentials(const int* js, int count, double xi, double yi, double zi, double qa, double* pa,
+                       Access& acc) const {
+    const double a_tsp = alpha * kTwoOverSqrtPi;
+    double bs[kBatch], bg[kBatch];  // the vector kernel's s and g per pair
+    if (vector_kernel) erfc_unit_batch(count, js, xi, yi, zi, k, x.data(), y.data(), z.data(), alpha, bs, bg);
+    for (int b = 0; b < count; ++b) {
+      const int j = js[b];
+      const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
+      double s, g;
+      if (vector_kernel) {
+        s = bs[b];
+        g = bg[b];
+      } else {  // alpha r up to anything: the table
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double inv_r = 1.0 / std::sqrt(r2);
+        double erfc_ar, exp_mar2;
+        ErfcTable::eval(erfc_coef, alpha * r2 * inv_r, erfc_ar, exp_mar2);
+        s = k * erfc_ar * inv_r;
+        g = (s + k * a_tsp * exp_mar2) * inv_r * inv_r;
+      }
+      const double qj = q(j);
+      pa[0] += qj * s;
+      pa[1] += qj * g * dx;
+      pa[2] += qj * g * dy;
+      pa[3] += qj * g * dz;
+      acc(j, 0) += qa * s;
+      acc(j, 1) -= qa * g * dx;
+      acc(j, 2) -= qa * g * dy;
+      acc(j, 3) -= qa * g * dz;
+    }
+  }
+
+  // An excluded pair's unit-charge terms (excluded_pair with k for k q_i q_j).
+  template <class Access>
+  void excluded_potentials(int a, int j, double dx, double dy, double dz, double* pa, Access& acc) const {
+    double s, g;
+    excluded_pair(k, dx * dx + dy * dy + dz * dz, s, g);
+    if (sowner(a) >= 0) {
+      const double qj = q(j);
+      pa[0] += qj * s;
+      pa[1] += qj * g * dx;
+      pa[2] += qj * g * dy;
+      pa[3] += qj * g * dz;
+    }
+    if (own(j) != 0.0) {
+      const double qa = q(a);
+      acc(j, 0) += qa * s;
+      acc(j, 1) -= qa * g * dx;
+      acc(j, 2) -= qa * g * dy;
+      acc(j, 3) -= qa * g * dz;
+    }
+  }
+  // ---- end of potentials ----
+
   // Distance from coordinate v to cell c's slab along axis d (0 inside).
   double gap(double v, int c, int d) const {
     const double lo = (flo[d] + c * wf[d]) * len[d], hi = lo + wf[d] * len[d];
@@ -215,6 +283,8 @@ struct HalfPairKernel {
     const double xi = x(a), yi = y(a), zi = z(a), own_a = own(a);
     const double kqi = k * q(a);
     auto access = sforces.access();
+    auto pot_access = spot.access();
+    double pa[4] = {0, 0, 0, 0};  // potentials: atom a's phi and field
     double bfx[kBatch], bfy[kBatch], bfz[kBatch];
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
@@ -224,6 +294,7 @@ struct HalfPairKernel {
       if (!pairs || count == 0) return;
       evaluated += count;
       evaluate_batch(js, count, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
+      if (potentials) pair_potentials(js, count, xi, yi, zi, q(a), pa, pot_access);
     };
     // Candidates for exclusion: look them up; the excluded ones get the erf
     // correction (forces on owned atoms only), the others join the ordinary
@@ -237,11 +308,14 @@ struct HalfPairKernel {
           continue;
         }
         add_excluded(a, j, own_a, e_excl, excl_sums, access);
+        if (potentials) excluded_potentials(a, j, xi - x(j), yi - y(j), zi - z(j), pa, pot_access);
       }
       evaluate(list, n);
       evaluate(maybe, kept);
     });
     for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
+    if (potentials)
+      for (int c = 0; c < 4; ++c) pot_access(a, c) += pa[c];
     acc[0] += sums[0];
     acc[1] += e_excl;
     for (int v = 0; v < Virial::kComponents; ++v)

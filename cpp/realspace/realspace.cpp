@@ -27,6 +27,18 @@ using detail::ConstI64;
 using detail::HalfPairKernel;
 using detail::ScatterForces;
 
+// A per-sorted-atom array (nc values per row) back to the owned atoms' rows
+// (owned, n_o x nc) and the ghosts' (ghosts, n_g x nc).
+template <class Sorted>
+void unsort_rows(const Sorted& sorted, const View1<int>& slot_of, std::size_t n_o, std::size_t n_g, int nc,
+                 double* owned, double* ghosts) {
+  const std::size_t c = static_cast<std::size_t>(nc);
+  for (std::size_t i = 0; i < n_o + n_g; ++i) {
+    double* row = i < n_o ? owned + c * i : ghosts + c * (i - n_o);
+    for (std::size_t k = 0; k < c; ++k) row[k] = sorted(static_cast<std::size_t>(slot_of(i)), k);
+  }
+}
+
 template <class V>
 void ensure1(V& v, std::size_t n, const char* label) {
   if (v.extent(0) < n) v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 4 + 16);
@@ -84,6 +96,9 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   if (forces.extent(0) < n_o || forces.extent(1) != 3 || (n_o > 0 && forces.stride(0) != 3))
     throw std::logic_error("RealSpace::compute_local: forces must be n_owned x 3, row-major");
   ghost_force_.assign(3 * n_g, 0.0);
+  if (want_pot_ && (pot_out_.extent(0) != n_o || pot_out_.extent(1) != 4 || (n_o > 0 && pot_out_.stride(0) != 4)))
+    throw std::logic_error("RealSpace::request_potentials: the output must be n_owned x 4, row-major");
+  ghost_pot_.assign(want_pot_ ? 4 * n_g : 0, 0.0);
   const auto own_q = mig.owned_charges();
   for (std::size_t i = 0; i < n_o; ++i) {
     t.sum_q += own_q(i);
@@ -101,6 +116,16 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   kern.k = coulomb_constant;
   kern.pairs = pair_terms;
   kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+  // Potentials (request_potentials): a 4-column scatter target per sorted atom
+  // (a one-row placeholder when off, never written).
+  kern.potentials = want_pot_;
+  const std::size_t pot_rows = kern.potentials ? N : 1;
+  if (spot_.extent(0) < pot_rows)
+    spot_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_potentials"),
+                          pot_rows + pot_rows / 4 + 16, 4);
+  auto spot = Kokkos::subview(spot_, std::make_pair(std::size_t(0), pot_rows), Kokkos::ALL());
+  Kokkos::deep_copy(spot, 0.0);
+  kern.spot = ScatterForces(spot);
   sw.sforce = sforce;
   sw.rows = static_cast<int>(N);
 }
@@ -286,10 +311,14 @@ RealSpaceTerms RealSpace::finish_local() {
     auto sforce = sw.sforce;
     Kokkos::Experimental::contribute(sforce, sw.kern.sforces);
     Kokkos::fence();
-    for (std::size_t i = 0; i < n_o; ++i)
-      for (int d = 0; d < 3; ++d) forces(i, d) = sforce(static_cast<std::size_t>(slot_of_(i)), d);
-    for (std::size_t g = 0; g < n_g; ++g)
-      for (int d = 0; d < 3; ++d) ghost_force_[3 * g + d] = sforce(static_cast<std::size_t>(slot_of_(n_o + g)), d);
+    unsort_rows(sforce, slot_of_, n_o, n_g, 3, forces.data(), ghost_force_.data());
+    if (sw.kern.potentials) {
+      auto spot = Kokkos::subview(spot_, std::make_pair(std::size_t(0), static_cast<std::size_t>(sw.rows)),
+                                  Kokkos::ALL());
+      Kokkos::Experimental::contribute(spot, sw.kern.spot);
+      Kokkos::fence();
+      unsort_rows(spot, slot_of_, n_o, n_g, 4, pot_out_.data(), ghost_pot_.data());
+    }
     t.t_pairs += wall_seconds() - t1;
     const double* sums = sw.sums;
     t.real = sums[0];
@@ -316,6 +345,7 @@ RealSpaceTerms RealSpace::finish_local() {
   if (sw.pair_terms) {
     ScopedTimer timer(t.t_pairs);
     mig.reverse_ghosts(ghost_force_.data(), forces.data());
+    if (want_pot_) mig.reverse_ghosts(ghost_pot_.data(), pot_out_.data(), 4);
   }
   agree_or_throw(comm_, err);
   return t;

@@ -93,6 +93,17 @@ class RealSpace {
   BackgroundWork& pairs();
   RealSpaceTerms finish_local();
 
+  // Potentials and fields (on request): before begin_local, on = true and `out`
+  // (n_owned x 4, row-major) for the next begin_local/finish_local; finish_local
+  // overwrites it with each owned atom's real-space (phi, E_x, E_y, E_z), erfc
+  // pairs plus the exclusion corrections (pair_search.hpp), the ghosts' shares
+  // returned to their owners (collective: on must agree over the ranks). Off by
+  // default; the request stays until changed.
+  void request_potentials(bool on, View2<double> out = View2<double>()) {
+    want_pot_ = on;
+    pot_out_ = out;
+  }
+
   // Collective: sums local terms over ranks and adds the self and background
   // terms (background virial E_bg * identity). Identical on every rank.
   static RealSpaceTerms reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
@@ -132,6 +143,10 @@ class RealSpace {
   // owned atoms: nothing to do). No MPI.
   std::size_t sort_atoms(Migration& mig, double radius, detail::HalfPairKernel& kern);
   std::unique_ptr<PairSweep> sweep_;
+  // Potentials (request_potentials): the output, per sorted atom, the ghosts' rows.
+  bool want_pot_ = false;
+  View2<double> pot_out_, spot_;
+  std::vector<double> ghost_pot_;
 };
 
 // The whole real-space pipeline on caller-split atoms (what the Python

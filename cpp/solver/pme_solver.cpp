@@ -164,7 +164,7 @@ double PMESolver::lap(const char* phase, double start) {
   return now;
 }
 
-void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap) {
+void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials) {
   static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
   const bool ad = opt_.differentiation == Differentiation::AD;
   const Box3& ext = halo_->extended();
@@ -189,8 +189,11 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
     t = lap("fft", t);
     halo_->fill(grid_.data(), overlap);
     t = lap("ghost", t);
-    gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces,
-                       View1<double>());
+    if (potentials)  // the field and potential with unit charges, forces from them (bitwise the same)
+      gather_ad(stencil_, recip_, opt_.mesh, ones_, ext, grid_, rec_field_, rec_phi_);
+    else
+      gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces, View1<double>());
+    if (potentials) forces_from_field(forces);
     t = lap("gather", t);
   } else {
     e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
@@ -201,11 +204,44 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
       halo_->fill(field_[a].data(), overlap);
       t = lap("ghost", t);
     }
-    gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+    if (potentials) {
+      gather_ik(stencil_, ones_, ext, field_[0], field_[1], field_[2], rec_field_);
+      forces_from_field(forces);
+    } else {
+      gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+    }
     t = lap("gather", t);
   }
   res.terms["reciprocal"] = e_rec;  // local share; reduced by compute()
   res.virial = vir;
+  if (potentials && !ad) ik_potentials(overlap);
+}
+
+// F_i = q_i E_i from the field gathered with unit charges: the same numbers as the
+// gather with the charges (ad: -q X == q (-X), ik: q (1 X) == q X, exactly).
+void PMESolver::forces_from_field(View2<double> forces) {
+  auto q = migration_.owned_charges();
+  auto e = rec_field_;
+  Kokkos::parallel_for(
+      "pmewald::forces_from_field", Range(0, forces.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
+        for (int a = 0; a < 3; ++a) forces(i, a) = q(i) * e(i, a);
+      });
+  Kokkos::fence();
+}
+
+// ik's reciprocal potential at the owned atoms, after reciprocal(): ik has no
+// potential mesh, so one more solve (ad's factors, on the charges' spectrum that
+// apply_ik left as it was) and backward FFT make it, then it is gathered.
+void PMESolver::ik_potentials(Overlap* overlap) {
+  double t = wall_seconds();
+  kspace_->apply_ad(kspace_c_.data(), nullptr);
+  t = lap("solve", t);
+  fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false, overlap);
+  t = lap("fft", t);
+  halo_->fill(grid_.data(), overlap);
+  t = lap("ghost", t);
+  gather_potential(stencil_, halo_->extended(), grid_, rec_phi_);
+  lap("gather", t);
 }
 
 // The reciprocal part's exchanges (halo reduce, forward FFT, the backward FFTs,
@@ -240,7 +276,7 @@ void PMESolver::choose_mode() {
 
 SolverResult PMESolver::compute(const double* positions, const double* charges, const std::int64_t* ids,
                                 std::size_t n, const std::int64_t* exclusions, std::size_t m,
-                                double* forces_out) {
+                                double* forces_out, bool potentials, double* potentials_out, double* fields_out) {
   SolverResult res;
   if (opt_.choose_mode && !modes_done_) choose_mode();
   double t = wall_seconds();
@@ -251,10 +287,14 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   // With a pair list the real-space atoms keep their owners between rebuilds (the
   // list's own migration); this one is the reciprocal part's, by current position.
   // The list's rebuild vote rides on its Allreduce.
-  const bool use_list = list_skin_ > 0;
+  // A call with potentials searches afresh (the list's sweep has no potentials
+  // pass); exclusions rerouted in such a call make the list's next call rebuild.
+  const bool use_list = list_skin_ > 0 && !potentials;
+  if (list_skin_ > 0 && potentials && exclusions_.rerouted()) list_stale_ = true;
   int vote = 0;
   if (use_list) {
-    vote = list_->vote(positions, ids, n, list_skin_) | (exclusions_.rerouted() ? 1 : 0);
+    vote = list_->vote(positions, ids, n, list_skin_) | (exclusions_.rerouted() || list_stale_ ? 1 : 0);
+    list_stale_ = false;
     t = timers_.lap("real_space", t);
     migration_.forward(positions, charges, ids, n, nullptr, nullptr, vote);
   } else {
@@ -266,6 +306,14 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     f_real_ = View2<double>("pme_f_real", n_own, 3);
     f_rec_ = View2<double>("pme_f_rec", n_own, 3);
   }
+  if (potentials && (real_pot_.extent(0) != n_own || real_pot_.extent(1) != 4)) {
+    real_pot_ = View2<double>("pme_real_potentials", n_own, 4);
+    rec_field_ = View2<double>("pme_rec_field", n_own, 3);
+    rec_phi_ = View1<double>("pme_rec_potential", n_own);
+    ones_ = View1<double>("pme_unit_charges", n_own);
+    Kokkos::deep_copy(ones_, 1.0);
+  }
+  realspace_.request_potentials(potentials, real_pot_);
   // Real space: pairs (or, with real_space off, only the exclusion corrections),
   // in pieces: before the reciprocal part, or (overlap) while its exchanges are in
   // flight; the ghost forces' return and the error agreement after it.
@@ -288,6 +336,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
       local.sum_q += q(i);
       local.sum_q2 += q(i) * q(i);
     }
+    if (potentials) Kokkos::deep_copy(real_pot_, 0.0);
   }
   if (work) {
     if (overlap_) {
@@ -300,7 +349,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   }
   if (use_list || !pairs) Kokkos::deep_copy(f_real_, 0.0);
   const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
-  reciprocal(res, f_rec_, overlap);
+  reciprocal(res, f_rec_, overlap, potentials);
   t = wall_seconds();
   if (work) {
     if (use_list) {
@@ -357,6 +406,10 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     migration_.reverse(fk.data(), 3, forces_out);
     t = timers_.lap("migrate", t);
   }
+  if (potentials) {
+    assemble_potentials(terms.sum_q, potentials_out, fields_out, n);
+    t = timers_.lap("migrate", t);
+  }
 
   res.terms["reciprocal"] = sums[kReal];
   res.terms["real"] = terms.real;
@@ -371,6 +424,30 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   res.n_atoms = n_total;
   timers_.count("calls");
   return res;
+}
+
+// phi and E of every term at the owned atoms, back to the callers in their order:
+// real space (pairs and exclusions, real_pot_), reciprocal (rec_phi_, rec_field_),
+// self (d/dq_i of -k alpha/sqrt(pi) sum q^2) and background (of -k pi Q^2/(2 V
+// alpha^2), Q the global charge), which have no field. Collective (one reverse).
+void PMESolver::assemble_potentials(double total_charge, double* potentials_out, double* fields_out,
+                                    std::size_t n) {
+  constexpr double kPi = 3.14159265358979323846;
+  const double k = opt_.coulomb_constant, a = opt_.alpha;
+  const double self = -2.0 * k * a / std::sqrt(kPi);
+  const double background = -k * kPi * total_charge / (cell_.volume * a * a);
+  const std::size_t n_own = migration_.n_owned();
+  auto q = migration_.owned_charges();
+  std::vector<double> owned(4 * n_own), back(4 * n);
+  for (std::size_t i = 0; i < n_own; ++i) {
+    owned[4 * i] = real_pot_(i, 0) + rec_phi_(i) + self * q(i) + background;
+    for (int c = 0; c < 3; ++c) owned[4 * i + 1 + c] = real_pot_(i, 1 + c) + rec_field_(i, c);
+  }
+  migration_.reverse(owned.data(), 4, back.data());
+  for (std::size_t i = 0; i < n; ++i) {
+    potentials_out[i] = back[4 * i];
+    for (int c = 0; c < 3; ++c) fields_out[3 * i + c] = back[4 * i + 1 + c];
+  }
 }
 
 std::map<std::string, double> PMESolver::timings() const {

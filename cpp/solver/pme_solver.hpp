@@ -86,8 +86,18 @@ class PMESolver {
 
   // Collective. positions n x 3, charges n, ids n (global identities),
   // exclusions m x 2 id pairs (any rank). forces_out n x 3 in input order.
+  //
+  // potentials (must agree over the ranks): also potentials_out (n), the
+  // electrostatic potential phi_i = dE/dq_i of every term (real pairs, reciprocal
+  // mesh, self -2 k alpha/sqrt(pi) q_i, background -k pi Q/(V alpha^2), exclusion
+  // corrections), and fields_out (n x 3), the field at each atom: real-space terms
+  // from the partners' charges, the mesh part gathered with unit weight, so it is
+  // defined for q_i = 0 and F_i = q_i E_i (the mesh part of a charged atom holds its
+  // own interpolation self-term, as its force does). The forces, energy and virial
+  // are the same either way.
   SolverResult compute(const double* positions, const double* charges, const std::int64_t* ids,
-                       std::size_t n, const std::int64_t* exclusions, std::size_t m, double* forces_out);
+                       std::size_t n, const std::int64_t* exclusions, std::size_t m, double* forces_out,
+                       bool potentials = false, double* potentials_out = nullptr, double* fields_out = nullptr);
 
   // New box with the same mesh: plans and buffers are kept; the influence
   // function is recomputed. Collective (the box must agree on every rank).
@@ -111,7 +121,12 @@ class PMESolver {
   MPI_Comm comm() const { return comm_.get(); }
 
  private:
-  void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap);
+  void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials);
+  // potentials: the mesh field gathered with unit charges (rec_field_, ad also
+  // rec_phi_) and the forces from it; ik's potential mesh and its gather.
+  void forces_from_field(View2<double> forces);
+  void ik_potentials(Overlap* overlap);
+  void assemble_potentials(double total_charge, double* potentials_out, double* fields_out, std::size_t n);
   void choose_mode();
   void configure_overlap();  // overlap_ as options.overlap says for the mode in use
   void configure_list();     // list_ and list_skin_ for options.skin and the box
@@ -136,6 +151,7 @@ class PMESolver {
   std::unique_ptr<PairList> list_;  // null with skin 0 (or real_space off)
   double list_skin_ = 0;            // options.skin limited by the box; 0: fresh searches
   std::vector<double> f_list_;      // the list's forces, caller order
+  bool list_stale_ = false;         // exclusions changed while the list sat out: rebuild
   Stencil stencil_;
   // Extended bricks (the FFT's input/output storage): charges, then potential.
   View3<double> grid_;
@@ -143,6 +159,10 @@ class PMESolver {
   View1<Complex> kspace_c_;              // half spectrum, z-pencils
   std::array<View1<Complex>, 3> kfield_;
   View2<double> f_real_, f_rec_;
+  // Potentials (compute(..., potentials)): per owned atom (phi, E) of the real-space
+  // part, the reciprocal phi and E, unit charges for the field gathers.
+  View2<double> real_pot_, rec_field_;
+  View1<double> rec_phi_, ones_;
   PhaseTimers timers_;
   std::unique_ptr<Overlap> overlap_;  // null without options.overlap
   double hidden_mark_ = 0;            // overlap_'s work seconds at the last lap

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core
+from . import _core, _potentials
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
@@ -69,6 +69,27 @@ class PMEResult:
         Estimated absolute RMS force error per atom (LAMMPS's measure, in force units).
     rms_force : float
         ``sqrt(sum_i |F_i|^2 / N)`` over all atoms.
+    potentials : ndarray (n_local,) or None
+        With ``potentials=True`` (or ``probes``): the electrostatic potential at each of this
+        rank's atoms, ``phi_i = dE/dq_i`` at fixed positions, of every term: real-space pairs,
+        reciprocal mesh (the convolved mesh interpolated with the atom's B-spline weights),
+        self ``-2 k alpha q_i / sqrt(pi)``, background ``-k pi Q / (V alpha^2)`` and the
+        exclusion corrections (so an excluded partner does not contribute). Energy per
+        charge (with ``coulomb_constant``: e.g. eV/e). With ``real_space=False`` the
+        real-space pairs are left out, as in the energy.
+    energies : ndarray (n_local,) or None
+        Per-atom energies ``q_i phi_i / 2``; they sum (over all ranks) to ``energy``.
+    fields : ndarray (n_local, 3) or None
+        The electric field at each atom, the force per charge: real-space pairs and
+        exclusions from the partners' charges, the reciprocal part interpolated from the
+        mesh with unit weight, so it is defined for ``q_i = 0`` (there: the field of all the
+        other charges) and ``forces == charges[:, None] * fields`` (to rounding). As in the
+        forces, the mesh part of a charged atom includes its own small self-term (the
+        interpolation error, of the size of the force error).
+    probe_potentials : ndarray (p,) or None
+        The potential at this rank's ``probes`` (points without charge), in their order.
+    probe_fields : ndarray (p, 3) or None
+        The field at this rank's ``probes``.
     """
 
     energy: float
@@ -80,6 +101,11 @@ class PMEResult:
     rms_force: float
     n_atoms: int = 0
     total_charge: float = 0.0
+    potentials: np.ndarray = None
+    energies: np.ndarray = None
+    fields: np.ndarray = None
+    probe_potentials: np.ndarray = None
+    probe_fields: np.ndarray = None
 
 
 class PME(Tuning):
@@ -139,7 +165,8 @@ class PME(Tuning):
         searches afresh, so a single call costs what it does without a list); the skin is
         limited to half the smallest cell height minus the cutoff (``parameters["skin_used"]``). ``timings()`` has the
         rebuilds (``pair_list_builds``) and the seconds building, refreshing and evaluating
-        the list. Used with ``real_space=True`` only. docs/realspace.md.
+        the list. Used with ``real_space=True`` only; a call with ``potentials=True`` (or
+        probes) searches afresh and leaves the list as it was. docs/realspace.md.
     error_model : "correlated" or "uncorrelated"
         How the reciprocal-space error is estimated (for the automatic choice and
         ``estimated_error``): ``"correlated"`` (default) weighs the error functional by
@@ -394,7 +421,7 @@ class PME(Tuning):
 
     # ----------------------------------------------------------------- compute
 
-    def compute(self, positions, charges, ids=None, exclusions=None) -> PMEResult:
+    def compute(self, positions, charges, ids=None, exclusions=None, *, potentials=False, probes=None) -> PMEResult:
         """Energy, forces and virial of the atoms passed by all ranks together (collective).
 
         Parameters
@@ -409,6 +436,18 @@ class PME(Tuning):
             Pairs of ids whose interaction is excluded; each pair once, on any rank,
             each closer than the cutoff. Two atoms at the same position must be an
             excluded pair (a virtual site, a Drude particle on its core).
+        potentials : bool
+            Also the per-atom potentials ``phi_i = dE/dq_i``, energies ``q_i phi_i / 2`` and
+            fields (``PMEResult.potentials``, ``energies``, ``fields``). Must be the same on
+            every rank. Costs a second interpolation from the mesh (ik: also one more
+            backward FFT) and a potential pass in the pair loop, only when asked
+            (docs/potentials.md has the measurements); forces, energy and virial are the same.
+        probes : array (p, 3), optional
+            Points without charge at which to compute the potential and field as well
+            (``PMEResult.probe_potentials``, ``probe_fields``); implies ``potentials``. Any
+            rank may pass any number of probes (or None); each gets its own back in its
+            order. They do not change the energy, forces or virial. A probe must not lie on
+            an atom or another probe (the potential there is infinite: ``ValueError``).
 
         Bad input on any rank raises ``ValueError`` (``TypeError`` for a wrong kind of
         object, ``MemoryError`` when a conversion runs out of memory) on every rank, with
@@ -418,25 +457,37 @@ class PME(Tuning):
         """
         require_mpi()
         with self._busy:
-            return self._compute(positions, charges, ids, exclusions)
+            return self._compute(positions, charges, ids, exclusions, potentials, probes)
 
-    def _compute(self, positions, charges, ids, exclusions):
+    def _potentials_of(self, positions, charges, ids, exclusions):
+        """Collective: the potentials of compute(..., potentials=True) without the error
+        estimate (the matrix-vector products of pmewald.qeq)."""
+        require_mpi()
+        with self._busy:
+            return self._compute(positions, charges, ids, exclusions, True, None, estimate=False).potentials
+
+    def _compute(self, positions, charges, ids, exclusions, potentials=False, probes=None, estimate=True):
         comm = self._comm
         # Local checks, agreed in the same allreduce that sums what the call needs.
-        error, local = None, (0.0, 0.0, 0.0, 0.0)
+        error, local = None, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         try:
             pos, q, idv, ex = check_atoms(positions, charges, ids, exclusions, self._box)
+            want, pts = _potentials.check_request(potentials, probes, self._box)
             # (q * q).sum(), not q @ q: a BLAS dot may wake a thread pool (measured 12 ms
             # per call at 30k atoms). Overflowing squares are refused below.
             with np.errstate(over="ignore"):
-                local = (len(q), float(q.sum()), float((q * q).sum()), 1.0 if idv is None else 0.0)
+                local = (len(q), float(q.sum()), float((q * q).sum()), 1.0 if idv is None else 0.0,
+                         1.0 if want else 0.0, len(pts))
         except Exception as e:  # noqa: BLE001 - agreed: every rank raises it
             error = e
-        n, sum_q, sum_q2, n_without_ids = agree(comm, error, local)
+        n, sum_q, sum_q2, n_without_ids, n_want, n_probes = agree(comm, error, local)
         n_atoms, size = int(n), comm.Get_size()
         if 0 < n_without_ids < size:
             raise ValueError(f"ids were passed on {size - int(n_without_ids)} of {size} ranks: pass ids on every "
                              "rank (an empty array where a rank has no atoms) or on none")
+        if 0 < n_want < size:
+            raise ValueError(f"potentials=True was passed on {int(n_want)} of {size} ranks: pass the same on "
+                             "every rank")
         if n_atoms == 0:
             raise ValueError("no atoms were passed on any rank (positions are empty)")
         if not math.isfinite(sum_q2):
@@ -444,29 +495,43 @@ class PME(Tuning):
         if idv is None:
             offset = comm.exscan(len(q)) or 0
             idv = np.arange(offset, offset + len(q), dtype=np.int64)
+        want = n_want > 0 or n_probes > 0
         if sum_q2 == 0.0:
-            return self._zero_result(len(q), n_atoms)
+            return self._zero_result(len(q), n_atoms, want, len(pts))
         saved = {name: getattr(self, name) for name in _TUNING_STATE}
         try:
             if self._error_model == "correlated" and self._correlation is None:
                 self._correlation = self._charge_correlation(pos, q, sum_q2)
+            self._probe_base = None
+            if n_probes > 0:  # probes: atoms of zero charge (the tuning sees the atoms only)
+                pids, self._probe_base = _potentials.probe_ids(comm, idv, len(pts), int(n_probes))
+                run = _potentials.append(pos, q, idv, pts, pids)
+            else:
+                run = (pos, q, idv)
             if self._solver is None or self._recheck:
                 raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
+                if want:
+                    raw = self._run(self._solver, *run, ex, potentials=True)
             else:
-                raw = self._run(self._solver, pos, q, idv, ex)
+                raw = self._run(self._solver, *run, ex, potentials=want)
             if self._skin_auto and self._skin_active == 0.0:
                 self._solver.set_skin(self._skin)  # collective: every rank got here
                 self._skin_active = self._skin
-            return self._result(raw, n_atoms, sum_q, sum_q2)
+            res = self._result(raw, n_atoms, sum_q, sum_q2, estimate)
+            if want:
+                for name, value in _potentials.split(raw, q, len(q), len(pts)).items():
+                    setattr(res, name, value)
+                res.forces = res.forces[:len(q)]
+            return res
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept
                 setattr(self, name, value)
             raise
 
-    def _run(self, solver, pos, q, idv, ex):
+    def _run(self, solver, pos, q, idv, ex, potentials=False):
         """solver.compute, refusing a non-finite result (identical on every rank: the
         energy and the force and virial sums are reduced) with the reason."""
-        raw = solver.compute(pos, q, idv, ex)
+        raw = solver.compute(pos, q, idv, ex, potentials)
         # NaN and inf survive the sums (inf - inf is NaN): three scalar checks.
         if not (math.isfinite(raw["energy"]) and math.isfinite(raw["sum_force2"])
                 and math.isfinite(raw["virial"].sum())):
@@ -484,6 +549,11 @@ class PME(Tuning):
         hit = coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
         if hit is not None:
             a, b, x = hit
+            base = getattr(self, "_probe_base", None)
+            if base is not None and b >= base:
+                raise ValueError(f"{_potentials.describe_atom(b, base)} is at the same position as "
+                                 f"{_potentials.describe_atom(a, base)} ({x[0]:.6g}, {x[1]:.6g}, {x[2]:.6g}) (up to "
+                                 "a lattice vector): the potential there is infinite. Move the probe")
             raise ValueError(f"atoms with ids {a} and {b} are at the same position ({x[0]:.6g}, {x[1]:.6g}, "
                              f"{x[2]:.6g}) (up to a lattice vector) and are not an excluded pair: their Coulomb "
                              "energy is infinite. Exclude the pair (a virtual site or Drude particle on its "
@@ -491,16 +561,24 @@ class PME(Tuning):
         raise ValueError(f"the result is not finite (energy {raw['energy']}): positions or charges too large for "
                          "double precision?")
 
-    def _zero_result(self, n_local, n_atoms) -> PMEResult:
-        """All charges zero: exactly zero energy, forces and virial (nothing tuned)."""
+    def _zero_result(self, n_local, n_atoms, potentials=False, n_probes=0) -> PMEResult:
+        """All charges zero: exactly zero energy, forces, virial (and potentials and fields,
+        which are linear in the charges); nothing tuned."""
         self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
                                "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0}
-        return PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
-                         terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
-                         rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
+        res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
+                        terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
+                        rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
+        if potentials:
+            for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
+                setattr(res, name, value)
+        return res
 
-    def _result(self, raw, n_atoms, sum_q, sum_q2) -> PMEResult:
-        est_abs, parts = self._estimate(sum_q2, n_atoms)
+    def _result(self, raw, n_atoms, sum_q, sum_q2, estimate=True) -> PMEResult:
+        # estimate=False (pmewald.qeq's products): no error estimate (NaN), whose error model
+        # is evaluated again for every new sum of squared charges (80 ms at 3k atoms).
+        est_abs, parts = self._estimate(sum_q2, n_atoms) if estimate else (math.nan, {"real": math.nan,
+                                                                                        "recip": math.nan})
         rms = math.sqrt(raw["sum_force2"] / n_atoms)
         est_rel = est_abs / rms if rms > 0 else math.inf
         self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,

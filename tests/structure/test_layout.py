@@ -50,6 +50,7 @@ TEST_FOLDERS = {
     "fft": "cpp/fft, pmewald.fft",
     "pme": "cpp/pme (kernels), pmewald.pme (the solver)",
     "tuning": "cpp/tuning (estimates, cost model, choice), pmewald._tuning (the automatic choice)",
+    "qeq": "pmewald.qeq (charge equilibration on PME potentials)",
     "realspace": "cpp/realspace",
     "reference": "pmewald.reference, pmewald.systems",
     "reliability": "bad input, failures on one rank, threads, signals; the fuzzer",

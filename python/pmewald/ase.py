@@ -24,6 +24,13 @@ calculator gives rank ``r`` of ``P`` the contiguous share of atoms
 gets the full, identical results. Every rank must call the calculator
 (it is collective), as ASE's parallel scripts do.
 
+Per-atom results (computed only when asked for, ``potentials=True`` of
+:meth:`pmewald.PME.compute`): ``atoms.get_potential_energies()`` (eV, ``q_i phi_i / 2``,
+summing to the energy), ``atoms.get_charges()`` (the charges used, e), and
+``calc.get_electrostatic_potentials(atoms)`` (``phi_i = dE/dq_i`` in eV/e, i.e. volts;
+every term: real, reciprocal, self, background). They cost one more gather from the mesh
+and a potential pass in the pair loop (docs/potentials.md).
+
 The :class:`pmewald.PME` solver is kept between calls. A new cell is passed to
 :meth:`pmewald.PME.set_box` (NPT-style; with an automatic mesh the mesh is
 re-chosen only if the tolerance is no longer met); the solver is rebuilt only
@@ -71,10 +78,14 @@ class PMECalculator(Calculator):
         eV*Angstrom).
 
     Results: ``energy`` and ``free_energy`` (eV, equal), ``forces`` (eV/Angstrom),
-    ``stress`` (eV/Angstrom^3, Voigt order).
+    ``stress`` (eV/Angstrom^3, Voigt order); on request ``energies`` (per atom, eV),
+    ``charges`` (e) and ``electrostatic_potentials`` (per atom, eV/e), see
+    :meth:`get_electrostatic_potentials`.
     """
 
-    implemented_properties = ["energy", "free_energy", "forces", "stress"]
+    implemented_properties = ["energy", "free_energy", "forces", "stress", "energies", "charges",
+                              "electrostatic_potentials"]
+    _PER_ATOM = ("energies", "charges", "electrostatic_potentials")
     discard_results_on_any_change = True
 
     def __init__(self, cutoff, tolerance=1e-5, comm=None, comm_mode="nonblocking", charges=None,
@@ -144,24 +155,36 @@ class PMECalculator(Calculator):
         rank, size = comm.Get_rank(), comm.Get_size()
         lo, hi = rank * n // size, (rank + 1) * n // size
         pos = atoms.get_positions()
-        res = pme.compute(pos[lo:hi], q[lo:hi], ids=np.arange(lo, hi, dtype=np.int64))
+        per_atom = any(p in self._PER_ATOM for p in properties)
+        res = pme.compute(pos[lo:hi], q[lo:hi], ids=np.arange(lo, hi, dtype=np.int64), potentials=per_atom)
 
-        forces = np.empty((n, 3), dtype=np.float64)
-        counts = np.array([((r + 1) * n // size - r * n // size) * 3 for r in range(size)])
-        displs = np.array([r * n // size * 3 for r in range(size)])
         from mpi4py import MPI
 
-        comm.Allgatherv(np.ascontiguousarray(res.forces, dtype=np.float64),
-                        [forces, counts, displs, MPI.DOUBLE])
+        def gather(local, width):
+            out = np.empty((n, width), dtype=np.float64)
+            counts = [((r + 1) * n // size - r * n // size) * width for r in range(size)]
+            displs = [r * n // size * width for r in range(size)]
+            comm.Allgatherv(np.ascontiguousarray(local, dtype=np.float64).reshape(-1, width),
+                            [out, counts, displs, MPI.DOUBLE])
+            return out
 
         volume = abs(np.linalg.det(cell))
         self.results = {
             "energy": res.energy,
             "free_energy": res.energy,
-            "forces": forces,
+            "forces": gather(res.forces, 3),
             "stress": voigt_stress(res.virial, volume),
         }
+        if per_atom:
+            both = gather(np.column_stack((res.energies, res.potentials)), 2)
+            self.results.update(energies=both[:, 0], electrostatic_potentials=both[:, 1], charges=q.copy())
         self.pme_result = res
+
+    def get_electrostatic_potentials(self, atoms=None):
+        """Per-atom electrostatic potential ``phi_i = dE/dq_i`` (eV/e, i.e. V), every term
+        included (the potential of all other charges and their images, the self term and
+        the neutralising background's). Collective under MPI like every other property."""
+        return self.get_property("electrostatic_potentials", atoms)
 
 
 class BornMayer(Calculator):

@@ -149,6 +149,58 @@ class OpenMMProblem:
         e_pairs, f_pairs = self.scaled_pair_coulomb(pos, pme.parameters["box"])
         return res.energy + e_pairs, forces + f_pairs
 
+    def potentials(self, pme=None, comm=None, positions=None, box=None):
+        """Per-atom electrostatic potentials ``phi_i = dE/dq_i`` (kJ/mol/e) and energies
+        ``q_i phi_i / 2`` (kJ/mol, summing to :meth:`compute`'s energy), all atoms, on every
+        rank (collective, split as :meth:`compute`).
+
+        The exceptions' own term ``k chargeProd / r`` is differentiated as the scaled charge
+        product it is in force fields (``chargeProd = s q_i q_j``, a 1-4 scaling), so it adds
+        ``k chargeProd / (q_i r)`` to ``phi_i``; an exception with non-zero ``chargeProd``
+        on an atom of zero charge has no such derivative and raises ``ValueError``.
+        Returns ``(potentials, energies)``.
+        """
+        from mpi4py import MPI
+
+        if pme is None:
+            pme = self.pme(comm=comm)
+        comm = pme._comm
+        pos = self.positions if positions is None else np.asarray(positions, dtype=np.float64)
+        if box is not None:
+            pme.set_box(box)
+        n = len(self.charges)
+        if len(self.scaled_pairs):
+            qi, qj = self.charges[self.scaled_pairs[:, 0]], self.charges[self.scaled_pairs[:, 1]]
+            bad = np.flatnonzero((qi == 0) | (qj == 0))
+            if len(bad):
+                i, j = self.scaled_pairs[bad[0]]
+                raise ValueError(f"exception ({i}, {j}) has chargeProd {self.scaled_charge_products[bad[0]]} "
+                                 "but an atom of zero charge: its potential term is undefined")
+        rank, size = comm.Get_rank(), comm.Get_size()
+        lo, hi = rank * n // size, (rank + 1) * n // size
+        res = pme.compute(pos[lo:hi], self.charges[lo:hi], ids=self.ids[lo:hi],
+                          exclusions=self.exclusions if rank == 0 else None, potentials=True)
+        phi = np.empty(n)
+        counts = [(r + 1) * n // size - r * n // size for r in range(size)]
+        displs = [r * n // size for r in range(size)]
+        comm.Allgatherv(np.ascontiguousarray(res.potentials), [phi, counts, displs, MPI.DOUBLE])
+        if len(self.scaled_pairs):
+            i, j = self.scaled_pairs[:, 0], self.scaled_pairs[:, 1]
+            r = np.linalg.norm(self._pair_vectors(pos, pme.parameters["box"]), axis=1)
+            e = self.coulomb_constant * self.scaled_charge_products / r
+            np.add.at(phi, i, e / self.charges[i])
+            np.add.at(phi, j, e / self.charges[j])
+        return phi, 0.5 * self.charges * phi
+
+    def _pair_vectors(self, pos, box=None):
+        """r_i - r_j of the scaled pairs (the minimum image where OpenMM uses it)."""
+        d = pos[self.scaled_pairs[:, 0]] - pos[self.scaled_pairs[:, 1]]
+        if self.exceptions_periodic:
+            from .reference import minimum_image
+
+            d = minimum_image(self.box if box is None else box, d)
+        return d
+
     def scaled_pair_coulomb(self, positions=None, box=None):
         """Energy and forces of the exceptions' own Coulomb term ``k chargeProd / r``."""
         pos = self.positions if positions is None else positions
@@ -156,11 +208,7 @@ class OpenMMProblem:
         if len(self.scaled_pairs) == 0:
             return 0.0, forces
         i, j = self.scaled_pairs[:, 0], self.scaled_pairs[:, 1]
-        d = pos[i] - pos[j]
-        if self.exceptions_periodic:
-            from .reference import minimum_image
-
-            d = minimum_image(self.box if box is None else box, d)
+        d = self._pair_vectors(pos, box)
         r = np.linalg.norm(d, axis=1)
         e = self.coulomb_constant * self.scaled_charge_products / r
         f = (e / (r * r))[:, None] * d  # force on i

@@ -156,3 +156,36 @@ def test_nve_rock_salt_conserves_energy(comm):
     assert atoms.get_temperature() > 300  # still hot: the run did move
     all_e = comm.allgather(energies[-1])
     assert all(x == all_e[0] for x in all_e)
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+def test_per_atom_energies_charges_and_potentials(comm):
+    """atoms.get_potential_energies() sums to the energy and equals q_i phi_i / 2; charges
+    are the ones used; the potentials are dE/dq_i (central differences of the calculator's
+    energy in one charge) and pmewald's own in eV/e; the same on every rank and on 1 rank;
+    asking for forces first and the per-atom results after gives the same forces."""
+    from mpi4py import MPI
+
+    atoms, s = _triclinic_atoms(n=31)
+    calc = PMECalculator(cutoff=5.0, comm=comm, **FIXED)
+    atoms.calc = calc
+    f = atoms.get_forces()
+    energies, phi = atoms.get_potential_energies(), calc.get_electrostatic_potentials(atoms)
+    np.testing.assert_array_equal(atoms.get_charges(), s.charges)
+    np.testing.assert_array_equal(atoms.get_forces(), f)
+    e = atoms.get_potential_energy()
+    assert abs(energies.sum() - e) <= 1e-11 * np.abs(energies).sum()
+    np.testing.assert_allclose(energies, 0.5 * s.charges * phi, rtol=1e-13, atol=0)
+    ref = pmewald.PME(s.box, 5.0, coulomb_constant=units.EV_ANGSTROM, comm=MPI.COMM_SELF, **FIXED)
+    np.testing.assert_allclose(phi, ref.compute(s.positions, s.charges, potentials=True).potentials,
+                               rtol=1e-11, atol=1e-12)
+    h = 1e-4
+    for i in (0, 17):
+        e2 = []
+        for sign in (1, -1):
+            q = s.charges.copy()
+            q[i] += sign * h
+            calc.set(charges=q)
+            e2.append(atoms.get_potential_energy())
+        assert abs((e2[0] - e2[1]) / (2 * h) - phi[i]) <= 1e-7 * abs(phi[i])
+    assert np.array_equal(comm.bcast(phi, root=0), phi)

@@ -58,3 +58,47 @@ def test_agrees_with_openmm_on_ranks(comm):
     assert r.relative_rms_force_difference < 1e-5
     root = comm.bcast(r.forces_pmewald, root=0)
     assert np.array_equal(root, r.forces_pmewald)
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+def test_potentials_are_charge_derivatives_of_openmm_energy(comm):
+    """OpenMMProblem.potentials: phi_i equals the central difference of OpenMM's own
+    Reference-platform energy in q_i (updateParametersInContext; what OpenMM cannot give
+    directly), energies sum to compute()'s energy; with scaled 1-4-type exceptions phi_i
+    is dE/dq_i with chargeProd scaling with the charges; the same on every rank."""
+    import dataclasses
+
+    from openmm import unit
+
+    system, pos = water_box_system(64, cutoff=0.6, alpha=3.4, mesh=(20, 20, 20))
+    p = from_openmm(system, pos)
+    phi, energies = p.potentials(comm=comm)
+    e, _ = p.compute(comm=comm)
+    assert abs(energies.sum() - e) <= 1e-10 * np.abs(energies).sum()
+    nb = system.getForce(0)
+    ctx = openmm.Context(system, openmm.VerletIntegrator(0.001), openmm.Platform.getPlatformByName("Reference"))
+    ctx.setPositions(pos)
+    h = 1e-3
+    for i in (0, 1, 100):
+        q0, sig, eps = nb.getParticleParameters(i)
+        e2 = []
+        for sign in (1, -1):
+            nb.setParticleParameters(i, q0 + sign * h * unit.elementary_charge, sig, eps)
+            nb.updateParametersInContext(ctx)
+            e2.append(ctx.getState(getEnergy=True).getPotentialEnergy().value_in_unit(unit.kilojoule_per_mole))
+        nb.setParticleParameters(i, q0, sig, eps)
+        assert abs((e2[0] - e2[1]) / (2 * h) - phi[i]) <= 2e-5 * abs(phi[i]), (i, phi[i])
+    # scaled exceptions: chargeProd = s q_i q_j moves with q_i
+    system, pos = water_box_system(64, cutoff=0.6, alpha=3.4, mesh=(20, 20, 20), scaled_pairs=True)
+    p = from_openmm(system, pos)
+    phi, _ = p.potentials(comm=comm)
+    i = int(p.scaled_pairs[0, 0])
+    e2 = []
+    for sign in (1, -1):
+        q = p.charges.copy()
+        q[i] += sign * h
+        scale = np.where((p.scaled_pairs == i).any(axis=1), q[i] / p.charges[i], 1.0)
+        e2.append(dataclasses.replace(p, charges=q, scaled_charge_products=p.scaled_charge_products * scale)
+                  .compute(comm=comm)[0])
+    assert abs((e2[0] - e2[1]) / (2 * h) - phi[i]) <= 1e-7 * abs(phi[i])
+    assert np.array_equal(comm.bcast(phi, root=0), phi)

@@ -79,8 +79,8 @@ class PMECalculator(Calculator):
 
     Results: ``energy`` and ``free_energy`` (eV, equal), ``forces`` (eV/Angstrom),
     ``stress`` (eV/Angstrom^3, Voigt order); on request ``energies`` (per atom, eV),
-    ``charges`` (e) and ``electrostatic_potentials`` (per atom, eV/e), see
-    :meth:`get_electrostatic_potentials`.
+    ``charges`` (e) and ``electrostatic_potentials`` (per atom, eV/e; see
+    :meth:`get_electrostatic_potentials`).
     """
 
     implemented_properties = ["energy", "free_energy", "forces", "stress", "energies", "charges",

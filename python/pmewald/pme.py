@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core, _potentials
+from . import _core, _potentials, _slab
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
@@ -154,6 +154,16 @@ class PME(Tuning):
     real_space : bool
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
+    slab : bool
+        2-D periodic slab (periodic in x and y, open in z): the box's first two rows lie in
+        the xy plane and the third is ``(0, 0, Lz)``; atoms must lie in ``0 <= z < Lz``
+        (not wrapped in z). The solver runs on the box extended by a vacuum gap in z and
+        adds the Yeh-Berkowitz dipole correction (with the terms of a net charge) to the
+        energy (``terms["slab"]``), forces, potentials, fields and virial; the virial's
+        ``zz`` is that of scaling the atoms' z. docs/slab.md.
+    slab_gap : float or "auto"
+        The vacuum gap added in z (a length). ``"auto"`` (default): from the tolerance, the
+        gap whose force error is half of it (``parameters["slab_gap"]``).
     skin : float or "auto"
         The real-space pair list is reused across :meth:`compute` calls: pairs are searched
         within ``cutoff + skin`` and the stored pairs re-evaluated at the new positions (only
@@ -221,7 +231,8 @@ class PME(Tuning):
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto"):
+                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
+                 slab=False, slab_gap="auto"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
@@ -229,10 +240,13 @@ class PME(Tuning):
             rc = float(cutoff)
             if not (math.isfinite(rc) and rc > 0):
                 raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
-            b = checked_box(box, rc)
             tol = float(tolerance)
             if not (0 < tol < 1):
                 raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+            if not isinstance(slab, (bool, np.bool_)):
+                raise ValueError(f"slab must be True or False, got {slab!r}")
+            sl = _slab.Slab.build(box, tol, slab_gap) if slab else None  # the solver's box: extended in z
+            b = checked_box(box if sl is None else sl.extended, rc)
             a = None if alpha is None else float(alpha)
             if a is not None and not (math.isfinite(a) and a > 0):
                 raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
@@ -277,24 +291,27 @@ class PME(Tuning):
                     raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
                 if not (math.isfinite(sk) and sk >= 0):
                     raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
-            return b, rc, tol, a, m, p, k, (rows, us), sk
+            return b, rc, tol, a, m, p, k, (rows, us), sk, sl
 
         with Rules():
-            b, rc, tol, a, m, p, k, poll, sk = agreed(user_comm, check)
+            b, rc, tol, a, m, p, k, poll, sk, sl = agreed(user_comm, check)
             ov = None if overlap is None else bool(overlap)
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
             same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space), error_model, ov, poll, sk),
+                                         bool(real_space), error_model, ov, poll, sk, sl is None),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                            "real_space, error_model, overlap, overlap_poll and skin")
+                            "real_space, error_model, overlap, overlap_poll, skin, slab and slab_gap")
             self._node_ranks = node_ranks(self._comm)
             # skin="auto": a fresh search on the first call (a single call costs what it did
             # without a list), the list from the second on (_compute).
             self._skin, self._skin_auto = sk, isinstance(skin, str)
             self._skin_active = 0.0 if self._skin_auto else sk
+            self._slab = sl  # None, or the slab geometry and dipole correction (_slab.py)
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
+            if sl is not None:
+                self._user_box = sl.box
 
     def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model, overlap, poll):
         self._busy = Busy("PME")
@@ -396,7 +413,8 @@ class PME(Tuning):
                  overlap=self._overlap_used(), overlap_poll=self._poll,
                  coulomb_constant=self._k, real_space=self._real_space,
                  error_model=self._error_model, box=self._user_box.copy(), skin=self._skin,
-                 skin_used=self._solver.skin if self._solver is not None else None)
+                 skin_used=self._solver.skin if self._solver is not None else None,
+                 slab=self._slab is not None, slab_gap=self._slab.gap if self._slab is not None else None)
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
 
@@ -409,12 +427,18 @@ class PME(Tuning):
         """
         require_mpi()
         with self._busy:
-            b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
+            sl = self._slab
+            if sl is None:
+                b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
+            else:  # the same gap on the new slab box
+                sl = agreed(self._comm, lambda: self._slab.rebuilt(box, self._cutoff))
+                b = sl.extended
             same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
             c = canonical_box(b)
             if self._solver is not None:
                 self._solver.set_box(c)
-            self._user_box, self._box = b, c
+            self._user_box, self._box = (b, c) if sl is None else (sl.box, c)
+            self._slab = sl
             self._cache_estimate = None
             self._correlation = None  # the table is indexed by the box's reciprocal lattice
             self._recheck = self._fixed["mesh"] is None
@@ -473,6 +497,9 @@ class PME(Tuning):
         try:
             pos, q, idv, ex = check_atoms(positions, charges, ids, exclusions, self._box)
             want, pts = _potentials.check_request(potentials, probes, self._box)
+            if self._slab is not None:
+                self._slab.check_positions(pos)
+                self._slab.check_positions(pts, "probes")
             # (q * q).sum(), not q @ q: a BLAS dot may wake a thread pool (measured 12 ms
             # per call at 30k atoms). Overflowing squares are refused below.
             with np.errstate(over="ignore"):
@@ -522,6 +549,8 @@ class PME(Tuning):
                 for name, value in _potentials.split(raw, q, len(q), len(pts)).items():
                     setattr(res, name, value)
                 res.forces = res.forces[:len(q)]
+            if self._slab is not None:
+                res = self._slab.correct(comm, res, pos, q, self._k, pts)
             return res
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept

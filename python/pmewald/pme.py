@@ -12,6 +12,10 @@ Typical use, on any number of MPI ranks::
 Each rank passes the atoms it has (any split: all on one rank, none on some,
 or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
+
+Longer than 600 lines because it is the documented face of the solver: the constructor's and
+compute's parameters and checks, the result and their docstrings (the stages live elsewhere:
+_tuning, _potentials, _slab, the C++ core).
 """
 
 from __future__ import annotations
@@ -56,12 +60,15 @@ class PMEResult:
         Global virial ``W = -dE/d(eps)`` for the homogeneous strain
         ``r -> (1 + eps) r`` of positions and box rows. For pair forces
         ``W_ab = sum_pairs r_ij,a F_ij,b``; ``trace(W) == energy`` for the total
-        Coulomb energy. The stress (ASE's sign convention) is ``-W / V``.
+        Coulomb energy. The stress (ASE's sign convention) is ``-W / V``. With
+        ``slab=True``: xx, yy, xy of the lateral strain (cell and atoms), xz, yz and zz of
+        the atoms' coordinates alone (docs/slab.md); the trace is then not the energy.
     terms : dict
         ``real`` (erfc pairs), ``reciprocal`` (mesh sum), ``self``
         (``-k alpha/sqrt(pi) sum q^2``), ``background`` (``-k pi Q^2/(2 V alpha^2)``
         for net charge Q), ``exclusion`` (``-k sum_excluded q_i q_j erf(alpha r)/r``,
-        removing the reciprocal-space part of excluded pairs). They sum to ``energy``.
+        removing the reciprocal-space part of excluded pairs); with ``slab=True`` also
+        ``slab`` (the dipole correction, docs/slab.md). They sum to ``energy``.
     estimated_error : float
         Estimated relative RMS force error of this result,
         ``estimated_error_absolute / sqrt(mean |F|^2)``.
@@ -551,6 +558,7 @@ class PME(Tuning):
                 res.forces = res.forces[:len(q)]
             if self._slab is not None:
                 res = self._slab.correct(comm, res, pos, q, self._k, pts)
+                self._last_estimate["estimated_error"] = res.estimated_error  # relative to the corrected forces
             return res
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept
@@ -601,6 +609,8 @@ class PME(Tuning):
         if potentials:
             for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
                 setattr(res, name, value)
+        if self._slab is not None:
+            res.terms["slab"] = 0.0
         return res
 
     def _result(self, raw, n_atoms, sum_q, sum_q2, estimate=True) -> PMEResult:

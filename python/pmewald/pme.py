@@ -252,6 +252,8 @@ class PME(Tuning):
                 raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
             if not isinstance(slab, (bool, np.bool_)):
                 raise ValueError(f"slab must be True or False, got {slab!r}")
+            if not slab and not (isinstance(slab_gap, str) and slab_gap == "auto"):
+                raise ValueError(f"slab_gap={slab_gap!r} was given without slab=True")
             sl = _slab.Slab.build(box, tol, slab_gap) if slab else None  # the solver's box: extended in z
             b = checked_box(box if sl is None else sl.extended, rc)
             a = None if alpha is None else float(alpha)

@@ -176,6 +176,8 @@ def test_bad_slab_input_is_refused_everywhere(comm):
             _pme(s, comm=comm, slab_gap=gap)
     with pytest.raises(ValueError, match="slab must be True or False"):
         PME(s.box, CUTOFF, slab="yes", comm=comm)
+    with pytest.raises(ValueError, match="without slab=True"):
+        PME(s.box, CUTOFF, slab_gap=10.0, comm=comm)
     pme = _pme(s, comm=comm, alpha=0.9, mesh=(16, 16, 30), order=5, slab_gap=9.0)
     mine = np.arange(rank, s.n_atoms, size)
     good = pme.compute(s.positions[mine], s.charges[mine])
@@ -196,3 +198,22 @@ def test_bad_slab_input_is_refused_everywhere(comm):
     np.testing.assert_allclose(res.virial, good.virial, rtol=1e-14, atol=1e-14)
     pme.set_box(s.box * [[1.01], [1.01], [1.0]])  # a lateral strain keeps the gap
     assert pme.parameters["slab_gap"] == 9.0 and pme._box[2, 2] == 15.0
+
+
+def test_qeq_on_a_slab():
+    """The slab's potentials are a symmetric linear map of the charges (the correction's
+    Hessian -2 pi k / V ((z_i - z_j)^2 + L^2 / 6) included), so pmewald.qeq works on a slab:
+    its charges with a net charge equal a dense direct solve to 1e-10."""
+    from pmewald.qeq import QEq
+
+    s = make_slab("neutral-tilted")
+    n = s.n_atoms
+    pme = _pme(s, alpha=0.9, mesh=(16, 16, 32), order=5, slab_gap=10.0)
+    rng = np.random.default_rng(0)
+    chi, hard = rng.uniform(-1, 1, n), rng.uniform(8, 12, n)
+    res = QEq(pme, tolerance=1e-10).solve(s.positions, chi, hard, total_charge=0.5)
+    a = np.column_stack([pme.compute(s.positions, e, potentials=True).potentials for e in np.eye(n)])
+    assert np.abs(a - a.T).max() <= 1e-13 * np.abs(a).max()
+    k = np.block([[a + np.diag(hard), np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    x = np.linalg.solve(k, np.concatenate((-chi, [0.5])))
+    assert np.abs(res.charges - x[:n]).max() <= 1e-10

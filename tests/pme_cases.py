@@ -162,6 +162,15 @@ def compute_split(pme, comm, s, parts, *, ex_how="spread", use_ids=True, positio
     return res, forces
 
 
+def gather_rows(comm, mine, values, n):
+    """The rows every rank holds for its atoms ``mine`` (indices), in global order (collective)."""
+    out = np.full((n,) + np.shape(values)[1:], np.nan)
+    for idx, v in zip(comm.allgather(mine), comm.allgather(np.asarray(values))):
+        out[idx] = v
+    assert not np.isnan(out).any()
+    return out
+
+
 def assert_same(r1, f1, r2, f2, rtol=1e-12, what=""):
     """Energy, forces, virial agree to ``rtol`` of their size."""
     de = abs(r1.energy - r2.energy)

@@ -87,12 +87,13 @@ void bind_tuning(py::module_& core) {
       "estimate_errors",
       [](darr box, double alpha, double cutoff, const Int3& mesh, int order,
          const std::string& differentiation, double sum_q2, int n_atoms,
-         double coulomb_constant, py::object sum_q4, py::object correlation) {
+         double coulomb_constant, py::object sum_q4, py::object correlation, py::object real_volume) {
         const Mat3 B = mat3_from_python(box);
         const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
         const ChargeCorrelation* corr = correlation_arg(correlation);
-        const double er = real_space_error(alpha, cutoff, sum_q2, n_atoms, volume_of(B),
-                                           coulomb_constant);
+        const double rv = real_volume.is_none() ? volume_of(B) : real_volume.cast<double>();
+        if (!(rv > 0) || !std::isfinite(rv)) throw ValueError("real_volume must be positive");
+        const double er = real_space_error(alpha, cutoff, sum_q2, n_atoms, rv, coulomb_constant);
         double ek;
         {
           py::gil_scoped_release nogil;
@@ -108,9 +109,11 @@ void bind_tuning(py::module_& core) {
       py::arg("box"), py::arg("alpha"), py::arg("cutoff"), py::arg("mesh"), py::arg("order"),
       py::arg("differentiation"), py::arg("sum_q2"), py::arg("n_atoms"),
       py::arg("coulomb_constant") = 1.0, py::arg("sum_q4") = py::none(), py::arg("correlation") = py::none(),
+      py::arg("real_volume") = py::none(),
       "Absolute RMS force error estimates {real, recip, total} (Kolafa-Perram; "
       "Hockney-Eastwood/Deserno-Holm functional for SPME incl. self forces; with a ChargeCorrelation, "
-      "weighted by the charges' structure factor).");
+      "weighted by the charges' structure factor). real_volume: the volume the atoms fill, for the "
+      "real-space density (None: the box's; a slab in vacuum: the slab's).");
   t.def(
       "choose_parameters",
       [](darr box, double cutoff, double target, double sum_q2, int n_atoms,
@@ -174,7 +177,8 @@ void bind_tuning(py::module_& core) {
       "choose_cheapest",
       [](darr box, double cutoff, double target, double sum_q2, int n_atoms, const std::string& differentiation,
          double coulomb_constant, py::object alpha, py::object order, std::pair<int, int> orders,
-         py::object cost, py::object sum_q4, py::object mesh_target, py::object correlation) {
+         py::object cost, py::object sum_q4, py::object mesh_target, py::object correlation,
+         py::object real_volume) {
         const Mat3 B = mat3_from_python(box);
         const double a = alpha.is_none() ? 0.0 : alpha.cast<double>();
         const double mt = mesh_target.is_none() ? 0.0 : mesh_target.cast<double>();
@@ -187,11 +191,12 @@ void bind_tuning(py::module_& core) {
         const CostModel cm = cost_arg(cost);
         const double q4 = sum_q4.is_none() ? -1.0 : sum_q4.cast<double>();
         const ChargeCorrelation* corr = correlation_arg(correlation);
+        const double rv = real_volume.is_none() ? 0.0 : real_volume.cast<double>();
         Choice C;
         {
           py::gil_scoped_release nogil;
           C = choose_cheapest(B, cutoff, target, sum_q2, n_atoms, coulomb_constant, a, diffs, lo, hi, cm, q4, mt,
-                              corr);
+                              corr, rv);
         }
         py::dict d;
         d["alpha"] = C.alpha;
@@ -221,6 +226,7 @@ void bind_tuning(py::module_& core) {
       py::arg("differentiation") = "auto", py::arg("coulomb_constant") = 1.0, py::arg("alpha") = py::none(),
       py::arg("order") = py::none(), py::arg("orders") = std::make_pair(4, 8), py::arg("cost") = py::none(),
       py::arg("sum_q4") = py::none(), py::arg("mesh_target") = py::none(), py::arg("correlation") = py::none(),
+      py::arg("real_volume") = py::none(),
       "The cheapest (differentiation, order, alpha, mesh) by the cost model whose estimated "
       "ABSOLUTE RMS force error meets target. differentiation 'auto' tries ad and ik; order None "
       "tries orders[0]..orders[1]; alpha None scans alpha (real-space share 99%..10% of the "
@@ -228,7 +234,8 @@ void bind_tuning(py::module_& core) {
       "cost (modelled seconds) and candidates (the best of each (differentiation, order), "
       "cheapest first; 'exact' marks those checked with the exact estimate). mesh_target: "
       "also require the ad reciprocal estimate of the mesh to be at most this (an energy "
-      "requirement, whatever the differentiation). correlation: a ChargeCorrelation (None: uncorrelated).");
+      "requirement, whatever the differentiation). correlation: a ChargeCorrelation (None: uncorrelated). "
+      "real_volume: the volume the atoms fill, for the real-space density (None: the box's).");
 
   t.def(
       "correlation_half_widths",

@@ -211,16 +211,17 @@ double interp_log(const std::vector<TablePoint>& t, double s, double TablePoint:
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,
                        double kc, double alpha, const std::vector<Differentiation>& diffs,
                        int order_lo, int order_hi, const CostModel& cm, double sum_q4,
-                       double mesh_target, const ChargeCorrelation* corr) {
+                       double mesh_target, const ChargeCorrelation* corr, double real_volume) {
   if (!(target > 0) || !std::isfinite(target)) throw ValueError("target error must be positive");
   if (!(cutoff > 0) || !std::isfinite(cutoff)) throw ValueError("cutoff must be positive");
+  if (!std::isfinite(real_volume) || real_volume < 0) throw ValueError("real_volume must be >= 0");
   if (order_lo < kMinOrder || order_hi > kMaxOrder || order_lo > order_hi)
     throw ValueError("orders must lie in [3, 10], got " + std::to_string(order_lo) + ".." +
                      std::to_string(order_hi));
   if (diffs.empty()) throw ValueError("no differentiation to choose from");
   if (!std::isfinite(mesh_target)) throw ValueError("mesh_target must be finite");
   const bool mesh_bound = mesh_target > 0;
-  const double V = volume_of(box);
+  const double V = real_volume > 0 ? real_volume : volume_of(box);  // the real-space density's
   const int n = std::max(n_atoms, 1);
   if (sum_q4 < 0) sum_q4 = sum_q2 * sum_q2 / n;
   const auto h = heights_of(box);

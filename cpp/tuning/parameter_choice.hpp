@@ -84,11 +84,14 @@ struct Choice {
 // correlation: the estimates weigh the charges' structure factor (charge_correlation.hpp);
 // the tables then carry it from alpha_t by the uncorrelated scaling, which is approximate,
 // and the exact check at the candidate's alpha corrects the mesh.
+// real_volume > 0: the volume the atoms fill, for the real-space estimate's density (a slab
+// in a box extended by vacuum: its own volume); 0: the box's.
 // Throws ValueError when no candidate reaches the target with a mesh up to 512 per axis.
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,
                        double coulomb_constant, double alpha, const std::vector<Differentiation>& diffs,
                        int order_lo, int order_hi, const CostModel& cost, double sum_q4 = -1.0,
-                       double mesh_target = 0.0, const ChargeCorrelation* correlation = nullptr);
+                       double mesh_target = 0.0, const ChargeCorrelation* correlation = nullptr,
+                       double real_volume = 0.0);
 
 }  // namespace tuning
 }  // namespace pmewald

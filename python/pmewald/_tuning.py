@@ -10,7 +10,9 @@ parameters, timings). The contract between the two:
   (the explicit alpha, mesh and order), ``_diff_request``, and the current parameters
   ``_alpha``, ``_order``, ``_differentiation``, ``_params`` and ``_solver``, and
   ``_correlation`` (the charge structure-factor table of the correlated error model, made by
-  :meth:`Tuning._charge_correlation` on the first call; None with ``error_model="uncorrelated"``);
+  :meth:`Tuning._charge_correlation` on the first call; None with ``error_model="uncorrelated"``),
+  and ``_slab`` (None, or the slab geometry: its atoms fill less than the box, which the
+  real-space estimate's density must see);
 - it calls PME's set-up: ``_build`` (make the solver of a parameter set current),
   ``_new_solver`` (a solver of other parameters, for the energy check's second mesh) and
   ``_run`` (one checked solver call, collective) and ``_probe_mode`` (the comm mode of
@@ -66,7 +68,8 @@ class Tuning:
                                     _model_atoms(n_atoms), differentiation=differentiation or self._diff_request,
                                     coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
                                     orders=_ORDERS, cost=_COST, correlation=self._correlation,
-                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k))
+                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k),
+                                    real_volume=self._real_volume())
         for key in ("est_real", "est_recip", "est_total"):
             r[key] *= self._k
         return r
@@ -85,7 +88,8 @@ class Tuning:
         if self._cache_estimate is None or self._cache_estimate[0] != key:
             e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
                                         p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                        coulomb_constant=self._k, correlation=self._correlation)
+                                        coulomb_constant=self._k, correlation=self._correlation,
+                                        real_volume=self._real_volume())
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
             self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
@@ -110,9 +114,15 @@ class Tuning:
         sum_q4 = float(self._comm.allreduce(float((q ** 4).sum())))
         return tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
 
+    def _real_volume(self):
+        """The volume the atoms fill (the real-space estimate's density): a slab's own
+        (``_slab.volume_occupied``, the box without its vacuum gap), else None (the box's)."""
+        slab = getattr(self, "_slab", None)
+        return None if slab is None else slab.volume_occupied
+
     def _typical_force(self, n_atoms, sum_q2):
-        """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3)."""
-        vol = abs(np.linalg.det(self._box))
+        """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3) (V: the volume the atoms fill)."""
+        vol = self._real_volume() or abs(np.linalg.det(self._box))
         return self._k * (sum_q2 / n_atoms) / (vol / n_atoms) ** (2.0 / 3.0)
 
     def _force_scale(self, rms, typical):
@@ -203,7 +213,8 @@ class Tuning:
 
         self._energy_error = None
         probe_mesh = coarse["mesh"] if coarse is not None else None
-        floor = _ENERGY_FLOOR * self._k * sum_q2 / (abs(np.linalg.det(self._box)) / n_atoms) ** (1.0 / 3.0)
+        vol = self._real_volume() or abs(np.linalg.det(self._box))
+        floor = _ENERGY_FLOOR * self._k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
         for _ in range(3):
             p = self._params
             rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
@@ -254,7 +265,8 @@ class Tuning:
                 continue
             est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
                                           p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                          coulomb_constant=self._k, correlation=self._correlation)["recip"]
+                                          coulomb_constant=self._k, correlation=self._correlation,
+                                        real_volume=self._real_volume())["recip"]
             if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
                 chosen = mesh
                 break

@@ -12,6 +12,10 @@ Typical use, on any number of MPI ranks::
 Each rank passes the atoms it has (any split: all on one rank, none on some,
 or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
+
+Longer than 600 lines because it is the documented face of the solver: the constructor's and
+compute's parameters and checks, the result and their docstrings (the stages live elsewhere:
+_tuning, _potentials, _slab, the C++ core).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core, _potentials
+from . import _core, _potentials, _slab
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
@@ -56,12 +60,15 @@ class PMEResult:
         Global virial ``W = -dE/d(eps)`` for the homogeneous strain
         ``r -> (1 + eps) r`` of positions and box rows. For pair forces
         ``W_ab = sum_pairs r_ij,a F_ij,b``; ``trace(W) == energy`` for the total
-        Coulomb energy. The stress (ASE's sign convention) is ``-W / V``.
+        Coulomb energy. The stress (ASE's sign convention) is ``-W / V``. With
+        ``slab=True``: xx, yy, xy of the lateral strain (cell and atoms), xz, yz and zz of
+        the atoms' coordinates alone (docs/slab.md); the trace is then not the energy.
     terms : dict
         ``real`` (erfc pairs), ``reciprocal`` (mesh sum), ``self``
         (``-k alpha/sqrt(pi) sum q^2``), ``background`` (``-k pi Q^2/(2 V alpha^2)``
         for net charge Q), ``exclusion`` (``-k sum_excluded q_i q_j erf(alpha r)/r``,
-        removing the reciprocal-space part of excluded pairs). They sum to ``energy``.
+        removing the reciprocal-space part of excluded pairs); with ``slab=True`` also
+        ``slab`` (the dipole correction, docs/slab.md). They sum to ``energy``.
     estimated_error : float
         Estimated relative RMS force error of this result,
         ``estimated_error_absolute / sqrt(mean |F|^2)``.
@@ -154,6 +161,16 @@ class PME(Tuning):
     real_space : bool
         False gives the reciprocal part, self and background terms and the
         exclusion corrections only, for an engine that computes its own pairs.
+    slab : bool
+        2-D periodic slab (periodic in x and y, open in z): the box's first two rows lie in
+        the xy plane and the third is ``(0, 0, Lz)``; atoms must lie in ``0 <= z < Lz``
+        (not wrapped in z). The solver runs on the box extended by a vacuum gap in z and
+        adds the Yeh-Berkowitz dipole correction (with the terms of a net charge) to the
+        energy (``terms["slab"]``), forces, potentials, fields and virial; the virial's
+        ``zz`` is that of scaling the atoms' z. docs/slab.md.
+    slab_gap : float or "auto"
+        The vacuum gap added in z (a length). ``"auto"`` (default): from the tolerance, the
+        gap whose force error is half of it (``parameters["slab_gap"]``).
     skin : float or "auto"
         The real-space pair list is reused across :meth:`compute` calls: pairs are searched
         within ``cutoff + skin`` and the stored pairs re-evaluated at the new positions (only
@@ -221,7 +238,8 @@ class PME(Tuning):
 
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
-                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto"):
+                 real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
+                 slab=False, slab_gap="auto"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
@@ -229,10 +247,15 @@ class PME(Tuning):
             rc = float(cutoff)
             if not (math.isfinite(rc) and rc > 0):
                 raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
-            b = checked_box(box, rc)
             tol = float(tolerance)
             if not (0 < tol < 1):
                 raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+            if not isinstance(slab, (bool, np.bool_)):
+                raise ValueError(f"slab must be True or False, got {slab!r}")
+            if not slab and not (isinstance(slab_gap, str) and slab_gap == "auto"):
+                raise ValueError(f"slab_gap={slab_gap!r} was given without slab=True")
+            sl = _slab.Slab.build(box, tol, slab_gap) if slab else None  # the solver's box: extended in z
+            b = checked_box(box if sl is None else sl.extended, rc)
             a = None if alpha is None else float(alpha)
             if a is not None and not (math.isfinite(a) and a > 0):
                 raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
@@ -277,24 +300,27 @@ class PME(Tuning):
                     raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
                 if not (math.isfinite(sk) and sk >= 0):
                     raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
-            return b, rc, tol, a, m, p, k, (rows, us), sk
+            return b, rc, tol, a, m, p, k, (rows, us), sk, sl
 
         with Rules():
-            b, rc, tol, a, m, p, k, poll, sk = agreed(user_comm, check)
+            b, rc, tol, a, m, p, k, poll, sk, sl = agreed(user_comm, check)
             ov = None if overlap is None else bool(overlap)
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
             same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space), error_model, ov, poll, sk),
+                                         bool(real_space), error_model, ov, poll, sk, sl is None),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                            "real_space, error_model, overlap, overlap_poll and skin")
+                            "real_space, error_model, overlap, overlap_poll, skin, slab and slab_gap")
             self._node_ranks = node_ranks(self._comm)
             # skin="auto": a fresh search on the first call (a single call costs what it did
             # without a list), the list from the second on (_compute).
             self._skin, self._skin_auto = sk, isinstance(skin, str)
             self._skin_active = 0.0 if self._skin_auto else sk
+            self._slab = sl  # None, or the slab geometry and dipole correction (_slab.py)
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
+            if sl is not None:
+                self._user_box = sl.box
 
     def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model, overlap, poll):
         self._busy = Busy("PME")
@@ -396,7 +422,8 @@ class PME(Tuning):
                  overlap=self._overlap_used(), overlap_poll=self._poll,
                  coulomb_constant=self._k, real_space=self._real_space,
                  error_model=self._error_model, box=self._user_box.copy(), skin=self._skin,
-                 skin_used=self._solver.skin if self._solver is not None else None)
+                 skin_used=self._solver.skin if self._solver is not None else None,
+                 slab=self._slab is not None, slab_gap=self._slab.gap if self._slab is not None else None)
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
         return p
 
@@ -409,12 +436,18 @@ class PME(Tuning):
         """
         require_mpi()
         with self._busy:
-            b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
+            sl = self._slab
+            if sl is None:
+                b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
+            else:  # the same gap on the new slab box
+                sl = agreed(self._comm, lambda: self._slab.rebuilt(box, self._cutoff))
+                b = sl.extended
             same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
             c = canonical_box(b)
             if self._solver is not None:
                 self._solver.set_box(c)
-            self._user_box, self._box = b, c
+            self._user_box, self._box = (b, c) if sl is None else (sl.box, c)
+            self._slab = sl
             self._cache_estimate = None
             self._correlation = None  # the table is indexed by the box's reciprocal lattice
             self._recheck = self._fixed["mesh"] is None
@@ -473,6 +506,9 @@ class PME(Tuning):
         try:
             pos, q, idv, ex = check_atoms(positions, charges, ids, exclusions, self._box)
             want, pts = _potentials.check_request(potentials, probes, self._box)
+            if self._slab is not None:
+                self._slab.check_positions(pos)
+                self._slab.check_positions(pts, "probes")
             # (q * q).sum(), not q @ q: a BLAS dot may wake a thread pool (measured 12 ms
             # per call at 30k atoms). Overflowing squares are refused below.
             with np.errstate(over="ignore"):
@@ -522,6 +558,9 @@ class PME(Tuning):
                 for name, value in _potentials.split(raw, q, len(q), len(pts)).items():
                     setattr(res, name, value)
                 res.forces = res.forces[:len(q)]
+            if self._slab is not None:
+                res = self._slab.correct(comm, res, pos, q, self._k, pts)
+                self._last_estimate["estimated_error"] = res.estimated_error  # relative to the corrected forces
             return res
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept
@@ -572,6 +611,8 @@ class PME(Tuning):
         if potentials:
             for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
                 setattr(res, name, value)
+        if self._slab is not None:
+            res.terms["slab"] = 0.0
         return res
 
     def _result(self, raw, n_atoms, sum_q, sum_q2, estimate=True) -> PMEResult:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from pme_cases import MODES, _SYSTEMS, half_height_cutoff, split_atoms, split_exclusions
+from pme_cases import MODES, _SYSTEMS, gather_rows, half_height_cutoff, split_atoms, split_exclusions
 from pmewald import PME, systems
 
 
@@ -113,14 +113,6 @@ def test_potential_calls_between_pair_list_calls():
     assert listed.parameters["skin_used"] > 0 and listed.timings()["pair_list_builds"] >= 2
 
 
-def _gather(comm, mine, values, n):
-    out = np.full((n,) + np.shape(values)[1:], np.nan)
-    for idx, v in zip(comm.allgather(mine), comm.allgather(np.asarray(values))):
-        out[idx] = v
-    assert not np.isnan(out).any()
-    return out
-
-
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
 @pytest.mark.timeout(200)
 def test_potentials_independent_of_ranks(comm):
@@ -147,14 +139,14 @@ def test_potentials_independent_of_ranks(comm):
                               potentials=True, probes=pts[pmine])
             assert res.forces.shape == (len(mine), 3) and res.probe_fields.shape == (len(pmine), 3)
             what = f"{diff} {mode} {how}"
-            phi = _gather(comm, mine, res.potentials, s.n_atoms)
-            field = _gather(comm, mine, res.fields, s.n_atoms)
+            phi = gather_rows(comm, mine, res.potentials, s.n_atoms)
+            field = gather_rows(comm, mine, res.fields, s.n_atoms)
             assert np.abs(phi - base.potentials).max() <= 1e-12 * scale_phi, what
             assert np.abs(field - base.fields).max() <= 1e-12 * scale_e, what
             total = comm.allreduce(float(res.energies.sum()))
             assert abs(total - res.energy) <= 1e-11 * max(abs(v) for v in res.terms.values()), what
-            pphi = _gather(comm, pmine, res.probe_potentials, len(pts))
-            pfield = _gather(comm, pmine, res.probe_fields, len(pts))
+            pphi = gather_rows(comm, pmine, res.probe_potentials, len(pts))
+            pfield = gather_rows(comm, pmine, res.probe_fields, len(pts))
             assert np.abs(pphi - base.probe_potentials).max() <= 1e-12 * scale_phi, what
             assert np.abs(pfield - base.probe_fields).max() <= 1e-12 * scale_e, what
 

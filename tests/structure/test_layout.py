@@ -52,7 +52,7 @@ TEST_FOLDERS = {
     "tuning": "cpp/tuning (estimates, cost model, choice), pmewald._tuning (the automatic choice)",
     "qeq": "pmewald.qeq (charge equilibration on PME potentials)",
     "realspace": "cpp/realspace",
-    "reference": "pmewald.reference, pmewald.systems",
+    "reference": "pmewald.reference, pmewald.reference2d, pmewald.systems",
     "reliability": "bad input, failures on one rank, threads, signals; the fuzzer",
     "interfaces": "pmewald.ase, pmewald.openmm",
     "bench": "pmewald.bench",

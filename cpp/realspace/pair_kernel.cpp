@@ -1,6 +1,7 @@
 #include "realspace/pair_kernel.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "realspace/erfc_table.hpp"
 #include "base/simd.hpp"
@@ -180,8 +181,8 @@ PMEWALD_INLINE void block(int n, double* __restrict bx, double* __restrict by, d
     w12 += fyb * dz;
     w22 += fzb * dz;
   }
-  const V* sums[PairBatchAcc::kSize] = {&e, &w00, &w11, &w22, &w01, &w02, &w12, &fxi, &fyi, &fzi};
-  for (int s = 0; s < PairBatchAcc::kSize; ++s) {
+  const V* sums[PairBatchAcc::kPairForce2] = {&e, &w00, &w11, &w22, &w01, &w02, &w12, &fxi, &fyi, &fzi};
+  for (int s = 0; s < PairBatchAcc::kPairForce2; ++s) {
     double t = 0;
     for (int l = 0; l < L; ++l) t += (*sums[s])[l];
     acc[s] += t;
@@ -546,6 +547,18 @@ void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
 }
 
 const char* pair_kernel_isa() { return simd::isa_name(); }
+
+const char* precision_name(PairPrecision p) { return p == PairPrecision::Mixed ? "mixed" : "double"; }
+
+PairKernels pair_kernels(PairPrecision precision, double alpha_cutoff) {
+  const bool vector = alpha_cutoff < kMaxAlphaR;
+  if (precision == PairPrecision::Mixed) {
+    if (!vector) throw std::invalid_argument("the mixed-precision pair kernel needs alpha * cutoff < 8");
+    return {erfc_pair_batch_mixed, erfc_pair_block_mixed};
+  }
+  if (!vector) return {erfc_pair_batch_scalar, nullptr};
+  return {erfc_pair_batch, erfc_pair_block};
+}
 
 }  // namespace realspace
 }  // namespace pmewald

@@ -16,7 +16,7 @@
 // So exp(-alpha^2 r^2) is reduced in double (its float argument would carry an
 // absolute error of y u, i.e. 2 x^2 float ulps at x = alpha r, 128 at x = 8)
 // and the charges and 2^n stay exact: a pair's relative error is a few float
-// ulps whatever alpha r (measured: bench below and tests/realspace/test_mixed_precision.py).
+// ulps whatever alpha r (measured: docs/realspace.md, tests/realspace/test_mixed_precision.py).
 //
 // Lanes: 16 floats with AVX-512 (x86-64-v4), 8 with AVX2+FMA (x86-64-v3), 4 on
 // the baseline; the double parts run as two registers of half as many lanes.
@@ -26,19 +26,14 @@
 
 #include "base/simd.hpp"
 #include "realspace/pair_kernel.hpp"
+#include "realspace/pair_lanes.hpp"
 
 namespace pmewald {
 inline namespace realspace {
 
 namespace {
 
-#define PMEWALD_INLINE inline __attribute__((always_inline))
-
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-constexpr double kLog2e = 1.44269504088896340736;
-constexpr double kLn2Hi = 6.93147180369123816490e-01;
-constexpr double kLn2Lo = 1.90821492927058770002e-10;
-constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+using namespace lanes;  // pair_lanes.hpp: constants, coincident2, splat, gather, pad, PairSums
 
 // erfcx(x) = exp(x^2) erfc(x) on [0, 8] as a polynomial of degree 10 in
 // v = (8 - x) / (4 (x + 2)) in [0, 1] (v = 1 at x = 0, 0 at x = 8): a relative
@@ -91,11 +86,6 @@ PMEWALD_INLINE typename VecF<L>::D to_double(typename VecF<L>::F f) {
   const typename V::FH h = kHalf == 0 ? half_impl<typename V::FH>(f, Seq{})
                                       : half_impl<typename V::FH>(f, shift_seq<V::H>(Seq{}));
   return __builtin_convertvector(h, typename V::D);
-}
-
-template <class V, class S>
-PMEWALD_INLINE V splat(S a) {
-  return V{} + a;
 }
 
 template <class V, int L>
@@ -153,11 +143,6 @@ PMEWALD_INLINE void reduce_exp(D y, D& s, D& scale) {
   scale = (D)((ni + 1023) << 52);
 }
 
-// Coincident atoms (alpha r below 1e-10), as in the double kernel: r2 - this is
-// negative for them (float r = NaN, so the call's result is not finite and
-// pme.py names the pair), and rounds to r2 for any other pair.
-inline double coincident2(double alpha) { return 1e-20 / (alpha * alpha); }
-
 // The double inputs of one half (H lanes from b): r2, the exp's reduction s and
 // w = k q_i q_j 2^n. The differences are formed again by HalfSums::add (loads
 // from L1 are cheaper than keeping them live: AVX2 has 16 registers).
@@ -183,42 +168,21 @@ struct HalfIn {
 
 // Sums over lanes (double, H per register).
 template <int L>
-struct HalfSums {
+struct HalfSums : lanes::PairSums<typename VecF<L>::D, VecF<L>::H> {
   using D = typename VecF<L>::D;
-  D e = splat<D>(0.0), w00 = e, w01 = e, w02 = e, w11 = e, w12 = e, w22 = e, fx = e, fy = e, fz = e, f2 = e;
-  // Pair terms e' and g' (converted) of lanes [b, b + H): stores fr d into (ox, oy, oz).
-  PMEWALD_INLINE void add(const HalfIn<L>& in, D eu, D gu, const double* __restrict bx,
-                          const double* __restrict by, const double* __restrict bz, int b, double xi, double yi,
-                          double zi, double* __restrict ox, double* __restrict oy, double* __restrict oz) {
+  // Pair terms e' and g' (converted) of lanes [b, b + H), the differences formed
+  // again from the positions: stores fr d into (ox, oy, oz).
+  PMEWALD_INLINE void add_half(const HalfIn<L>& in, D eu, D gu, const double* __restrict bx,
+                               const double* __restrict by, const double* __restrict bz, int b, double xi,
+                               double yi, double zi, double* __restrict ox, double* __restrict oy,
+                               double* __restrict oz) {
     D xj, yj, zj;
     __builtin_memcpy(&xj, bx + b, sizeof(D));
     __builtin_memcpy(&yj, by + b, sizeof(D));
     __builtin_memcpy(&zj, bz + b, sizeof(D));
-    const D dx = xi - xj, dy = yi - yj, dz = zi - zj;
-    const D epair = in.w * eu, fr = in.w * gu;
-    const D fxb = fr * dx, fyb = fr * dy, fzb = fr * dz;
-    __builtin_memcpy(ox + b, &fxb, sizeof(D));
-    __builtin_memcpy(oy + b, &fyb, sizeof(D));
-    __builtin_memcpy(oz + b, &fzb, sizeof(D));
-    e += epair;
-    fx += fxb;
-    fy += fyb;
-    fz += fzb;
-    w00 += fxb * dx;
-    w01 += fxb * dy;
-    w02 += fxb * dz;
-    w11 += fyb * dy;
-    w12 += fyb * dz;
-    w22 += fzb * dz;
-    f2 += fr * fr * in.r2;
-  }
-  PMEWALD_INLINE void into(double* acc) const {
-    const D* v[PairBatchAcc::kSize] = {&e, &w00, &w11, &w22, &w01, &w02, &w12, &fx, &fy, &fz, &f2};
-    for (int k = 0; k < PairBatchAcc::kSize; ++k) {
-      double t = 0;
-      for (int l = 0; l < VecF<L>::H; ++l) t += (*v[k])[l];
-      acc[k] += t;
-    }
+    const D fr = in.w * gu;
+    this->add(in.w * eu, fr, xi - xj, yi - yj, zi - zj, b, ox, oy, oz);
+    this->f2 += fr * fr * in.r2;
   }
 };
 
@@ -233,13 +197,7 @@ PMEWALD_INLINE void block_mixed(int n, double* __restrict bx, double* __restrict
   const float a_tsp = static_cast<float>(alpha * kTwoOverSqrtPi);
   const double alpha2 = alpha * alpha, tiny2 = coincident2(alpha);
   HalfSums<L> sums;  // both halves' lanes (one set: 22 accumulators spill on AVX2's 16 registers)
-  const int padded = (n + L - 1) / L * L;
-  for (int b = n; b < padded; ++b) {  // a zero charge 1 / alpha away: contributes nothing
-    bx[b] = xi + 1.0 / alpha;
-    by[b] = yi;
-    bz[b] = zi;
-    bq[b] = 0.0;
-  }
+  const int padded = lanes::pad<L>(n, bx, by, bz, bq, xi, yi, zi, alpha);
   for (int b0 = 0; b0 < padded; b0 += L) {
     HalfIn<L> a, c;
     a.load(bx, by, bz, bq, b0, xi, yi, zi, kqi, alpha2);
@@ -251,10 +209,10 @@ PMEWALD_INLINE void block_mixed(int n, double* __restrict bx, double* __restrict
     const F eu = ex * verfcx_f(alpha_f * r) * inv_r;
     const F gu = (eu + a_tsp * ex) * inv_r * inv_r;
     // Double part: charges, scale and every sum.
-    sums.add(a, to_double<L, 0>(eu), to_double<L, 0>(gu), bx, by, bz, b0, xi, yi, zi, fx, fy, fz);
-    sums.add(c, to_double<L, 1>(eu), to_double<L, 1>(gu), bx, by, bz, b0 + H, xi, yi, zi, fx, fy, fz);
+    sums.add_half(a, to_double<L, 0>(eu), to_double<L, 0>(gu), bx, by, bz, b0, xi, yi, zi, fx, fy, fz);
+    sums.add_half(c, to_double<L, 1>(eu), to_double<L, 1>(gu), bx, by, bz, b0 + H, xi, yi, zi, fx, fy, fz);
   }
-  sums.into(acc);
+  sums.into(acc, PairBatchAcc::kSize);
 }
 
 template <int L>
@@ -263,13 +221,7 @@ PMEWALD_INLINE void batch_mixed(int n, const int* __restrict js, double xi, doub
                                 const double* __restrict q, double alpha, double* __restrict fx,
                                 double* __restrict fy, double* __restrict fz, double* __restrict acc) {
   alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch];
-  for (int b = 0; b < n; ++b) {
-    const int j = js[b];
-    bx[b] = x[j];
-    by[b] = y[j];
-    bz[b] = z[j];
-    bq[b] = q[j];
-  }
+  lanes::gather(n, js, x, y, z, q, bx, by, bz, bq);
   block_mixed<L>(n, bx, by, bz, bq, xi, yi, zi, kqi, alpha, fx, fy, fz, acc);
 }
 
@@ -296,25 +248,16 @@ PMEWALD_INLINE void erfc_lanes(int n, const double* __restrict x, double* __rest
   }
 }
 
-#define PMEWALD_MIXED_BLOCK_ARGS                                                                           \
-  int n, double *bx, double *by, double *bz, double *bq, double xi, double yi, double zi, double kqi,       \
-      double alpha, double *fx, double *fy, double *fz, double *acc
-#define PMEWALD_MIXED_BLOCK_PASS n, bx, by, bz, bq, xi, yi, zi, kqi, alpha, fx, fy, fz, acc
-#define PMEWALD_MIXED_BATCH_ARGS                                                                       \
-  int n, const int *js, double xi, double yi, double zi, double kqi, const double *x, const double *y, \
-      const double *z, const double *q, double alpha, double *fx, double *fy, double *fz, double *acc
-#define PMEWALD_MIXED_BATCH_PASS n, js, xi, yi, zi, kqi, x, y, z, q, alpha, fx, fy, fz, acc
-
 #if PMEWALD_X86_DISPATCH
-PMEWALD_TARGET_V4 void mixed_batch_v4(PMEWALD_MIXED_BATCH_ARGS) { batch_mixed<16>(PMEWALD_MIXED_BATCH_PASS); }
-PMEWALD_TARGET_V3 void mixed_batch_v3(PMEWALD_MIXED_BATCH_ARGS) { batch_mixed<8>(PMEWALD_MIXED_BATCH_PASS); }
-PMEWALD_TARGET_V4 void mixed_block_v4(PMEWALD_MIXED_BLOCK_ARGS) { block_mixed<16>(PMEWALD_MIXED_BLOCK_PASS); }
-PMEWALD_TARGET_V3 void mixed_block_v3(PMEWALD_MIXED_BLOCK_ARGS) { block_mixed<8>(PMEWALD_MIXED_BLOCK_PASS); }
+PMEWALD_TARGET_V4 void mixed_batch_v4(PMEWALD_BATCH_ARGS) { batch_mixed<16>(PMEWALD_BATCH_PASS); }
+PMEWALD_TARGET_V3 void mixed_batch_v3(PMEWALD_BATCH_ARGS) { batch_mixed<8>(PMEWALD_BATCH_PASS); }
+PMEWALD_TARGET_V4 void mixed_block_v4(PMEWALD_BLOCK_ARGS) { block_mixed<16>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V3 void mixed_block_v3(PMEWALD_BLOCK_ARGS) { block_mixed<8>(PMEWALD_BLOCK_PASS); }
 PMEWALD_TARGET_V4 void mixed_erfc_v4(int n, const double* x, double* e, double* g) { erfc_lanes<16>(n, x, e, g); }
 PMEWALD_TARGET_V3 void mixed_erfc_v3(int n, const double* x, double* e, double* g) { erfc_lanes<8>(n, x, e, g); }
 #endif
-void mixed_batch_base(PMEWALD_MIXED_BATCH_ARGS) { batch_mixed<4>(PMEWALD_MIXED_BATCH_PASS); }
-void mixed_block_base(PMEWALD_MIXED_BLOCK_ARGS) { block_mixed<4>(PMEWALD_MIXED_BLOCK_PASS); }
+void mixed_batch_base(PMEWALD_BATCH_ARGS) { batch_mixed<4>(PMEWALD_BATCH_PASS); }
+void mixed_block_base(PMEWALD_BLOCK_ARGS) { block_mixed<4>(PMEWALD_BLOCK_PASS); }
 void mixed_erfc_base(int n, const double* x, double* e, double* g) { erfc_lanes<4>(n, x, e, g); }
 
 using ErfcFn = void (*)(int, const double*, double*, double*);
@@ -334,8 +277,8 @@ const MixedDispatch& mixed_dispatch() {
 
 }  // namespace
 
-void erfc_pair_batch_mixed(PMEWALD_MIXED_BATCH_ARGS) { mixed_dispatch().batch(PMEWALD_MIXED_BATCH_PASS); }
-void erfc_pair_block_mixed(PMEWALD_MIXED_BLOCK_ARGS) { mixed_dispatch().block(PMEWALD_MIXED_BLOCK_PASS); }
+void erfc_pair_batch_mixed(PMEWALD_BATCH_ARGS) { mixed_dispatch().batch(PMEWALD_BATCH_PASS); }
+void erfc_pair_block_mixed(PMEWALD_BLOCK_ARGS) { mixed_dispatch().block(PMEWALD_BLOCK_PASS); }
 void erfc_mixed(int n, const double* x, double* erfc, double* exp_mx2) { mixed_dispatch().erfc(n, x, erfc, exp_mx2); }
 
 }  // namespace realspace

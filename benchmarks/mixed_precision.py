@@ -110,7 +110,7 @@ def run_error(comm, args):
                 mix = pmewald.PME(s.box, cut, comm=comm, skin=0, precision="mixed", alpha=p["alpha"],
                                   mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
                 rm = mix.compute(pos, q, ids=ids, exclusions=ex)
-                auto = pmewald.PME(s.box, cut, tolerance=tol, comm=comm, skin=0)
+                auto = pmewald.PME(s.box, cut, tolerance=tol, comm=comm, skin=0, precision="auto")
                 ra = auto.compute(pos, q, ids=ids, exclusions=ex)
 
                 def rel(a, b):

@@ -12,6 +12,9 @@ Typical use, on any number of MPI ranks::
 Each rank passes the atoms it has (any split: all on one rank, none on some,
 or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
+
+Longer than 600 lines because the PME class's docstring is the reference of every option
+(docs/api.md renders it); the tuning half lives in _tuning.py.
 """
 
 from __future__ import annotations
@@ -168,14 +171,15 @@ class PME(Tuning):
         rebuilds (``pair_list_builds``) and the seconds building, refreshing and evaluating
         the list. Used with ``real_space=True`` only; a call with ``potentials=True`` (or
         probes) searches afresh and leaves the list as it was. docs/realspace.md.
-    precision : "auto", "double" or "mixed"
-        The real-space pair kernel's arithmetic. ``"double"``: double precision throughout.
+    precision : "double", "mixed" or "auto"
+        The real-space pair kernel's arithmetic. ``"double"`` (default): double precision
+        throughout, results identical to rounding (1e-12) on any rank count and split.
         ``"mixed"``: distances' square roots, erfc and exp in single precision on twice the
         SIMD lanes, differences, charges and every sum (energy, virial, forces) in double;
         each pair's force is then good to a few float ulps, and ``estimated_error``
         includes the resulting RMS force error, ``c u sqrt(2 sum_pairs |f_pair|^2 / N)``
         (u = 2^-24, c measured; ``estimated_error_float`` in :attr:`parameters`).
-        ``"auto"`` (default): the first call's probe runs mixed and measures that
+        ``"auto"``: the first call's probe runs mixed and measures that
         estimate; mixed is kept when it is at most a tenth of ``tolerance`` (typically
         tolerances of 1e-4 and looser; never 1e-6 and tighter), else double. With an
         explicit ``mesh`` (nothing tuned) or ``real_space=False``, ``"auto"`` is double.
@@ -236,7 +240,7 @@ class PME(Tuning):
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
-                 precision="auto"):
+                 precision="double"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 

@@ -176,7 +176,7 @@ def _within_bound(comm, s, pair_list):
 def test_auto_picks_by_tolerance():
     """precision="auto" on water: double at 1e-6 (the float part, ~3e-7, would be more than
     a tenth of it), mixed at 1e-3, each result within its tolerance of a tight double
-    reference and the choice reported; an explicit mesh keeps double."""
+    reference and the choice reported; an explicit mesh keeps double; the default is double."""
     from mpi4py import MPI
 
     s = _water()
@@ -186,7 +186,7 @@ def test_auto_picks_by_tolerance():
     f_ref = ref.compute(s.positions, s.charges, **run).forces
     chosen = {}
     for tol in (1e-3, 1e-6):
-        pm = pmewald.PME(s.box, cut, tolerance=tol, comm=MPI.COMM_SELF, skin=0)
+        pm = pmewald.PME(s.box, cut, tolerance=tol, comm=MPI.COMM_SELF, skin=0, precision="auto")
         assert pm.parameters["precision"] is None  # not decided before the first call
         res = pm.compute(s.positions, s.charges, **run)
         chosen[tol] = pm.parameters["precision"]
@@ -196,8 +196,9 @@ def test_auto_picks_by_tolerance():
         else:
             assert pm.parameters["estimated_error_float"] == 0.0
     assert chosen == {1e-3: "mixed", 1e-6: "double"}
-    explicit = pmewald.PME(s.box, cut, mesh=(20, 20, 20), comm=MPI.COMM_SELF)
+    explicit = pmewald.PME(s.box, cut, mesh=(20, 20, 20), comm=MPI.COMM_SELF, precision="auto")
     assert explicit.parameters["precision"] == "double"
+    assert pmewald.PME(s.box, cut, comm=MPI.COMM_SELF).parameters["precision"] == "double"  # the default
 
 
 def test_bad_precision_refused():

@@ -279,7 +279,8 @@ migration.)doc");
       "pair_batch",
       [](py::array_t<double, py::array::c_style | py::array::forcecast> ri, double kqi,
          py::array_t<double, py::array::c_style | py::array::forcecast> rj,
-         py::array_t<double, py::array::c_style | py::array::forcecast> qj, double alpha, bool vector) {
+         py::array_t<double, py::array::c_style | py::array::forcecast> qj, double alpha, bool vector,
+         const std::string& precision) {
         const py::ssize_t n = qj.size();
         if (ri.size() != 3 || rj.ndim() != 2 || rj.shape(0) != n || rj.shape(1) != 3)
           throw py::value_error("pair_batch: ri (3,), rj (n, 3), qj (n,)");
@@ -297,14 +298,20 @@ migration.)doc");
           for (int d = 0; d < 3; ++d) r2 += (ri.data()[d] - r[d]) * (ri.data()[d] - r[d]);
           r2_max = std::max(r2_max, r2);
         }
-        if (vector && !(alpha * std::sqrt(r2_max) < kMaxAlphaR))
+        if (precision != "double" && precision != "mixed")
+          throw py::value_error("pair_batch: precision must be 'double' or 'mixed'");
+        const bool mixed = precision == "mixed";
+        if ((vector || mixed) && !(alpha * std::sqrt(r2_max) < kMaxAlphaR))
           throw py::value_error("pair_batch: the vector kernel needs alpha * r < 8 for every pair");
         std::vector<double> fx(kMaxBatch), fy(kMaxBatch), fz(kMaxBatch);
-        py::array_t<double> acc(PairBatchAcc::kSize);
-        std::fill(acc.mutable_data(), acc.mutable_data() + PairBatchAcc::kSize, 0.0);
-        (vector ? erfc_pair_batch : erfc_pair_batch_scalar)(
+        // acc: 10 values; the mixed kernel's 11th, sum |f_pair|^2, only for it.
+        const py::ssize_t n_acc = mixed ? PairBatchAcc::kSize : PairBatchAcc::kPairForce2;
+        std::vector<double> acc_all(PairBatchAcc::kSize, 0.0);
+        (mixed ? erfc_pair_batch_mixed : vector ? erfc_pair_batch : erfc_pair_batch_scalar)(
             static_cast<int>(n), js.data(), ri.data()[0], ri.data()[1], ri.data()[2], kqi, x.data(), y.data(),
-            z.data(), qj.data(), alpha, fx.data(), fy.data(), fz.data(), acc.mutable_data());
+            z.data(), qj.data(), alpha, fx.data(), fy.data(), fz.data(), acc_all.data());
+        py::array_t<double> acc(n_acc);
+        std::copy(acc_all.begin(), acc_all.begin() + n_acc, acc.mutable_data());
         py::array_t<double> f({n, py::ssize_t{3}});
         for (py::ssize_t b = 0; b < n; ++b) {
           f.mutable_data()[3 * b] = fx[b];
@@ -314,8 +321,21 @@ migration.)doc");
         return py::make_tuple(f, acc);
       },
       py::arg("ri"), py::arg("kqi"), py::arg("rj"), py::arg("qj"), py::arg("alpha"), py::arg("vector") = true,
+      py::arg("precision") = "double",
       "The real-space pair kernel on one atom's partners (pair_kernel.hpp): returns (fr d per pair (n, 3), "
-      "[sum e, virial xx yy zz xy xz yz, force on i x y z]). vector=False: the scalar table kernel.");
+      "[sum e, virial xx yy zz xy xz yz, force on i x y z, sum |fr d|^2 (mixed only)]). vector=False: the "
+      "scalar table kernel; precision='mixed': the mixed-precision kernel (pair_kernel_mixed.cpp).");
+  r.def(
+      "erfc_mixed",
+      [](py::array_t<double, py::array::c_style | py::array::forcecast> x) {
+        for (py::ssize_t k = 0; k < x.size(); ++k)
+          if (!(x.data()[k] >= 0 && x.data()[k] < kMaxAlphaR))
+            throw py::value_error("erfc_mixed: x must lie in [0, 8)");
+        py::array_t<double> e(x.size()), g(x.size());
+        erfc_mixed(static_cast<int>(x.size()), x.data(), e.mutable_data(), g.mutable_data());
+        return py::make_tuple(e, g);
+      },
+      py::arg("x"), "The mixed-precision pair kernel's erfc(x) and exp(-x^2) for x in [0, 8).");
   r.def("pair_kernel_isa", &pair_kernel_isa, "Instruction set of the pair kernel chosen for this CPU.");
 
   r.def(

@@ -18,6 +18,13 @@ namespace {
 using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
+// "double" or "mixed" (pmewald.PME validates it first; this guards direct use).
+PairPrecision parse_precision(const std::string& p) {
+  if (p == "double") return PairPrecision::Double;
+  if (p == "mixed") return PairPrecision::Mixed;
+  throw py::value_error("precision must be 'double' or 'mixed', got '" + p + "'");
+}
+
 
 }  // namespace
 
@@ -26,7 +33,7 @@ void bind_solver(py::module_& m) {
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
                        bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us,
-                       double skin) {
+                       double skin, const std::string& precision) {
              SolverOptions o;
              o.box = mat3_from_python(box);
              o.mesh = mesh;
@@ -43,6 +50,7 @@ void bind_solver(py::module_& m) {
              o.coulomb_constant = coulomb_constant;
              o.real_space = real_space;
              o.skin = skin;
+             o.precision = parse_precision(precision);
              MPI_Comm c = comm_from_python(comm);
              py::gil_scoped_release nogil;
              return std::make_unique<PMESolver>(c, o);
@@ -50,7 +58,7 @@ void bind_solver(py::module_& m) {
            py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("order"), py::arg("alpha"), py::arg("cutoff"),
            py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"),
            py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
-           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0)
+           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0, py::arg("precision") = "double")
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions, bool potentials) {
@@ -74,6 +82,7 @@ void bind_solver(py::module_& m) {
             d["virial"] = virial_to_python(r.virial);
             d["terms"] = r.terms;
             d["sum_force2"] = r.sum_force2;
+            d["sum_pair_force2"] = r.sum_pair_force2;
             d["sum_q"] = r.sum_q;
             d["sum_q2"] = r.sum_q2;
             d["n_atoms"] = r.n_atoms;
@@ -98,6 +107,14 @@ void bind_solver(py::module_& m) {
              py::gil_scoped_release nogil;
              s.set_skin(skin);
            })
+      .def("set_precision",
+           [](PMESolver& s, const std::string& precision) {
+             require_mpi_running();
+             const PairPrecision p = parse_precision(precision);
+             py::gil_scoped_release nogil;
+             s.set_precision(p);
+           })
+      .def_property_readonly("precision", [](const PMESolver& s) { return std::string(precision_name(s.precision())); })
       .def("timings", &PMESolver::timings)
       .def_property_readonly("comm_mode", [](const PMESolver& s) { return std::string(comm_mode_name(s.comm_mode())); })
       .def_property_readonly("overlap", &PMESolver::overlapping)

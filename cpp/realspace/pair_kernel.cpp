@@ -1,8 +1,10 @@
 #include "realspace/pair_kernel.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "realspace/erfc_table.hpp"
+#include "realspace/pair_lanes.hpp"
 #include "base/simd.hpp"
 
 // One source, several instruction sets: the kernel is a template over the
@@ -18,14 +20,7 @@ inline namespace realspace {
 
 namespace {
 
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-
-// Two atoms closer than this (alpha r below 1e-10; rc / 1e10 or so) are taken as one
-// position: r is computed as sqrt(r2 - coincident2), NaN for them, so the call's
-// result is not finite and the caller names the pair (python/pmewald/pme.py). For
-// any other pair r2 - coincident2 rounds to r2 (exact below ~1e-2 rc apart), so the
-// results do not change.
-inline double coincident2(double alpha) { return 1e-20 / (alpha * alpha); }
+using namespace lanes;  // pair_lanes.hpp: constants, coincident2, splat, gather, pad, PairSums
 
 // erfcx(x) = exp(x^2) erfc(x) on [0, 8] as a polynomial of degree 21 in
 // u = 1.5 t + 0.5, t = (x - 4) / (x + 4) (t in [-1, 1/3] maps to u in [-1, 1]):
@@ -60,23 +55,12 @@ constexpr double kErfcx[kErfcxDegree + 1] = {
 
 // exp(y) for y in [-64.1, 0]: y = n ln2 + r, |r| <= ln2 / 2, degree-13 Taylor
 // polynomial of exp(r) (truncation < 2e-16 relative), 2^n from the exponent bits.
-constexpr double kLog2e = 1.44269504088896340736;
-constexpr double kLn2Hi = 6.93147180369123816490e-01;
-constexpr double kLn2Lo = 1.90821492927058770002e-10;
-constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-
-#define PMEWALD_INLINE inline __attribute__((always_inline))
 
 template <int L>
 struct Vec {
   typedef double D __attribute__((vector_size(8 * L)));
   typedef long long I __attribute__((vector_size(8 * L)));
 };
-
-template <class V>
-PMEWALD_INLINE V splat(double a) {
-  return V{} + a;
-}
 
 template <class V, int L>
 PMEWALD_INLINE V vsqrt(V a) {
@@ -141,14 +125,8 @@ PMEWALD_INLINE void block(int n, double* __restrict bx, double* __restrict by, d
   using VL = typename Vec<L>::I;
   const double a_tsp = alpha * kTwoOverSqrtPi;
   const double tiny2 = coincident2(alpha);
-  V e = splat<V>(0), w00 = e, w01 = e, w02 = e, w11 = e, w12 = e, w22 = e, fxi = e, fyi = e, fzi = e;
-  const int padded = (n + L - 1) / L * L;
-  for (int b = n; b < padded; ++b) {
-    bx[b] = xi + 1.0 / alpha;
-    by[b] = yi;
-    bz[b] = zi;
-    bq[b] = 0.0;
-  }
+  lanes::PairSums<V, L> sums;
+  const int padded = lanes::pad<L>(n, bx, by, bz, bq, xi, yi, zi, alpha);
   for (int b0 = 0; b0 < padded; b0 += L) {
     V xj, yj, zj, qj;
     __builtin_memcpy(&xj, bx + b0, sizeof(V));
@@ -165,27 +143,9 @@ PMEWALD_INLINE void block(int n, double* __restrict bx, double* __restrict by, d
     const V kqq = kqi * qj;
     const V epair = kqq * erfc * inv_r;
     const V fr = (epair + kqq * a_tsp * ex) * inv_r * inv_r;
-    const V fxb = fr * dx, fyb = fr * dy, fzb = fr * dz;
-    __builtin_memcpy(fx + b0, &fxb, sizeof(V));
-    __builtin_memcpy(fy + b0, &fyb, sizeof(V));
-    __builtin_memcpy(fz + b0, &fzb, sizeof(V));
-    e += epair;
-    fxi += fxb;
-    fyi += fyb;
-    fzi += fzb;
-    w00 += fxb * dx;
-    w01 += fxb * dy;
-    w02 += fxb * dz;
-    w11 += fyb * dy;
-    w12 += fyb * dz;
-    w22 += fzb * dz;
+    sums.add(epair, fr, dx, dy, dz, b0, fx, fy, fz);
   }
-  const V* sums[PairBatchAcc::kSize] = {&e, &w00, &w11, &w22, &w01, &w02, &w12, &fxi, &fyi, &fzi};
-  for (int s = 0; s < PairBatchAcc::kSize; ++s) {
-    double t = 0;
-    for (int l = 0; l < L; ++l) t += (*sums[s])[l];
-    acc[s] += t;
-  }
+  sums.into(acc, PairBatchAcc::kPairForce2);  // no sum |f|^2 in double
 }
 
 // The kernel on partners js: gathered into contiguous scratch first.
@@ -195,22 +155,12 @@ PMEWALD_INLINE void batch(int n, const int* __restrict js, double xi, double yi,
                           const double* __restrict z, const double* __restrict q, double alpha, double* __restrict fx,
                           double* __restrict fy, double* __restrict fz, double* __restrict acc) {
   alignas(64) double bx[kMaxBatch], by[kMaxBatch], bz[kMaxBatch], bq[kMaxBatch];
-  for (int b = 0; b < n; ++b) {
-    const int j = js[b];
-    bx[b] = x[j];
-    by[b] = y[j];
-    bz[b] = z[j];
-    bq[b] = q[j];
-  }
+  lanes::gather(n, js, x, y, z, q, bx, by, bz, bq);
   block<L>(n, bx, by, bz, bq, xi, yi, zi, kqi, alpha, fx, fy, fz, acc);
 }
 
 using BlockFn = void (*)(int, double*, double*, double*, double*, double, double, double, double, double, double*,
                          double*, double*, double*);
-#define PMEWALD_BLOCK_ARGS                                                                                 \
-  int n, double *bx, double *by, double *bz, double *bq, double xi, double yi, double zi, double kqi,       \
-      double alpha, double *fx, double *fy, double *fz, double *acc
-#define PMEWALD_BLOCK_PASS n, bx, by, bz, bq, xi, yi, zi, kqi, alpha, fx, fy, fz, acc
 
 using BatchFn = void (*)(int, const int*, double, double, double, double, const double*, const double*,
                          const double*, const double*, double, double*, double*, double*, double*);
@@ -262,10 +212,6 @@ using UnitFn = void (*)(int, const int*, double, double, double, double, const d
 #define PMEWALD_UNIT_PASS n, js, xi, yi, zi, k, x, y, z, alpha, s, g
 // ---- end of potentials ----
 
-#define PMEWALD_BATCH_ARGS                                                                         \
-  int n, const int *js, double xi, double yi, double zi, double kqi, const double *x, const double *y, \
-      const double *z, const double *q, double alpha, double *fx, double *fy, double *fz, double *acc
-#define PMEWALD_BATCH_PASS n, js, xi, yi, zi, kqi, x, y, z, q, alpha, fx, fy, fz, acc
 
 using SelectFn = int (*)(const NeighbourQuery&, int, int, int*, int, int*, int&);
 
@@ -546,6 +492,18 @@ void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
 }
 
 const char* pair_kernel_isa() { return simd::isa_name(); }
+
+const char* precision_name(PairPrecision p) { return p == PairPrecision::Mixed ? "mixed" : "double"; }
+
+PairKernels pair_kernels(PairPrecision precision, double alpha_cutoff) {
+  const bool vector = alpha_cutoff < kMaxAlphaR;
+  if (precision == PairPrecision::Mixed) {
+    if (!vector) throw std::invalid_argument("the mixed-precision pair kernel needs alpha * cutoff < 8");
+    return {erfc_pair_batch_mixed, erfc_pair_block_mixed};
+  }
+  if (!vector) return {erfc_pair_batch_scalar, nullptr};
+  return {erfc_pair_batch, erfc_pair_block};
+}
 
 }  // namespace realspace
 }  // namespace pmewald

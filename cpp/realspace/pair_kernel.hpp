@@ -12,7 +12,9 @@
 // Writes fr d of pair b to (fx, fy, fz)[b] (the caller subtracts it from j;
 // the arrays need room for n rounded up to a multiple of 8, n <= kMaxBatch)
 // and ADDS to acc[0..9]: sum e, the virial sum fr d_a d_b in base/virial.hpp's
-// order (xx, yy, zz, xy, xz, yz), and the force on i (fx, fy, fz).
+// order (xx, yy, zz, xy, xz, yz), and the force on i (fx, fy, fz); the
+// mixed-precision kernels also add sum |fr d|^2 to acc[10] (the error model's
+// input, below), the double ones leave it.
 //
 // erfc(x) = exp(-x^2) erfcx(x): exp by range reduction and a polynomial,
 // erfcx by a polynomial in (x - 4)/(x + 4) (both ~1e-15 relative), valid for
@@ -30,8 +32,9 @@ namespace pmewald {
 inline namespace realspace {
 
 struct PairBatchAcc {
-  static constexpr int kSize = 10;  // E, W xx yy zz xy xz yz (Virial's order), F_i x y z
-  static constexpr int kEnergy = 0, kVirial = 1, kForce = 7;
+  // E, W xx yy zz xy xz yz (Virial's order), F_i x y z, sum |f_pair|^2 (mixed only)
+  static constexpr int kSize = 11;
+  static constexpr int kEnergy = 0, kVirial = 1, kForce = 7, kPairForce2 = 10;
 
   // One pair in the scalar paths (erfc_pair_batch_scalar, excluded pairs): its
   // force on i f = fr d, the weighted virial w f_a d_b into acc[1..6] and f into
@@ -122,6 +125,43 @@ void erfc_pair_batch_scalar(int n, const int* js, double xi, double yi, double z
 // The instruction set the dispatcher chose for erfc_pair_batch on this CPU
 // (e.g. "x86-64-v4 (AVX-512, 8 lanes)"), for show_config and benchmarks.
 const char* pair_kernel_isa();
+
+// ---- Kernel precision (a strategy chosen once per solver) ----
+//
+// Double: the kernels above. Mixed (pair_kernel_mixed.cpp): the same contract
+// (alpha r < kMaxAlphaR; scratch for n rounded up to a multiple of 16) with the
+// distances' square roots, erfc and exp in single precision on twice the lanes
+// (16 AVX-512, 8 AVX2, 4 baseline) and the differences, charges, the exp's range
+// reduction and every sum in double; each pair's e and f have a relative error of
+// a few float ulps (u = 2^-24), so the forces' RMS error is about
+// c u sqrt(2 sum_pairs |f_pair|^2 / N) with c measured (docs/realspace.md), from
+// the sum the kernel adds to acc[kPairForce2]. Potentials and fields stay double.
+enum class PairPrecision { Double, Mixed };
+const char* precision_name(PairPrecision p);
+
+void erfc_pair_batch_mixed(int n, const int* js, double xi, double yi, double zi, double kqi, const double* x,
+                           const double* y, const double* z, const double* q, double alpha, double* fx,
+                           double* fy, double* fz, double* acc);
+void erfc_pair_block_mixed(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi, double zi,
+                           double kqi, double alpha, double* fx, double* fy, double* fz, double* acc);
+// The mixed kernels' erfc(x) and exp(-x^2) for x in [0, kMaxAlphaR) (x^2 reduced
+// in double, x rounded to float), for tests and the accuracy table.
+void erfc_mixed(int n, const double* x, double* erfc, double* exp_mx2);
+
+// The kernels one evaluation runs: batch (partners by index) and block (gathered
+// partners; nullptr for the scalar table kernel, which takes indices only).
+struct PairKernels {
+  using Batch = void (*)(int, const int*, double, double, double, double, const double*, const double*,
+                         const double*, const double*, double, double*, double*, double*, double*);
+  using Block = void (*)(int, double*, double*, double*, double*, double, double, double, double, double,
+                         double*, double*, double*, double*);
+  Batch batch = nullptr;
+  Block block = nullptr;
+};
+// For alpha * cutoff: the vector kernels of `precision` below kMaxAlphaR, the
+// scalar table kernel at and above it (Double only: Mixed there is refused by
+// the solver's options check, std::invalid_argument here).
+PairKernels pair_kernels(PairPrecision precision, double alpha_cutoff);
 
 }  // namespace realspace
 }  // namespace pmewald

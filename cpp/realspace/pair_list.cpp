@@ -101,7 +101,7 @@ namespace {
 
 struct ListKernel {
   using value_type = double[];
-  unsigned value_count = 10;  // as HalfPairKernel's
+  unsigned value_count = 11;  // as HalfPairKernel's
   static constexpr int kBatch = HalfPairKernel::kBatch;
   HalfPairKernel kern;  // the build's sorted atoms (positions refreshed), exclusions, constants
   const int *row_off, *js, *ex_off;
@@ -140,8 +140,8 @@ struct ListKernel {
         }
         if (n == 0) continue;
         evaluated += n;
-        if (kern.vector_kernel) {
-          erfc_pair_block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
+        if (kern.kernels.block) {
+          kern.kernels.block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
           for (int b = 0; b < n; ++b) {
             access(sel[b], 0) -= bfx[b];
             access(sel[b], 1) -= bfy[b];
@@ -167,6 +167,7 @@ struct ListKernel {
       acc[2 + v] += sums[PairBatchAcc::kVirial + v] + excl_sums[PairBatchAcc::kVirial + v];
     acc[8] += b1 - b0;
     acc[9] += evaluated;
+    acc[10] += sums[PairBatchAcc::kPairForce2];
   }
 };
 
@@ -175,7 +176,7 @@ struct ListKernel {
 // The evaluation of one call (row_blocks.hpp: fixed blocks of kPairBlockRows rows,
 // sums added in block order, so the result does not depend on when the pieces run
 // nor on the number of threads).
-class PairList::Sweep final : public detail::RowBlocks<ListKernel, 10> {
+class PairList::Sweep final : public detail::RowBlocks<ListKernel, 11> {
  public:
   static_assert(kBlockRows == RealSpace::kPairBlockRows, "one block size for every pair loop");
   View2<double> sforce{"pair_list_forces", 0, 3};
@@ -305,6 +306,7 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   kern.k = coulomb_constant;
   kern.pairs = true;
   kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+  kern.kernels = pair_kernels(precision_, alpha * cutoff);
   sw.kern.row_off = table_.row_off.data();
   sw.kern.js = table_.js.data();
   sw.kern.ex_off = table_.ex_off.data();
@@ -344,6 +346,7 @@ RealSpaceTerms PairList::finish(double* forces_out) {
     for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sw.sums[2 + k];
     t.candidates = sw.sums[8];
     t.pairs = sw.sums[9];
+    t.pair_force2 = sw.sums[10];
     const std::vector<std::int64_t>& off = mig_.owned_payload_offsets();
     const std::vector<std::int64_t>& partners = mig_.owned_payload();
     const auto own_id = mig_.owned_ids();

@@ -70,6 +70,8 @@ class PairList {
   void set_geometry(const PeriodicCell& cell, const Int3& mesh);
   // The next call rebuilds (e.g. the exclusions changed). No MPI.
   void invalidate() { valid_ = false; }
+  // The erfc pairs' kernel precision for the next begin() (pair_kernel.hpp). No MPI.
+  void set_precision(PairPrecision p) { precision_ = p; }
 
   // Local, no MPI: 1 when this rank needs a new list for these atoms of the
   // caller (see the header), else 0; keeps the displacements for begin().
@@ -117,6 +119,7 @@ class PairList {
   PairTable table_;
   std::unique_ptr<Sweep> sweep_;
   bool valid_ = false, have_geometry_ = false;
+  PairPrecision precision_ = PairPrecision::Double;
   PeriodicCell cell_;
   // The caller's atoms at the build: positions (as passed), ids.
   std::vector<double> ref_r_;

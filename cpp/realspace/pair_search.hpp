@@ -40,7 +40,7 @@ using ScatterForces = Kokkos::Experimental::ScatterView<double**, Kokkos::Layout
 // counts half on each side and only its owned atom gets the force.
 struct HalfPairKernel {
   using value_type = double[];
-  unsigned value_count = 10;  // E_real, E_excl, W (6, Virial's order), candidates, pairs
+  unsigned value_count = 11;  // E_real, E_excl, W (6, Virial's order), candidates, pairs, sum |f_pair|^2
   static constexpr int kBatch = kMaxBatch;
   // Cells per cutoff along each axis (a pair within the cutoff is at most
   // that many cells apart); x cells are finer in orthorhombic boxes.
@@ -67,6 +67,7 @@ struct HalfPairKernel {
   bool pairs = true;  // false: only the exclusion corrections (real_space=False)
   bool any_excl = false;
   bool vector_kernel = true;  // alpha * cutoff < kMaxAlphaR
+  PairKernels kernels = pair_kernels(PairPrecision::Double, 0.0);  // the erfc pairs' (pair_kernel.hpp)
 
   // ---- Potentials and fields (on request; RealSpace::request_potentials) ----
   // Per sorted atom (phi, E_x, E_y, E_z): phi_i = sum_j k q_j erfc(alpha r)/r and
@@ -322,6 +323,7 @@ struct HalfPairKernel {
       acc[2 + v] += sums[PairBatchAcc::kVirial + v] + excl_sums[PairBatchAcc::kVirial + v];
     acc[8] += candidates;
     acc[9] += evaluated;
+    acc[10] += sums[PairBatchAcc::kPairForce2];
   }
 
   // The erfc terms of the pairs (i, js[b]), b < count (count <= kBatch), i at
@@ -330,8 +332,7 @@ struct HalfPairKernel {
   template <class Access>
   void evaluate_batch(const int* js, int count, double xi, double yi, double zi, double kqi, double* bfx,
                       double* bfy, double* bfz, double* sums, Access& access) const {
-    (vector_kernel ? erfc_pair_batch : erfc_pair_batch_scalar)(count, js, xi, yi, zi, kqi, x.data(), y.data(),
-                                                                z.data(), q.data(), alpha, bfx, bfy, bfz, sums);
+    kernels.batch(count, js, xi, yi, zi, kqi, x.data(), y.data(), z.data(), q.data(), alpha, bfx, bfy, bfz, sums);
     for (int b = 0; b < count; ++b) {
       const int j = js[b];
       access(j, 0) -= bfx[b];

@@ -49,7 +49,7 @@ void ensure1(V& v, std::size_t n, const char* label) {
 // The pair loop of one compute_local (row_blocks.hpp: fixed blocks of
 // kPairBlockRows rows, run in pieces or at once), and what finish_local needs of
 // begin_local.
-class RealSpace::PairSweep final : public detail::RowBlocks<HalfPairKernel, 10> {
+class RealSpace::PairSweep final : public detail::RowBlocks<HalfPairKernel, 11> {
  public:
   using SortedForces =
       decltype(Kokkos::subview(View2<double>(), std::make_pair(std::size_t(0), std::size_t(0)), Kokkos::ALL()));
@@ -116,6 +116,7 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   kern.k = coulomb_constant;
   kern.pairs = pair_terms;
   kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
+  kern.kernels = pair_kernels(precision_, alpha * cutoff);
   // Potentials (request_potentials): a 4-column scatter target per sorted atom
   // (a one-row placeholder when off, never written).
   kern.potentials = want_pot_;
@@ -325,6 +326,7 @@ RealSpaceTerms RealSpace::finish_local() {
     t.exclusion = sums[1];
     t.candidates = sums[8];
     t.pairs = sums[9];
+    t.pair_force2 = sums[10];
     for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums[2 + k];
 
     for (std::size_t i = 0; i < n_o && err.empty(); ++i)
@@ -366,6 +368,7 @@ void RealSpace::terms_to_sum(const RealSpaceTerms& local, double* in) {
   in[2] = local.sum_q;
   in[3] = local.sum_q2;
   for (int k = 0; k < Virial::kComponents; ++k) in[4 + k] = local.virial[k];
+  in[4 + Virial::kComponents] = local.pair_force2;
 }
 
 RealSpaceTerms RealSpace::terms_from_sums(const double* out, const PeriodicCell& cell, double alpha,
@@ -376,6 +379,7 @@ RealSpaceTerms RealSpace::terms_from_sums(const double* out, const PeriodicCell&
   t.sum_q = out[2];
   t.sum_q2 = out[3];
   for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = out[4 + k];
+  t.pair_force2 = out[4 + Virial::kComponents];
   t.self = -coulomb_constant * alpha / std::sqrt(kPi) * t.sum_q2;
   t.background = -coulomb_constant * kPi * t.sum_q * t.sum_q / (2.0 * cell.volume * alpha * alpha);
   t.virial.add_isotropic(t.background);

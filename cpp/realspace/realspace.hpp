@@ -32,6 +32,7 @@
 #include "comm/overlap.hpp"
 #include "realspace/migration.hpp"
 #include "realspace/exclusions.hpp"
+#include "realspace/pair_kernel.hpp"
 
 namespace pmewald {
 inline namespace realspace {
@@ -54,6 +55,10 @@ struct RealSpaceTerms {
   double t_migrate = 0, t_exclusions = 0, t_ghosts = 0, t_cells = 0, t_pairs = 0, t_reverse = 0;
   // Neighbour-search statistics on this rank: distances checked, pairs evaluated.
   double candidates = 0, pairs = 0;
+  // Sum over the evaluated pairs of |f_pair|^2 with the mixed-precision kernel
+  // (its error model's input, pair_kernel.hpp), 0 with the double one; summed
+  // over ranks by reduce_terms.
+  double pair_force2 = 0;
   double energy() const { return real + exclusion + self + background; }
 };
 
@@ -103,6 +108,9 @@ class RealSpace {
     want_pot_ = on;
     pot_out_ = out;
   }
+  // The erfc pairs' kernel precision from the next begin_local on (pair_kernel.hpp;
+  // Double by default). No MPI.
+  void set_precision(PairPrecision p) { precision_ = p; }
 
   // Collective: sums local terms over ranks and adds the self and background
   // terms (background virial E_bg * identity). Identical on every rank.
@@ -112,7 +120,7 @@ class RealSpace {
   // reduce_terms in two halves, for a caller that sums them over ranks together
   // with its own numbers (one Allreduce instead of two): the kSums values to sum,
   // and the global terms from their sums.
-  static constexpr int kSums = 4 + Virial::kComponents;
+  static constexpr int kSums = 5 + Virial::kComponents;
   static void terms_to_sum(const RealSpaceTerms& local, double* out);
   // The pair list's build (pair_list.hpp; defined in pair_list.cpp): mig's atoms
   // sorted as for compute_local at search radius `radius` (mig's ghosts exchanged
@@ -145,6 +153,7 @@ class RealSpace {
   std::unique_ptr<PairSweep> sweep_;
   // Potentials (request_potentials): the output, per sorted atom, the ghosts' rows.
   bool want_pot_ = false;
+  PairPrecision precision_ = PairPrecision::Double;
   View2<double> pot_out_, spot_;
   std::vector<double> ghost_pot_;
 };

@@ -38,6 +38,9 @@ std::string check_options(const SolverOptions& o) {
     return "coulomb_constant must be a positive finite number";
   if (!(o.cutoff > 0) || !std::isfinite(o.cutoff)) return "cutoff must be a positive finite number";
   if (!(o.skin >= 0) || !std::isfinite(o.skin)) return "skin must be a non-negative finite number";
+  if (o.precision == PairPrecision::Mixed && o.real_space && !(o.alpha * o.cutoff < kMaxAlphaR))
+    return "precision 'mixed' needs alpha * cutoff < 8 (the range of its erfc), got " +
+           std::to_string(o.alpha * o.cutoff);
   if (o.overlap_poll.poll_rows < 1) return "overlap poll_rows must be at least 1";
   if (!(o.overlap_poll.poll_seconds > 0) || !std::isfinite(o.overlap_poll.poll_seconds))
     return "overlap poll interval must be a positive finite number of seconds";
@@ -56,7 +59,7 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
                      double(static_cast<int>(o.differentiation)), double(static_cast<int>(o.mode)),
                      o.coulomb_constant, o.real_space ? 1.0 : 0.0, o.choose_mode ? 1.0 : 0.0,
                      o.overlap ? (*o.overlap ? 1.0 : 0.0) : -1.0, double(o.overlap_poll.poll_rows),
-                     o.overlap_poll.poll_seconds, o.skin});
+                     o.overlap_poll.poll_seconds, o.skin, double(static_cast<int>(o.precision))});
   return v;
 }
 
@@ -70,6 +73,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
                      "order, alpha, differentiation, comm_mode, coulomb_constant, real_space and overlap");
   configure_overlap();
+  realspace_.set_precision(opt_.precision);
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
   const int P = comm_.size(), me = comm_.rank();
@@ -129,7 +133,10 @@ void PMESolver::configure_list() {
   list_skin_ = opt_.real_space ? std::min(opt_.skin, 0.5 * cell_.min_height() - opt_.cutoff) : 0.0;
   if (!(list_skin_ > 0)) list_skin_ = 0;
   if (list_skin_ > 0 && !list_) list_ = std::make_unique<PairList>(comm_.get());
-  if (list_) list_->set_geometry(cell_, opt_.mesh);
+  if (list_) {
+    list_->set_geometry(cell_, opt_.mesh);
+    list_->set_precision(opt_.precision);
+  }
 }
 
 void PMESolver::adopt(const SolverOptions& next, const char* differs) {
@@ -143,6 +150,14 @@ void PMESolver::set_skin(double skin) {
   next.skin = skin;
   adopt(next, "set_skin: the skin differs between ranks");
   configure_list();
+}
+
+void PMESolver::set_precision(PairPrecision precision) {
+  SolverOptions next = opt_;
+  next.precision = precision;
+  adopt(next, "set_precision: the precision differs between ranks");
+  realspace_.set_precision(precision);
+  if (list_) list_->set_precision(precision);
 }
 
 void PMESolver::set_box(const Mat3& box) {
@@ -419,6 +434,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   res.energy = sums[kReal] + terms.energy();
   for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[kReal + 1 + k] + terms.virial[k];
   res.sum_force2 = sums[kSums - 2];
+  res.sum_pair_force2 = terms.pair_force2;
   res.sum_q = terms.sum_q;
   res.sum_q2 = terms.sum_q2;
   res.n_atoms = n_total;

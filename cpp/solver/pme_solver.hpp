@@ -67,6 +67,9 @@ struct SolverOptions {
   // skin (length units); 0: a fresh search every call. Used with real_space only,
   // and limited to half the smallest cell height minus the cutoff (skin_used()).
   double skin = 0;
+  // The erfc pair kernel's precision (realspace/pair_kernel.hpp): Mixed needs
+  // alpha * cutoff < 8. Potentials and fields are computed in double either way.
+  PairPrecision precision = PairPrecision::Double;
 };
 
 struct SolverResult {
@@ -74,6 +77,7 @@ struct SolverResult {
   std::map<std::string, double> terms;  // real, reciprocal, self, background, exclusion
   Virial virial;                        // W = -dE/d(eps); virial.matrix() is the 3x3
   double sum_force2 = 0;                // sum over all atoms of |F_i|^2
+  double sum_pair_force2 = 0;           // mixed precision: sum over the erfc pairs of |f_pair|^2 (else 0)
   double sum_q = 0, sum_q2 = 0;
   std::int64_t n_atoms = 0;
 };
@@ -112,6 +116,9 @@ class PMESolver {
   bool overlapping() const { return overlap_ != nullptr; }
   // Collective: another skin for the next calls (a new list; 0: none).
   void set_skin(double skin);
+  // Collective: another pair-kernel precision for the next calls (options.precision).
+  void set_precision(PairPrecision precision);
+  PairPrecision precision() const { return opt_.precision; }
   // The pair list's skin for the current box (0: no list).
   double skin_used() const { return list_ ? list_skin_ : 0.0; }
   const Box3& brick() const { return halo_->brick(); }

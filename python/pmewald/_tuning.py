@@ -47,6 +47,18 @@ _MARGIN = 0.8
 # Smallest force scale, as a fraction of the typical force k q_rms^2 / d^2: below it the
 # relative measure is meaningless (forces that cancel by symmetry, perfect crystals).
 _FORCE_FLOOR = 0.01
+# The mixed-precision pair kernel (precision="mixed"; docs/realspace.md): the RMS force
+# error its float rounding adds is estimated as _MIXED_C * 2^-24 * sqrt(2 S / N), S the sum
+# over the evaluated pairs of |f_pair|^2 (each pair's relative error a few float ulps,
+# independent between pairs: the errors of atom i's pairs add in quadrature). _MIXED_C is
+# measured (benchmarks/mixed_precision.py: estimate / measured 1.1-1.4 on water and random
+# charges, tolerances 1e-3 to 1e-6), so the estimate bounds the float part.
+_MIXED_C = 2.5
+_FLOAT_ULP = 2.0 ** -24
+# precision="auto" keeps mixed when that estimate is at most this fraction of the tolerance.
+_MIXED_SHARE = 0.1
+# The kernel's range (its float erfc): alpha * cutoff below this.
+MIXED_MAX_ALPHA_R = 8.0
 # Smallest energy scale for the energy check, as a fraction of k sum q^2 / d (systems
 # whose energy is a cancellation to ~0).
 _ENERGY_FLOOR = 1e-4
@@ -78,9 +90,33 @@ class Tuning:
         self._choice = choice
         self._build(choice["alpha"], choice["mesh"], choice["order"], choice["differentiation"])
 
+    def _kernel_precision(self):
+        """The pair kernel the current solver runs: the decided precision, or (``"auto"``
+        before the first call's probe has decided) mixed, whose run gives the sum the
+        decision needs."""
+        return self._precision or "mixed"
+
+    def _float_error(self, n_atoms):
+        """The absolute RMS force error of the mixed kernel's float rounding at the last
+        call (0 with double): _MIXED_C u sqrt(2 S / N)."""
+        if self._kernel_precision() != "mixed" or not self._real_space:
+            return 0.0
+        return _MIXED_C * _FLOAT_ULP * math.sqrt(2.0 * max(self._pair_force2, 0.0) / n_atoms)
+
+    def _choose_precision(self, scale, n_atoms):
+        """precision="auto", on the probe's (mixed) result: mixed when its float error is
+        at most _MIXED_SHARE x tolerance x the force scale, else double (rounded to two
+        digits like the scale, so every rank count decides alike)."""
+        if self._precision is not None:
+            return
+        share = float(f"{self._float_error(n_atoms) / scale:.1e}") if scale > 0 else math.inf
+        self._precision = "mixed" if share <= _MIXED_SHARE * self._tolerance else "double"
+
     def _estimate(self, sum_q2, n_atoms):
-        """(absolute estimate, parts) for the current parameters; cached, since the
-        reciprocal estimate sums over the mesh. set_box and _build clear the cache."""
+        """(absolute estimate, parts) for the current parameters: real space, mesh and
+        (mixed precision) the float rounding of the last call's pairs, in quadrature. The
+        first two are cached, since the reciprocal estimate sums over the mesh; set_box and
+        _build clear the cache."""
         from ._core import tuning
 
         p = self._params
@@ -92,8 +128,9 @@ class Tuning:
                                         real_volume=self._real_volume())
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
-            self._cache_estimate = (key, (math.hypot(e["real"], e["recip"]), e))
-        return self._cache_estimate[1]
+            self._cache_estimate = (key, e)
+        e = dict(self._cache_estimate[1], float=self._float_error(n_atoms))
+        return math.sqrt(e["real"] ** 2 + e["recip"] ** 2 + e["float"] ** 2), e
 
     def _charge_correlation(self, pos, q, sum_q2):
         """The charges' structure-factor table for the correlated error model (collective).
@@ -174,8 +211,12 @@ class Tuning:
                 raw = self._run(self._solver, pos, q, idv, ex)
                 probe = self._energy_point(raw)
                 scale = acceptable(raw)[1]
+                self._choose_precision(scale, n_atoms)
         for _ in range(3):
-            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan))
+            # The mesh and real-space estimates share what the float rounding leaves.
+            target = _MARGIN * self._tolerance * scale
+            target = math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
+            self._use(self._choose(target, sum_q2, n_atoms, scan))
             raw = self._run(self._solver, pos, q, idv, ex)
             if not self._real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale

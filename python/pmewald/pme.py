@@ -14,8 +14,8 @@ or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
 
 Longer than 600 lines because it is the documented face of the solver: the constructor's and
-compute's parameters and checks, the result and their docstrings (the stages live elsewhere:
-_tuning, _potentials, _slab, the C++ core).
+compute's parameters and checks, the result and their docstrings (docs/api.md renders them; the
+stages live elsewhere: _tuning, _potentials, _slab, the C++ core).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from . import _core, _potentials, _slab
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
-from ._tuning import Tuning
+from ._tuning import MIXED_MAX_ALPHA_R, Tuning
 from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
 _MODES = ("pt2pt", "nonblocking", "collective", "auto")
@@ -37,13 +37,14 @@ _MODES = ("pt2pt", "nonblocking", "collective", "auto")
 _POLL = (256, 100.0)
 _DIFFS = ("auto", "ad", "ik")
 _ERROR_MODELS = ("correlated", "uncorrelated")
+_PRECISIONS = ("auto", "double", "mixed")
 _TERMS = ("real", "reciprocal", "self", "background", "exclusion")
 # skin="auto": this fraction of the cutoff (docs/performance.md has the measurements).
 AUTO_SKIN_FRACTION = 0.1
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
 # call fails, so a failed first call leaves the object as it was.
 _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
-                 "_cache_estimate", "_energy_error", "_correlation")
+                 "_cache_estimate", "_energy_error", "_correlation", "_precision", "_pair_force2")
 
 
 @dataclass
@@ -184,6 +185,20 @@ class PME(Tuning):
         rebuilds (``pair_list_builds``) and the seconds building, refreshing and evaluating
         the list. Used with ``real_space=True`` only; a call with ``potentials=True`` (or
         probes) searches afresh and leaves the list as it was. docs/realspace.md.
+    precision : "double", "mixed" or "auto"
+        The real-space pair kernel's arithmetic. ``"double"`` (default): double precision
+        throughout, results identical to rounding (1e-12) on any rank count and split.
+        ``"mixed"``: distances' square roots, erfc and exp in single precision on twice the
+        SIMD lanes, differences, charges and every sum (energy, virial, forces) in double;
+        each pair's force is then good to a few float ulps, and ``estimated_error``
+        includes the resulting RMS force error, ``c u sqrt(2 sum_pairs |f_pair|^2 / N)``
+        (u = 2^-24, c measured; ``estimated_error_float`` in :attr:`parameters`).
+        ``"auto"``: the first call's probe runs mixed and measures that
+        estimate; mixed is kept when it is at most a tenth of ``tolerance`` (typically
+        tolerances of 1e-4 and looser; never 1e-6 and tighter), else double. With an
+        explicit ``mesh`` (nothing tuned) or ``real_space=False``, ``"auto"`` is double.
+        Potentials and fields are computed in double either way. ``parameters["precision"]``
+        says what is used (``None`` while ``"auto"`` has not decided). docs/realspace.md.
     error_model : "correlated" or "uncorrelated"
         How the reciprocal-space error is estimated (for the automatic choice and
         ``estimated_error``): ``"correlated"`` (default) weighs the error functional by
@@ -239,7 +254,7 @@ class PME(Tuning):
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
-                 slab=False, slab_gap="auto"):
+                 slab=False, slab_gap="auto", precision="double"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
@@ -274,6 +289,11 @@ class PME(Tuning):
                 raise ValueError(f"comm_mode must be one of {', '.join(_MODES)}, got {comm_mode!r}")
             if error_model not in _ERROR_MODELS:
                 raise ValueError(f"error_model must be 'correlated' or 'uncorrelated', got {error_model!r}")
+            if not isinstance(precision, str) or precision not in _PRECISIONS:
+                raise ValueError(f"precision must be 'auto', 'double' or 'mixed', got {precision!r}")
+            if precision == "mixed" and a is not None and not a * rc < MIXED_MAX_ALPHA_R:
+                raise ValueError(f"precision='mixed' needs alpha * cutoff < {MIXED_MAX_ALPHA_R:g} (the range of its "
+                                 f"erfc), got {a * rc:.6g}")
             k = float(coulomb_constant)
             if not (math.isfinite(k) and k > 0):
                 raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
@@ -308,16 +328,17 @@ class PME(Tuning):
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
             same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space), error_model, ov, poll, sk, sl is None),
+                                         bool(real_space), error_model, ov, poll, sk, sl is None, precision),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                            "real_space, error_model, overlap, overlap_poll, skin, slab and slab_gap")
+                            "real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap and precision")
             self._node_ranks = node_ranks(self._comm)
             # skin="auto": a fresh search on the first call (a single call costs what it did
             # without a list), the list from the second on (_compute).
             self._skin, self._skin_auto = sk, isinstance(skin, str)
             self._skin_active = 0.0 if self._skin_auto else sk
             self._slab = sl  # None, or the slab geometry and dipole correction (_slab.py)
+            self._precision_request = precision
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
             if sl is not None:
                 self._user_box = sl.box
@@ -345,6 +366,14 @@ class PME(Tuning):
         self._alpha = a if a is not None else math.sqrt(math.log(4.0 / tol)) / rc
         self._order = p
         self._differentiation = None if differentiation == "auto" else differentiation
+        # The pair kernel's precision (None: "auto", decided by the first call's probe,
+        # _tuning.Tuning._choose_precision); its input, the mixed kernel's sum over the
+        # pairs of |f_pair|^2 at the last call (0 with double).
+        req = self._precision_request
+        self._precision = None if req == "auto" else req
+        if req == "auto" and (m is not None or not real_space):
+            self._precision = "double"
+        self._pair_force2 = 0.0
         if m is not None:
             self._order = p if p is not None else 5
             self._differentiation = self._differentiation or "ad"
@@ -357,6 +386,8 @@ class PME(Tuning):
         new = {"alpha": float(alpha), "mesh": mesh, "order": int(order), "differentiation": differentiation}
         self._alpha, self._order, self._differentiation = new["alpha"], new["order"], differentiation
         if self._solver is not None and new == self._params:
+            if self._solver.precision != self._kernel_precision():
+                self._solver.set_precision(self._kernel_precision())  # collective, like every _build
             return
         self._solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self._real_space,
                                         skin=self._skin_active)
@@ -376,8 +407,10 @@ class PME(Tuning):
             check_fits(f"mesh {tuple(mesh)}", elements, nbytes, comm.Get_size(), self._node_ranks)
 
         agreed(comm, fits)
+        precision = self._kernel_precision() if real_space else "double"
         return _core.PMESolver(comm, self._box, mesh, order, alpha, self._cutoff, differentiation,
-                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll, skin)
+                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll, skin,
+                               precision)
 
     def _mode_used(self):
         """The mode the exchanges use: comm_mode, or with "auto" the measured winner
@@ -422,6 +455,7 @@ class PME(Tuning):
                  overlap=self._overlap_used(), overlap_poll=self._poll,
                  coulomb_constant=self._k, real_space=self._real_space,
                  error_model=self._error_model, box=self._user_box.copy(), skin=self._skin,
+                 precision=self._precision, precision_request=self._precision_request,
                  skin_used=self._solver.skin if self._solver is not None else None,
                  slab=self._slab is not None, slab_gap=self._slab.gap if self._slab is not None else None)
         p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
@@ -571,6 +605,8 @@ class PME(Tuning):
         """solver.compute, refusing a non-finite result (identical on every rank: the
         energy and the force and virial sums are reduced) with the reason."""
         raw = solver.compute(pos, q, idv, ex, potentials)
+        if solver is self._solver:
+            self._pair_force2 = float(raw["sum_pair_force2"])
         # NaN and inf survive the sums (inf - inf is NaN): three scalar checks.
         if not (math.isfinite(raw["energy"]) and math.isfinite(raw["sum_force2"])
                 and math.isfinite(raw["virial"].sum())):
@@ -604,7 +640,8 @@ class PME(Tuning):
         """All charges zero: exactly zero energy, forces, virial (and potentials and fields,
         which are linear in the charges); nothing tuned."""
         self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
-                               "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0}
+                               "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0,
+                               "estimated_error_float": 0.0}
         res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
                         terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
                         rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
@@ -618,13 +655,14 @@ class PME(Tuning):
     def _result(self, raw, n_atoms, sum_q, sum_q2, estimate=True) -> PMEResult:
         # estimate=False (pmewald.qeq's products): no error estimate (NaN), whose error model
         # is evaluated again for every new sum of squared charges (80 ms at 3k atoms).
-        est_abs, parts = self._estimate(sum_q2, n_atoms) if estimate else (math.nan, {"real": math.nan,
-                                                                                        "recip": math.nan})
+        est_abs, parts = self._estimate(sum_q2, n_atoms) if estimate else (
+            math.nan, {"real": math.nan, "recip": math.nan, "float": math.nan})
         rms = math.sqrt(raw["sum_force2"] / n_atoms)
         est_rel = est_abs / rms if rms > 0 else math.inf
         self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,
                                "estimated_error_real": parts["real"],
-                               "estimated_error_reciprocal": parts["recip"]}
+                               "estimated_error_reciprocal": parts["recip"],
+                               "estimated_error_float": parts["float"]}
         terms = {t: float(raw["terms"].get(t, 0.0)) for t in _TERMS}
         return PMEResult(energy=float(raw["energy"]), forces=raw["forces"], virial=np.asarray(raw["virial"]),
                          terms=terms, estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms,

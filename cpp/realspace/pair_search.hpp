@@ -136,6 +136,100 @@ struct HalfPairKernel {
   }
   // ---- end of potentials ----
 
+  // ---- Charge sets (on request; RealSpace::request_sets) ----
+  // n_sets charge vectors on the same atoms (qs: n_sorted x n_sets): per pair the
+  // unit-charge terms s and g once (as pair_potentials), then for each set c the
+  // kSetCols columns c * kSetCols + (phi_pair, phi_excl, E_x, E_y, E_z, w_xx, w_yy,
+  // w_zz, w_xy, w_xz, w_yz) of both atoms from the partner's charge of set c:
+  // phi += q_j s, E += q_j g d, w += q_j g d (x) d (Virial's order), so that per set
+  // E_real = sum_i q_i phi_pair,i / 2, F_i = q_i E_i and W = sum_i q_i w_i / 2.
+  // Excluded pairs add -k q_j erf(alpha r)/r and its gradient terms to phi_excl, E
+  // and w of their owned sides only (as their forces). The force kernel does not run.
+  static constexpr int kSetCols = 11;
+  static constexpr int kSetTerms = 10;  // s, g d (3), g d d (6)
+  int n_sets = 0;       // 0: off
+  View2<double> qs;     // n_sorted x n_sets
+  ScatterForces ssets;  // n_sorted x (kSetCols * n_sets)
+
+  // The ten unit-charge terms of pair (i, j) with s and g (the pair's d = r_i - r_j).
+  static void set_terms(double s, double g, double dx, double dy, double dz, double* t) {
+    const double gx = g * dx, gy = g * dy, gz = g * dz;
+    t[0] = s;
+    t[1] = gx;
+    t[2] = gy;
+    t[3] = gz;
+    t[4 + Virial::XX] = gx * dx;
+    t[4 + Virial::YY] = gy * dy;
+    t[4 + Virial::ZZ] = gz * dz;
+    t[4 + Virial::XY] = gx * dy;
+    t[4 + Virial::XZ] = gx * dz;
+    t[4 + Virial::YZ] = gy * dz;
+  }
+
+  // Adds the terms t (of the pair seen from a) with partner charge qj to a's row at
+  // column `col` (the potential's column) and with charge qa to j's (the field mirrored).
+  template <class Access>
+  static void add_set_terms(Access& acc, int row, int col, int e_col, double q, const double* t, double sign) {
+    acc(row, col) += q * t[0];
+    for (int d = 0; d < 3; ++d) acc(row, e_col + d) += sign * q * t[1 + d];
+    for (int v = 0; v < 6; ++v) acc(row, e_col + 3 + v) += q * t[4 + v];
+  }
+
+  // The pairs (a, js[b]) of every set.
+  template <class Access>
+  void pair_sets(const int* js, int count, double xi, double yi, double zi, int a, Access& acc) const {
+    const double a_tsp = alpha * kTwoOverSqrtPi;
+    double bs[kBatch], bg[kBatch];
+    if (vector_kernel) erfc_unit_batch(count, js, xi, yi, zi, k, x.data(), y.data(), z.data(), alpha, bs, bg);
+    double t[kSetTerms][kBatch];
+    for (int b = 0; b < count; ++b) {
+      const int j = js[b];
+      const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
+      if (!vector_kernel) {  // alpha r up to anything: the table
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double inv_r = 1.0 / std::sqrt(r2);
+        double erfc_ar, exp_mar2;
+        ErfcTable::eval(erfc_coef, alpha * r2 * inv_r, erfc_ar, exp_mar2);
+        bs[b] = k * erfc_ar * inv_r;
+        bg[b] = (bs[b] + k * a_tsp * exp_mar2) * inv_r * inv_r;
+      }
+      double tb[kSetTerms];
+      set_terms(bs[b], bg[b], dx, dy, dz, tb);
+      for (int v = 0; v < kSetTerms; ++v) t[v][b] = tb[v];
+    }
+    for (int c = 0; c < n_sets; ++c) {
+      const double qa = qs(a, c);
+      const int col = c * kSetCols;
+      double sa[kSetTerms] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+      for (int b = 0; b < count; ++b) {
+        const int j = js[b];
+        const double qj = qs(j, c);
+        double tb[kSetTerms];
+        for (int v = 0; v < kSetTerms; ++v) {
+          tb[v] = t[v][b];
+          sa[v] += qj * tb[v];
+        }
+        add_set_terms(acc, j, col, col + 2, qa, tb, -1.0);
+      }
+      add_set_terms(acc, a, col, col + 2, 1.0, sa, 1.0);
+    }
+  }
+
+  // An excluded pair's terms in every set (phi_excl; owned sides only).
+  template <class Access>
+  void excluded_sets(int a, int j, double dx, double dy, double dz, Access& acc) const {
+    double s, g, t[kSetTerms];
+    excluded_pair(k, dx * dx + dy * dy + dz * dz, s, g);
+    set_terms(s, g, dx, dy, dz, t);
+    const bool a_owned = sowner(a) >= 0, j_owned = own(j) != 0.0;
+    for (int c = 0; c < n_sets; ++c) {
+      const int col = c * kSetCols;
+      if (a_owned) add_set_terms(acc, a, col + 1, col + 2, qs(j, c), t, 1.0);
+      if (j_owned) add_set_terms(acc, j, col + 1, col + 2, qs(a, c), t, -1.0);
+    }
+  }
+  // ---- end of charge sets ----
+
   // Distance from coordinate v to cell c's slab along axis d (0 inside).
   double gap(double v, int c, int d) const {
     const double lo = (flo[d] + c * wf[d]) * len[d], hi = lo + wf[d] * len[d];
@@ -290,9 +384,14 @@ struct HalfPairKernel {
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
     double e_excl = 0, evaluated = 0;
 
+    auto set_access = ssets.access();
     auto evaluate = [&](int* js, int count) {
       if (!pairs || count == 0) return;
       evaluated += count;
+      if (n_sets > 0) {
+        pair_sets(js, count, xi, yi, zi, a, set_access);
+        return;
+      }
       evaluate_batch(js, count, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
       if (potentials) pair_potentials(js, count, xi, yi, zi, q(a), pa, pot_access);
     };
@@ -305,6 +404,10 @@ struct HalfPairKernel {
         const int j = maybe[b];
         if (!excluded(a, j)) {
           if (keeps(a, j)) maybe[kept++] = j;
+          continue;
+        }
+        if (n_sets > 0) {
+          excluded_sets(a, j, xi - x(j), yi - y(j), zi - z(j), set_access);
           continue;
         }
         add_excluded(a, j, own_a, e_excl, excl_sums, access);

@@ -164,17 +164,23 @@ double PMESolver::lap(const char* phase, double start) {
   return now;
 }
 
-void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials) {
+// B-spline stencils of the owned atoms from the migration's own fractional
+// coordinates, so ownership and stencil base agree to the last bit.
+void PMESolver::stencils() {
   static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const double t = wall_seconds();
+  compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(),
+                   opt_.differentiation == Differentiation::AD, stencil_);
+  timers_.add("spread", wall_seconds() - t);
+}
+
+void PMESolver::reciprocal(View1<double> q, SolverResult& res, View2<double> forces, Overlap* overlap,
+                           bool potentials) {
   const bool ad = opt_.differentiation == Differentiation::AD;
   const Box3& ext = halo_->extended();
   hidden_mark_ = overlap_ ? overlap_->stats().work_seconds : 0;
   double t = wall_seconds();
-  // Stencils from the migration's own fractional coordinates, so ownership and
-  // stencil base agree to the last bit.
-  compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
-                            stencil_);
-  spread(stencil_, migration_.owned_charges(), ext, grid_, true);
+  spread(stencil_, q, ext, grid_, true);
   t = lap("spread", t);
   halo_->reduce(grid_.data(), overlap);
   t = lap("ghost", t);
@@ -192,8 +198,8 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
     if (potentials)  // the field and potential with unit charges, forces from them (bitwise the same)
       gather_ad(stencil_, recip_, opt_.mesh, ones_, ext, grid_, rec_field_, rec_phi_);
     else
-      gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces, View1<double>());
-    if (potentials) forces_from_field(forces);
+      gather_ad(stencil_, recip_, opt_.mesh, q, ext, grid_, forces, View1<double>());
+    if (potentials) forces_from_field(q, forces);
     t = lap("gather", t);
   } else {
     e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
@@ -206,9 +212,9 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
     }
     if (potentials) {
       gather_ik(stencil_, ones_, ext, field_[0], field_[1], field_[2], rec_field_);
-      forces_from_field(forces);
+      forces_from_field(q, forces);
     } else {
-      gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+      gather_ik(stencil_, q, ext, field_[0], field_[1], field_[2], forces);
     }
     t = lap("gather", t);
   }
@@ -219,8 +225,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
 
 // F_i = q_i E_i from the field gathered with unit charges: the same numbers as the
 // gather with the charges (ad: -q X == q (-X), ik: q (1 X) == q X, exactly).
-void PMESolver::forces_from_field(View2<double> forces) {
-  auto q = migration_.owned_charges();
+void PMESolver::forces_from_field(View1<double> q, View2<double> forces) {
   auto e = rec_field_;
   Kokkos::parallel_for(
       "pmewald::forces_from_field", Range(0, forces.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
@@ -302,18 +307,10 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   }
   t = timers_.lap("migrate", t);
   const std::size_t n_own = migration_.n_owned();
-  if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
-    f_real_ = View2<double>("pme_f_real", n_own, 3);
-    f_rec_ = View2<double>("pme_f_rec", n_own, 3);
-  }
-  if (potentials && (real_pot_.extent(0) != n_own || real_pot_.extent(1) != 4)) {
-    real_pot_ = View2<double>("pme_real_potentials", n_own, 4);
-    rec_field_ = View2<double>("pme_rec_field", n_own, 3);
-    rec_phi_ = View1<double>("pme_rec_potential", n_own);
-    ones_ = View1<double>("pme_unit_charges", n_own);
-    Kokkos::deep_copy(ones_, 1.0);
-  }
+  force_views(n_own);
+  if (potentials) potential_views(n_own);
   realspace_.request_potentials(potentials, real_pot_);
+  realspace_.request_sets(0);
   // Real space: pairs (or, with real_space off, only the exclusion corrections),
   // in pieces: before the reciprocal part, or (overlap) while its exchanges are in
   // flight; the ghost forces' return and the error agreement after it.
@@ -338,18 +335,11 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     }
     if (potentials) Kokkos::deep_copy(real_pot_, 0.0);
   }
-  if (work) {
-    if (overlap_) {
-      overlap = overlap_.get();
-      overlap->set_work(work);
-    } else {
-      work->run_rest();
-    }
-    t = timers_.lap("real_space", t);
-  }
+  overlap = start_work(work, t);
   if (use_list || !pairs) Kokkos::deep_copy(f_real_, 0.0);
   const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
-  reciprocal(res, f_rec_, overlap, potentials);
+  stencils();
+  reciprocal(migration_.owned_charges(), res, f_rec_, overlap, potentials);
   t = wall_seconds();
   if (work) {
     if (use_list) {
@@ -358,10 +348,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     } else {
       local = realspace_.finish_local();
     }
-    if (overlap) {
-      overlap->set_work(nullptr);
-      timers_.add("real_space", overlap_->stats().work_seconds - hidden0);
-    }
+    stop_work(overlap, hidden0);
     t = timers_.lap("real_space", t);
   }
   // The real-space terms are summed over ranks below, with the reciprocal ones.
@@ -424,6 +411,210 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   res.n_atoms = n_total;
   timers_.count("calls");
   return res;
+}
+
+std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const double* charges, int n_sets,
+                                                  const std::int64_t* ids, std::size_t n,
+                                                  const std::int64_t* exclusions, std::size_t m, double* forces_out,
+                                                  bool potentials, double* potentials_out, double* fields_out) {
+  if (!same_on_all_ranks(comm_.get(), {double(n_sets), potentials ? 1.0 : 0.0}))
+    throw ValueError("compute_sets: the number of charge sets and potentials must be the same on every rank");
+  if (n_sets < 1) throw ValueError("compute_sets: at least one charge set");
+  const int M = n_sets;
+  const std::size_t Ms = static_cast<std::size_t>(M), cols = RealSpace::kSetCols * Ms;
+  if (opt_.choose_mode && !modes_done_) choose_mode();
+  double t = wall_seconds();
+  exclusions_.update(ids, n, exclusions, m);
+  t = timers_.lap("exclusions", t);
+  // A fresh search, as with potentials (the list has no sets pass); exclusions
+  // rerouted here make the list's next call rebuild.
+  if (list_skin_ > 0 && exclusions_.rerouted()) list_stale_ = true;
+  // The atoms migrate once, one column standing for all sets: each atom's largest
+  // |q|, NaN where some set's charge is not finite (the migration's check refuses
+  // that on every rank); the sets' charges follow along its plan.
+  std::vector<double> lead(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = 0, bad = 0;
+    for (std::size_t c = 0; c < Ms; ++c) {
+      const double qc = charges[i * Ms + c];
+      v = std::max(v, std::fabs(qc));
+      bad += qc - qc;
+    }
+    lead[i] = v + bad;
+  }
+  migration_.forward(positions, lead.data(), ids, n, exclusions_.offsets(), exclusions_.partners());
+  const std::size_t n_own = migration_.n_owned();
+  force_views(n_own);
+  if (potentials) potential_views(n_own);
+  if (set_q_.extent(0) != n_own || set_q_.extent(1) != Ms) {
+    set_q_ = View2<double>("pme_set_charges", n_own, Ms);
+    set_real_ = View2<double>("pme_set_real", n_own, cols);
+    set_f_ = View2<double>("pme_set_forces", n_own, 3 * Ms);
+    set_col_ = View1<double>("pme_set_column", n_own);
+  }
+  if (potentials && (set_pot_.extent(0) != n_own || set_pot_.extent(1) != 4 * Ms))
+    set_pot_ = View2<double>("pme_set_potentials", n_own, 4 * Ms);
+  migration_.route(charges, M, set_q_.data());
+  t = timers_.lap("migrate", t);
+  // The pairs once for all sets (or, with real_space off, the exclusion corrections).
+  const bool pairs = opt_.real_space || exclusions_.any();
+  Kokkos::deep_copy(set_real_, 0.0);
+  BackgroundWork* work = nullptr;
+  realspace_.request_potentials(false);
+  if (pairs) {
+    migration_.exchange_ghosts(opt_.cutoff);
+    const std::size_t n_g = migration_.n_ghost();
+    if (set_ghost_q_.extent(0) != n_g || set_ghost_q_.extent(1) != Ms)
+      set_ghost_q_ = View2<double>("pme_set_ghost_charges", n_g, Ms);
+    migration_.route_ghosts(set_q_.data(), M, set_ghost_q_.data());
+    t = timers_.lap("ghost_atoms", t);
+    realspace_.request_sets(M, set_q_, set_ghost_q_, set_real_);
+    realspace_.begin_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_, opt_.real_space);
+    work = &realspace_.pairs();
+  }
+  Overlap* overlap = start_work(work, t);
+  const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
+  // The mesh: stencils once, then each set's spread, FFTs, solve and gather on the
+  // shared plans and buffers.
+  std::vector<SolverResult> res(Ms);
+  stencils();
+  for (int c = 0; c < M; ++c) {
+    auto q = set_col_;
+    auto all = set_q_;
+    Kokkos::parallel_for(
+        "pmewald::set_column", Range(0, n_own), KOKKOS_LAMBDA(const std::size_t i) { q(i) = all(i, c); });
+    Kokkos::fence();
+    reciprocal(set_col_, res[static_cast<std::size_t>(c)], f_rec_, overlap, potentials);
+    auto f = set_f_, fk = f_rec_;
+    auto pot = set_pot_, field = rec_field_;
+    auto phi = rec_phi_;
+    Kokkos::parallel_for(
+        "pmewald::set_store", Range(0, n_own), KOKKOS_LAMBDA(const std::size_t i) {
+          for (int a = 0; a < 3; ++a) f(i, 3 * c + a) = fk(i, a);
+          if (potentials) {
+            pot(i, 4 * c) = phi(i);
+            for (int a = 0; a < 3; ++a) pot(i, 4 * c + 1 + a) = field(i, a);
+          }
+        });
+    Kokkos::fence();
+  }
+  t = wall_seconds();
+  if (work) {
+    realspace_.finish_local();
+    stop_work(overlap, hidden0);
+    t = timers_.lap("real_space", t);
+  }
+  realspace_.request_sets(0);
+  // Per set: the pair terms from the atoms' columns (E = sum q phi / 2, W = sum q w
+  // / 2), the total forces F = F_mesh + q E, and one Allreduce of every set's sums.
+  constexpr int kReal = RealSpace::kSums, kPer = kReal + 2 + Virial::kComponents;
+  std::vector<double> sums(kPer * Ms + 1, 0.0);
+  constexpr int C = RealSpace::kSetCols;
+  for (std::size_t c = 0; c < Ms; ++c) {
+    RealSpaceTerms local;
+    double f2 = 0;
+    for (std::size_t i = 0; i < n_own; ++i) {
+      const double q = set_q_(i, c);
+      const double* r = &set_real_(i, C * c);
+      local.real += 0.5 * q * r[0];
+      local.exclusion += 0.5 * q * r[1];
+      for (int v = 0; v < Virial::kComponents; ++v) local.virial[v] += 0.5 * q * r[5 + v];
+      local.sum_q += q;
+      local.sum_q2 += q * q;
+      for (int a = 0; a < 3; ++a) {
+        const double f = set_f_(i, 3 * c + a) + q * r[2 + a];
+        set_f_(i, 3 * c + a) = f;
+        f2 += f * f;
+      }
+    }
+    double* out = &sums[kPer * c];
+    RealSpace::terms_to_sum(local, out);
+    out[kReal] = res[c].terms["reciprocal"];
+    for (int v = 0; v < Virial::kComponents; ++v) out[kReal + 1 + v] = res[c].virial[v];
+    out[kPer - 1] = f2;
+  }
+  sums[kPer * Ms] = static_cast<double>(n);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, comm_.get()),
+            "MPI_Allreduce");
+  t = timers_.lap("reduce", t);
+  const std::int64_t n_total = static_cast<std::int64_t>(sums[kPer * Ms]);
+  for (std::size_t c = 0; c < Ms; ++c) {
+    const double* in = &sums[kPer * c];
+    const RealSpaceTerms terms = RealSpace::terms_from_sums(in, cell_, opt_.alpha, opt_.coulomb_constant);
+    SolverResult& r = res[c];
+    r.terms["reciprocal"] = in[kReal];
+    r.terms["real"] = terms.real;
+    r.terms["exclusion"] = terms.exclusion;
+    r.terms["self"] = terms.self;
+    r.terms["background"] = terms.background;
+    r.energy = in[kReal] + terms.energy();
+    for (int v = 0; v < Virial::kComponents; ++v) r.virial[v] = in[kReal + 1 + v] + terms.virial[v];
+    r.sum_force2 = in[kPer - 1];
+    r.sum_q = terms.sum_q;
+    r.sum_q2 = terms.sum_q2;
+    r.n_atoms = n_total;
+  }
+  migration_.reverse(set_f_.data(), 3 * M, forces_out);
+  if (potentials) {
+    // phi and E of every term per set (assemble_potentials' terms), back in one reverse.
+    constexpr double kPi = 3.14159265358979323846;
+    const double k = opt_.coulomb_constant, a = opt_.alpha;
+    const double self = -2.0 * k * a / std::sqrt(kPi);
+    for (std::size_t c = 0; c < Ms; ++c) {
+      const double background = -k * kPi * res[c].sum_q / (cell_.volume * a * a);
+      for (std::size_t i = 0; i < n_own; ++i) {
+        const double* r = &set_real_(i, C * c);
+        set_pot_(i, 4 * c) += r[0] + r[1] + self * set_q_(i, c) + background;
+        for (int d = 0; d < 3; ++d) set_pot_(i, 4 * c + 1 + d) += r[2 + d];
+      }
+    }
+    std::vector<double> back(4 * Ms * n);
+    migration_.reverse(set_pot_.data(), 4 * M, back.data());
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < Ms; ++c) {
+        potentials_out[i * Ms + c] = back[4 * (i * Ms + c)];
+        for (int d = 0; d < 3; ++d) fields_out[3 * (i * Ms + c) + d] = back[4 * (i * Ms + c) + 1 + d];
+      }
+  }
+  t = timers_.lap("migrate", t);
+  timers_.count("calls");
+  return res;
+}
+
+void PMESolver::force_views(std::size_t n_own) {
+  if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
+    f_real_ = View2<double>("pme_f_real", n_own, 3);
+    f_rec_ = View2<double>("pme_f_rec", n_own, 3);
+  }
+}
+
+void PMESolver::potential_views(std::size_t n_own) {
+  if (real_pot_.extent(0) != n_own || real_pot_.extent(1) != 4) {
+    real_pot_ = View2<double>("pme_real_potentials", n_own, 4);
+    rec_field_ = View2<double>("pme_rec_field", n_own, 3);
+    rec_phi_ = View1<double>("pme_rec_potential", n_own);
+    ones_ = View1<double>("pme_unit_charges", n_own);
+    Kokkos::deep_copy(ones_, 1.0);
+  }
+}
+
+Overlap* PMESolver::start_work(BackgroundWork* work, double& t) {
+  if (!work) return nullptr;
+  Overlap* overlap = nullptr;
+  if (overlap_) {
+    overlap = overlap_.get();
+    overlap->set_work(work);
+  } else {
+    work->run_rest();
+  }
+  t = timers_.lap("real_space", t);
+  return overlap;
+}
+
+void PMESolver::stop_work(Overlap* overlap, double hidden0) {
+  if (!overlap) return;
+  overlap->set_work(nullptr);
+  timers_.add("real_space", overlap_->stats().work_seconds - hidden0);
 }
 
 // phi and E of every term at the owned atoms, back to the callers in their order:

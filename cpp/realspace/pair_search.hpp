@@ -138,15 +138,19 @@ struct HalfPairKernel {
 
   // ---- Charge sets (on request; RealSpace::request_sets) ----
   // n_sets charge vectors on the same atoms (qs: n_sorted x n_sets): per pair the
-  // unit-charge terms s and g once (as pair_potentials), then for each set c the
-  // kSetCols columns c * kSetCols + (phi_pair, phi_excl, E_x, E_y, E_z, w_xx, w_yy,
-  // w_zz, w_xy, w_xz, w_yz) of both atoms from the partner's charge of set c:
+  // unit-charge terms s and g once (as pair_potentials), then for every set c the
+  // columns v * n_sets + c, v = 0..10 = (phi_pair, phi_excl, E_x, E_y, E_z, w_xx,
+  // w_yy, w_zz, w_xy, w_xz, w_yz), of both atoms from the partner's charge of set c:
   // phi += q_j s, E += q_j g d, w += q_j g d (x) d (Virial's order), so that per set
   // E_real = sum_i q_i phi_pair,i / 2, F_i = q_i E_i and W = sum_i q_i w_i / 2.
   // Excluded pairs add -k q_j erf(alpha r)/r and its gradient terms to phi_excl, E
   // and w of their owned sides only (as their forces). The force kernel does not run.
+  // The sets run in chunks of kSetChunk: per pair, a chunk's sets are contiguous
+  // columns of each term (the partner's row is touched once per chunk), and atom
+  // a's sums stay in a local array until the batch is done.
   static constexpr int kSetCols = 11;
-  static constexpr int kSetTerms = 10;  // s, g d (3), g d d (6)
+  static constexpr int kSetTerms = 10;  // s, g d (3), g d d (6): columns 0, 2..10
+  static constexpr int kSetChunk = 16;
   int n_sets = 0;       // 0: off
   View2<double> qs;     // n_sorted x n_sets
   ScatterForces ssets;  // n_sorted x (kSetCols * n_sets)
@@ -165,14 +169,19 @@ struct HalfPairKernel {
     t[4 + Virial::XZ] = gx * dz;
     t[4 + Virial::YZ] = gy * dz;
   }
+  // Column of term v (set_terms' order) with the potential in column `phi` (0: pairs, 1: exclusions).
+  static int term_column(int v, int phi) { return v == 0 ? phi : v + 1; }
 
-  // Adds the terms t (of the pair seen from a) with partner charge qj to a's row at
-  // column `col` (the potential's column) and with charge qa to j's (the field mirrored).
+  // Sets [c0, c0 + nc) of one pair's terms t: to `row` with the charges q (the
+  // partner's, sign +1) or mirrored (sign -1 on the field).
   template <class Access>
-  static void add_set_terms(Access& acc, int row, int col, int e_col, double q, const double* t, double sign) {
-    acc(row, col) += q * t[0];
-    for (int d = 0; d < 3; ++d) acc(row, e_col + d) += sign * q * t[1 + d];
-    for (int v = 0; v < 6; ++v) acc(row, e_col + 3 + v) += q * t[4 + v];
+  void add_set_terms(Access& acc, int row, int phi, int c0, int nc, const double* q, const double* t,
+                     double field_sign) const {
+    for (int v = 0; v < kSetTerms; ++v) {
+      const double tv = v >= 1 && v <= 3 ? field_sign * t[v] : t[v];
+      const int col = term_column(v, phi) * n_sets + c0;
+      for (int c = 0; c < nc; ++c) acc(row, col + c) += q[c] * tv;
+    }
   }
 
   // The pairs (a, js[b]) of every set.
@@ -181,11 +190,10 @@ struct HalfPairKernel {
     const double a_tsp = alpha * kTwoOverSqrtPi;
     double bs[kBatch], bg[kBatch];
     if (vector_kernel) erfc_unit_batch(count, js, xi, yi, zi, k, x.data(), y.data(), z.data(), alpha, bs, bg);
-    double t[kSetTerms][kBatch];
-    for (int b = 0; b < count; ++b) {
-      const int j = js[b];
-      const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
-      if (!vector_kernel) {  // alpha r up to anything: the table
+    else
+      for (int b = 0; b < count; ++b) {  // alpha r up to anything: the table
+        const int j = js[b];
+        const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
         const double r2 = dx * dx + dy * dy + dz * dz;
         const double inv_r = 1.0 / std::sqrt(r2);
         double erfc_ar, exp_mar2;
@@ -193,25 +201,23 @@ struct HalfPairKernel {
         bs[b] = k * erfc_ar * inv_r;
         bg[b] = (bs[b] + k * a_tsp * exp_mar2) * inv_r * inv_r;
       }
-      double tb[kSetTerms];
-      set_terms(bs[b], bg[b], dx, dy, dz, tb);
-      for (int v = 0; v < kSetTerms; ++v) t[v][b] = tb[v];
-    }
-    for (int c = 0; c < n_sets; ++c) {
-      const double qa = qs(a, c);
-      const int col = c * kSetCols;
-      double sa[kSetTerms] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const double* qa = &qs(a, 0);
+    for (int c0 = 0; c0 < n_sets; c0 += kSetChunk) {
+      const int nc = n_sets - c0 < kSetChunk ? n_sets - c0 : kSetChunk;
+      double sa[kSetTerms][kSetChunk] = {};
       for (int b = 0; b < count; ++b) {
         const int j = js[b];
-        const double qj = qs(j, c);
-        double tb[kSetTerms];
-        for (int v = 0; v < kSetTerms; ++v) {
-          tb[v] = t[v][b];
-          sa[v] += qj * tb[v];
-        }
-        add_set_terms(acc, j, col, col + 2, qa, tb, -1.0);
+        double t[kSetTerms];
+        set_terms(bs[b], bg[b], xi - x(j), yi - y(j), zi - z(j), t);
+        const double* qj = &qs(j, c0);
+        for (int v = 0; v < kSetTerms; ++v)
+          for (int c = 0; c < nc; ++c) sa[v][c] += qj[c] * t[v];
+        add_set_terms(acc, j, 0, c0, nc, qa + c0, t, -1.0);
       }
-      add_set_terms(acc, a, col, col + 2, 1.0, sa, 1.0);
+      for (int v = 0; v < kSetTerms; ++v) {
+        const int col = term_column(v, 0) * n_sets + c0;
+        for (int c = 0; c < nc; ++c) acc(a, col + c) += sa[v][c];
+      }
     }
   }
 
@@ -221,12 +227,8 @@ struct HalfPairKernel {
     double s, g, t[kSetTerms];
     excluded_pair(k, dx * dx + dy * dy + dz * dz, s, g);
     set_terms(s, g, dx, dy, dz, t);
-    const bool a_owned = sowner(a) >= 0, j_owned = own(j) != 0.0;
-    for (int c = 0; c < n_sets; ++c) {
-      const int col = c * kSetCols;
-      if (a_owned) add_set_terms(acc, a, col + 1, col + 2, qs(j, c), t, 1.0);
-      if (j_owned) add_set_terms(acc, j, col + 1, col + 2, qs(a, c), t, -1.0);
-    }
+    if (sowner(a) >= 0) add_set_terms(acc, a, 1, 0, n_sets, &qs(j, 0), t, 1.0);
+    if (own(j) != 0.0) add_set_terms(acc, j, 1, 0, n_sets, &qs(a, 0), t, -1.0);
   }
   // ---- end of charge sets ----
 

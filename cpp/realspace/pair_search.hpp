@@ -139,18 +139,17 @@ struct HalfPairKernel {
   // ---- Charge sets (on request; RealSpace::request_sets) ----
   // n_sets charge vectors on the same atoms (qs: n_sorted x n_sets): per pair the
   // unit-charge terms s and g once (as pair_potentials), then for every set c the
-  // columns v * n_sets + c, v = 0..10 = (phi_pair, phi_excl, E_x, E_y, E_z, w_xx,
-  // w_yy, w_zz, w_xy, w_xz, w_yz), of both atoms from the partner's charge of set c:
-  // phi += q_j s, E += q_j g d, w += q_j g d (x) d (Virial's order), so that per set
-  // E_real = sum_i q_i phi_pair,i / 2, F_i = q_i E_i and W = sum_i q_i w_i / 2.
-  // Excluded pairs add -k q_j erf(alpha r)/r and its gradient terms to phi_excl, E
-  // and w of their owned sides only (as their forces). The force kernel does not run.
-  // The sets run in chunks of kSetChunk: per pair, a chunk's sets are contiguous
-  // columns of each term (the partner's row is touched once per chunk), and atom
-  // a's sums stay in a local array until the batch is done.
+  // columns v * n_sets + c, v = 0..10 = (phi_pair, E_x, E_y, E_z, phi_excl, w_xx,
+  // w_yy, w_zz, w_xy, w_xz, w_yz), from the partner's charge of set c: phi += q_j s
+  // and E += q_j g d on both atoms, w += q_j g d (x) d (Virial's order) on the
+  // pair's first atom only, so that per set E_real = sum_i q_i phi_pair,i / 2, F_i =
+  // q_i E_i and W = sum_i q_i w_i (each pair once). Excluded pairs add -k q_j
+  // erf(alpha r)/r and its gradient terms to phi_excl and E of their owned sides,
+  // and half their w to each owned side (both ranks of an owned-ghost pair see it).
+  // The force kernel does not run. Per batch of partners, atom a's sums stay in
+  // registers; each partner's row gets its 4 potential and field columns per set.
   static constexpr int kSetCols = 11;
-  static constexpr int kSetTerms = 10;  // s, g d (3), g d d (6): columns 0, 2..10
-  static constexpr int kSetChunk = 16;
+  static constexpr int kSetTerms = 10;  // s, g d (3), g d d (6)
   int n_sets = 0;       // 0: off
   View2<double> qs;     // n_sorted x n_sets
   ScatterForces ssets;  // n_sorted x (kSetCols * n_sets)
@@ -169,20 +168,9 @@ struct HalfPairKernel {
     t[4 + Virial::XZ] = gx * dz;
     t[4 + Virial::YZ] = gy * dz;
   }
-  // Column of term v (set_terms' order) with the potential in column `phi` (0: pairs, 1: exclusions).
-  static int term_column(int v, int phi) { return v == 0 ? phi : v + 1; }
-
-  // Sets [c0, c0 + nc) of one pair's terms t: to `row` with the charges q (the
-  // partner's, sign +1) or mirrored (sign -1 on the field).
-  template <class Access>
-  void add_set_terms(Access& acc, int row, int phi, int c0, int nc, const double* q, const double* t,
-                     double field_sign) const {
-    for (int v = 0; v < kSetTerms; ++v) {
-      const double tv = v >= 1 && v <= 3 ? field_sign * t[v] : t[v];
-      const int col = term_column(v, phi) * n_sets + c0;
-      for (int c = 0; c < nc; ++c) acc(row, col + c) += q[c] * tv;
-    }
-  }
+  // Column (times n_sets) of term v (set_terms' order): the potential in 0 (pairs) or 4
+  // (excluded pairs), the field in 1..3, w in 5..10.
+  static int term_column(int v, bool excluded) { return v == 0 ? (excluded ? 4 : 0) : (v < 4 ? v : v + 1); }
 
   // The pairs (a, js[b]) of every set.
   template <class Access>
@@ -201,34 +189,48 @@ struct HalfPairKernel {
         bs[b] = k * erfc_ar * inv_r;
         bg[b] = (bs[b] + k * a_tsp * exp_mar2) * inv_r * inv_r;
       }
-    const double* qa = &qs(a, 0);
-    for (int c0 = 0; c0 < n_sets; c0 += kSetChunk) {
-      const int nc = n_sets - c0 < kSetChunk ? n_sets - c0 : kSetChunk;
-      double sa[kSetTerms][kSetChunk] = {};
+    double t[kSetTerms][kBatch];
+    for (int b = 0; b < count; ++b) {
+      const int j = js[b];
+      double tb[kSetTerms];
+      set_terms(bs[b], bg[b], xi - x(j), yi - y(j), zi - z(j), tb);
+      for (int v = 0; v < kSetTerms; ++v) t[v][b] = tb[v];
+    }
+    const int m = n_sets;
+    for (int c = 0; c < m; ++c) {
+      const double qa = qs(a, c);
+      double sum[kSetTerms] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
       for (int b = 0; b < count; ++b) {
         const int j = js[b];
-        double t[kSetTerms];
-        set_terms(bs[b], bg[b], xi - x(j), yi - y(j), zi - z(j), t);
-        const double* qj = &qs(j, c0);
-        for (int v = 0; v < kSetTerms; ++v)
-          for (int c = 0; c < nc; ++c) sa[v][c] += qj[c] * t[v];
-        add_set_terms(acc, j, 0, c0, nc, qa + c0, t, -1.0);
+        const double qj = qs(j, c);
+        for (int v = 0; v < kSetTerms; ++v) sum[v] += qj * t[v][b];
+        acc(j, c) += qa * t[0][b];
+        acc(j, m + c) -= qa * t[1][b];
+        acc(j, 2 * m + c) -= qa * t[2][b];
+        acc(j, 3 * m + c) -= qa * t[3][b];
       }
-      for (int v = 0; v < kSetTerms; ++v) {
-        const int col = term_column(v, 0) * n_sets + c0;
-        for (int c = 0; c < nc; ++c) acc(a, col + c) += sa[v][c];
-      }
+      for (int v = 0; v < kSetTerms; ++v) acc(a, term_column(v, false) * m + c) += sum[v];
     }
   }
 
-  // An excluded pair's terms in every set (phi_excl; owned sides only).
+  // An excluded pair's terms in every set (phi_excl, E and half of w; owned sides only).
   template <class Access>
   void excluded_sets(int a, int j, double dx, double dy, double dz, Access& acc) const {
     double s, g, t[kSetTerms];
     excluded_pair(k, dx * dx + dy * dy + dz * dz, s, g);
     set_terms(s, g, dx, dy, dz, t);
-    if (sowner(a) >= 0) add_set_terms(acc, a, 1, 0, n_sets, &qs(j, 0), t, 1.0);
-    if (own(j) != 0.0) add_set_terms(acc, j, 1, 0, n_sets, &qs(a, 0), t, -1.0);
+    const int m = n_sets;
+    for (int side = 0; side < 2; ++side) {
+      const int row = side == 0 ? a : j, other = side == 0 ? j : a;
+      if (side == 0 ? sowner(a) < 0 : own(j) == 0.0) continue;
+      for (int c = 0; c < m; ++c) {
+        const double q = qs(other, c);
+        for (int v = 0; v < kSetTerms; ++v) {
+          const double tv = v == 0 ? t[v] : (v < 4 ? (side == 0 ? t[v] : -t[v]) : 0.5 * t[v]);
+          acc(row, term_column(v, true) * m + c) += q * tv;
+        }
+      }
+    }
   }
   // ---- end of charge sets ----
 

@@ -109,8 +109,9 @@ class RealSpace {
   // n_sets, e.g. Migration::route_ghosts of owned_q), and `out` (n_owned x
   // kSetCols * n_sets, row-major) for the next begin_local/finish_local: the pair
   // loop then evaluates every pair once for all sets (pair_search.hpp's charge
-  // sets: column v * n_sets + c holds term v = (phi_pair, phi_excl, E_x, E_y, E_z,
-  // w_xx, w_yy, w_zz, w_xy, w_xz, w_yz) of set c for each owned atom, the ghosts' shares
+  // sets: column v * n_sets + c holds term v = (phi_pair, E_x, E_y, E_z, phi_excl,
+  // w_xx, w_yy, w_zz, w_xy, w_xz, w_yz) of set c for each owned atom, with E_real =
+  // sum q phi_pair / 2, E_excl = sum q phi_excl / 2, W = sum q w; the ghosts' shares
   // returned to their owners) instead of the forces and energies of the migrated
   // charges (those come out zero). n_sets = 0 turns it off (the default).
   static constexpr int kSetCols = 11;

@@ -505,8 +505,8 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
     t = timers_.lap("real_space", t);
   }
   realspace_.request_sets(0);
-  // Per set: the pair terms from the atoms' columns (E = sum q phi / 2, W = sum q w
-  // / 2), the total forces F = F_mesh + q E, and one Allreduce of every set's sums.
+  // Per set: the pair terms from the atoms' columns (E = sum q phi / 2, W = sum q w),
+  // the total forces F = F_mesh + q E, and one Allreduce of every set's sums.
   constexpr int kReal = RealSpace::kSums, kPer = kReal + 2 + Virial::kComponents;
   std::vector<double> sums(kPer * Ms + 1, 0.0);
   for (std::size_t c = 0; c < Ms; ++c) {
@@ -516,12 +516,12 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
       const double q = set_q_(i, c);
       auto r = [&](int v) { return set_real_(i, v * Ms + c); };  // term v of set c
       local.real += 0.5 * q * r(0);
-      local.exclusion += 0.5 * q * r(1);
-      for (int v = 0; v < Virial::kComponents; ++v) local.virial[v] += 0.5 * q * r(5 + v);
+      local.exclusion += 0.5 * q * r(4);
+      for (int v = 0; v < Virial::kComponents; ++v) local.virial[v] += q * r(5 + v);
       local.sum_q += q;
       local.sum_q2 += q * q;
       for (int a = 0; a < 3; ++a) {
-        const double f = set_f_(i, 3 * c + a) + q * r(2 + a);
+        const double f = set_f_(i, 3 * c + a) + q * r(1 + a);
         set_f_(i, 3 * c + a) = f;
         f2 += f * f;
       }
@@ -563,8 +563,8 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
       const double background = -k * kPi * res[c].sum_q / (cell_.volume * a * a);
       for (std::size_t i = 0; i < n_own; ++i) {
         auto r = [&](int v) { return set_real_(i, v * Ms + c); };
-        set_pot_(i, 4 * c) += r(0) + r(1) + self * set_q_(i, c) + background;
-        for (int d = 0; d < 3; ++d) set_pot_(i, 4 * c + 1 + d) += r(2 + d);
+        set_pot_(i, 4 * c) += r(0) + r(4) + self * set_q_(i, c) + background;
+        for (int d = 0; d < 3; ++d) set_pot_(i, 4 * c + 1 + d) += r(1 + d);
       }
     }
     std::vector<double> back(4 * Ms * n);

@@ -15,6 +15,22 @@ inline namespace solver {
 
 namespace {
 
+// A result from the reduced sums: rec[0] the reciprocal energy, rec[1..6] its
+// virial; the real-space terms (with self and background), sum |F|^2, the atoms.
+void finish_result(SolverResult& r, const double* rec, const RealSpaceTerms& terms, double sum_force2,
+                   std::int64_t n_atoms) {
+  r.terms["reciprocal"] = rec[0];
+  r.terms["real"] = terms.real;
+  r.terms["exclusion"] = terms.exclusion;
+  r.terms["self"] = terms.self;
+  r.terms["background"] = terms.background;
+  r.energy = rec[0] + terms.energy();
+  for (int k = 0; k < Virial::kComponents; ++k) r.virial[k] = rec[1 + k] + terms.virial[k];
+  r.sum_force2 = sum_force2;
+  r.sum_q = terms.sum_q;
+  r.sum_q2 = terms.sum_q2;
+  r.n_atoms = n_atoms;
+}
 
 constexpr int kMinOrder = 3, kMaxOrder = 10, kMaxMesh = 4096;
 
@@ -398,17 +414,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     t = timers_.lap("migrate", t);
   }
 
-  res.terms["reciprocal"] = sums[kReal];
-  res.terms["real"] = terms.real;
-  res.terms["exclusion"] = terms.exclusion;
-  res.terms["self"] = terms.self;
-  res.terms["background"] = terms.background;
-  res.energy = sums[kReal] + terms.energy();
-  for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[kReal + 1 + k] + terms.virial[k];
-  res.sum_force2 = sums[kSums - 2];
-  res.sum_q = terms.sum_q;
-  res.sum_q2 = terms.sum_q2;
-  res.n_atoms = n_total;
+  finish_result(res, &sums[kReal], terms, sums[kSums - 2], n_total);
   timers_.count("calls");
   return res;
 }
@@ -540,18 +546,7 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
   for (std::size_t c = 0; c < Ms; ++c) {
     const double* in = &sums[kPer * c];
     const RealSpaceTerms terms = RealSpace::terms_from_sums(in, cell_, opt_.alpha, opt_.coulomb_constant);
-    SolverResult& r = res[c];
-    r.terms["reciprocal"] = in[kReal];
-    r.terms["real"] = terms.real;
-    r.terms["exclusion"] = terms.exclusion;
-    r.terms["self"] = terms.self;
-    r.terms["background"] = terms.background;
-    r.energy = in[kReal] + terms.energy();
-    for (int v = 0; v < Virial::kComponents; ++v) r.virial[v] = in[kReal + 1 + v] + terms.virial[v];
-    r.sum_force2 = in[kPer - 1];
-    r.sum_q = terms.sum_q;
-    r.sum_q2 = terms.sum_q2;
-    r.n_atoms = n_total;
+    finish_result(res[c], in + kReal, terms, in[kPer - 1], n_total);
   }
   migration_.reverse(set_f_.data(), 3 * M, forces_out);
   if (potentials) {

@@ -144,6 +144,10 @@ class PMESolver {
   // potentials: the mesh field gathered with unit charges (rec_field_, ad also
   // rec_phi_) and the forces from it; ik's potential mesh and its gather.
   void forces_from_field(View1<double> q, View2<double> forces);
+  // A result from the reduced sums: rec[0] the reciprocal energy, rec[1..6] its
+  // virial; the real-space terms (with self and background), sum |F|^2, the atoms.
+  static void finish_result(SolverResult& r, const double* rec, const RealSpaceTerms& terms, double sum_force2,
+                            std::int64_t n_atoms);
   void force_views(std::size_t n_own);      // f_real_, f_rec_ for n_own atoms
   void potential_views(std::size_t n_own);  // real_pot_, rec_field_, rec_phi_, ones_
   // The pair loop started: at once, or with overlap as work for the exchanges in

@@ -12,6 +12,9 @@ Typical use, on any number of MPI ranks::
 Each rank passes the atoms it has (any split: all on one rank, none on some,
 or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
+
+Longer than 600 lines because the docstrings of PME, PMEResult and compute are the API
+reference (docs/api.md renders them); the work is in _tuning, _potentials and _charge_sets.
 """
 
 from __future__ import annotations

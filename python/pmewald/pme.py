@@ -49,6 +49,13 @@ _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differen
 class PMEResult:
     """Result of :meth:`PME.compute`.
 
+    With charges of shape (n, m) (m charge sets, :meth:`PME.compute`) every per-set quantity
+    gains a leading set axis: ``energy``, ``rms_force``, ``total_charge``,
+    ``estimated_error`` and ``estimated_error_absolute`` (m,), ``forces`` (m, n_local, 3),
+    ``virial`` (m, 3, 3), each ``terms`` value (m,), ``potentials`` and ``energies``
+    (m, n_local), ``fields`` (m, n_local, 3), ``probe_potentials`` (m, p) and
+    ``probe_fields`` (m, p, 3); :meth:`charge_set` gives one set as a plain result.
+
     Attributes
     ----------
     energy : float
@@ -94,12 +101,6 @@ class PMEResult:
     probe_fields : ndarray (p, 3) or None
         The field at this rank's ``probes``.
 
-    With charges of shape (n, m) (m charge sets, :meth:`PME.compute`) every per-set quantity
-    gains a leading set axis: ``energy``, ``rms_force``, ``total_charge``,
-    ``estimated_error`` and ``estimated_error_absolute`` (m,), ``forces`` (m, n_local, 3),
-    ``virial`` (m, 3, 3), each ``terms`` value (m,), ``potentials`` and ``energies``
-    (m, n_local), ``fields`` (m, n_local, 3), ``probe_potentials`` (m, p) and
-    ``probe_fields`` (m, p, 3); :meth:`charge_set` gives one set as a plain result.
     """
 
     energy: float

@@ -184,7 +184,7 @@ SAN_FLAGS=(-DPMEWALD_SANITIZE="address;undefined" -DCMAKE_BUILD_TYPE=Debug "-DCM
 # the whole files take under the sanitizers).
 SAN_TESTS=(tests/fft/test_fft.py tests/fft/test_real_fft.py tests/comm/test_exchange.py tests/pme/test_kernels.py
            tests/tuning/test_error_estimates.py tests/realspace/test_realspace.py tests/pme/test_pme.py
-           tests/base/test_simd.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py)
+           tests/base/test_simd.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py)
 SAN_SELECT="not mpi3 and not mpi4 and not accuracy_sweep and not accuracy_mpi and not test_independence
             and not automatic_choice and not choose_cheapest"
 
@@ -304,7 +304,7 @@ case "$cmd" in
     export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
     omp_tests=(tests/base/test_backends.py tests/pme/test_pme.py tests/fft/test_fft.py tests/fft/test_real_fft.py
                tests/realspace/test_realspace.py tests/realspace/test_pair_list.py tests/pme/test_kernels.py
-               tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py)
+               tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py)
     log "OpenMP build: 1 rank x 2 threads"
     OMP_NUM_THREADS=2 "$ROOT/.venv-openmp/bin/python" -m pytest -k "not mpi2 and not mpi3 and not mpi4" \
       "${omp_tests[@]}" "$@"

@@ -94,6 +94,59 @@ void bind_solver(py::module_& m) {
           },
           py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"),
           py::arg("potentials") = false)
+      .def(
+          "compute_sets",
+          [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions, bool potentials) {
+            // charges n x m: m charge sets (pme_solver.hpp's compute_sets); forces n x m x 3.
+            require_mpi_running();
+            if (charges.ndim() != 2) throw ValueError("compute_sets: charges must be n x m");
+            const std::size_t n = static_cast<std::size_t>(charges.shape(0));
+            const int sets = static_cast<int>(charges.shape(1));
+            const std::size_t m = static_cast<std::size_t>(exclusions.size() / 2);
+            const auto N = static_cast<py::ssize_t>(n), M = static_cast<py::ssize_t>(sets);
+            py::array_t<double> forces({N, M, static_cast<py::ssize_t>(3)});
+            py::array_t<double> phi({potentials ? N : 0, M});
+            py::array_t<double> field({potentials ? N : 0, M, static_cast<py::ssize_t>(3)});
+            std::vector<SolverResult> r;
+            {
+              py::gil_scoped_release nogil;
+              r = s.compute_sets(positions.data(), charges.data(), sets, ids.data(), n, exclusions.data(), m,
+                                 forces.mutable_data(), potentials, phi.mutable_data(), field.mutable_data());
+            }
+            py::array_t<double> energy(M), f2(M), sum_q(M), sum_q2(M);
+            py::array_t<double> virial({M, static_cast<py::ssize_t>(3), static_cast<py::ssize_t>(3)});
+            py::dict terms;
+            for (const char* name : {"real", "reciprocal", "self", "background", "exclusion"}) {
+              py::array_t<double> v(M);
+              for (int c = 0; c < sets; ++c) v.mutable_data()[c] = r[static_cast<std::size_t>(c)].terms[name];
+              terms[name] = v;
+            }
+            for (int c = 0; c < sets; ++c) {
+              const SolverResult& rc = r[static_cast<std::size_t>(c)];
+              energy.mutable_data()[c] = rc.energy;
+              f2.mutable_data()[c] = rc.sum_force2;
+              sum_q.mutable_data()[c] = rc.sum_q;
+              sum_q2.mutable_data()[c] = rc.sum_q2;
+              const auto w = rc.virial.matrix();
+              std::copy(w.begin(), w.end(), virial.mutable_data() + 9 * c);
+            }
+            py::dict d;
+            d["energy"] = energy;
+            d["forces"] = forces;
+            d["virial"] = virial;
+            d["terms"] = terms;
+            d["sum_force2"] = f2;
+            d["sum_q"] = sum_q;
+            d["sum_q2"] = sum_q2;
+            d["n_atoms"] = r.empty() ? 0 : r[0].n_atoms;
+            if (potentials) {
+              d["potentials"] = phi;
+              d["fields"] = field;
+            }
+            return d;
+          },
+          py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"),
+          py::arg("potentials") = false)
       .def("set_box",
            [](PMESolver& s, darr box) {
              require_mpi_running();

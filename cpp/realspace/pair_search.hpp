@@ -137,6 +137,104 @@ struct HalfPairKernel {
   }
   // ---- end of potentials ----
 
+  // ---- Charge sets (on request; RealSpace::request_sets) ----
+  // n_sets charge vectors on the same atoms (qs: n_sorted x n_sets): per pair the
+  // unit-charge terms s and g once (as pair_potentials), then for every set c the
+  // columns v * n_sets + c, v = 0..10 = (phi_pair, E_x, E_y, E_z, phi_excl, w_xx,
+  // w_yy, w_zz, w_xy, w_xz, w_yz), from the partner's charge of set c: phi += q_j s
+  // and E += q_j g d on both atoms, w += q_j g d (x) d (Virial's order) on the
+  // pair's first atom only, so that per set E_real = sum_i q_i phi_pair,i / 2, F_i =
+  // q_i E_i and W = sum_i q_i w_i (each pair once). Excluded pairs add -k q_j
+  // erf(alpha r)/r and its gradient terms to phi_excl and E of their owned sides,
+  // and half their w to each owned side (both ranks of an owned-ghost pair see it).
+  // The force kernel does not run. Per batch of partners, atom a's sums stay in
+  // registers; each partner's row gets its 4 potential and field columns per set.
+  static constexpr int kSetCols = 11;
+  static constexpr int kSetTerms = 10;  // s, g d (3), g d d (6)
+  int n_sets = 0;       // 0: off
+  View2<double> qs;     // n_sorted x n_sets
+  ScatterForces ssets;  // n_sorted x (kSetCols * n_sets)
+
+  // The ten unit-charge terms of pair (i, j) with s and g (the pair's d = r_i - r_j).
+  static void set_terms(double s, double g, double dx, double dy, double dz, double* t) {
+    const double gx = g * dx, gy = g * dy, gz = g * dz;
+    t[0] = s;
+    t[1] = gx;
+    t[2] = gy;
+    t[3] = gz;
+    t[4 + Virial::XX] = gx * dx;
+    t[4 + Virial::YY] = gy * dy;
+    t[4 + Virial::ZZ] = gz * dz;
+    t[4 + Virial::XY] = gx * dy;
+    t[4 + Virial::XZ] = gx * dz;
+    t[4 + Virial::YZ] = gy * dz;
+  }
+  // Column (times n_sets) of term v (set_terms' order): the potential in 0 (pairs) or 4
+  // (excluded pairs), the field in 1..3, w in 5..10.
+  static int term_column(int v, bool excluded) { return v == 0 ? (excluded ? 4 : 0) : (v < 4 ? v : v + 1); }
+
+  // The pairs (a, js[b]) of every set.
+  template <class Access>
+  void pair_sets(const int* js, int count, double xi, double yi, double zi, int a, Access& acc) const {
+    const double a_tsp = alpha * kTwoOverSqrtPi;
+    double bs[kBatch], bg[kBatch];
+    if (vector_kernel) erfc_unit_batch(count, js, xi, yi, zi, k, x.data(), y.data(), z.data(), alpha, bs, bg);
+    else
+      for (int b = 0; b < count; ++b) {  // alpha r up to anything: the table
+        const int j = js[b];
+        const double dx = xi - x(j), dy = yi - y(j), dz = zi - z(j);
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double inv_r = 1.0 / std::sqrt(r2);
+        double erfc_ar, exp_mar2;
+        ErfcTable::eval(erfc_coef, alpha * r2 * inv_r, erfc_ar, exp_mar2);
+        bs[b] = k * erfc_ar * inv_r;
+        bg[b] = (bs[b] + k * a_tsp * exp_mar2) * inv_r * inv_r;
+      }
+    double t[kSetTerms][kBatch];
+    for (int b = 0; b < count; ++b) {
+      const int j = js[b];
+      double tb[kSetTerms];
+      set_terms(bs[b], bg[b], xi - x(j), yi - y(j), zi - z(j), tb);
+      for (int v = 0; v < kSetTerms; ++v) t[v][b] = tb[v];
+    }
+    const int m = n_sets;
+    for (int c = 0; c < m; ++c) {
+      const double qa = qs(a, c);
+      double sum[kSetTerms] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+      for (int b = 0; b < count; ++b) {
+        const int j = js[b];
+        const double qj = qs(j, c);
+        for (int v = 0; v < kSetTerms; ++v) sum[v] += qj * t[v][b];
+        acc(j, c) += qa * t[0][b];
+        acc(j, m + c) -= qa * t[1][b];
+        acc(j, 2 * m + c) -= qa * t[2][b];
+        acc(j, 3 * m + c) -= qa * t[3][b];
+      }
+      for (int v = 0; v < kSetTerms; ++v) acc(a, term_column(v, false) * m + c) += sum[v];
+    }
+  }
+
+  // An excluded pair's terms in every set (phi_excl, E and half of w; owned sides only).
+  template <class Access>
+  void excluded_sets(int a, int j, double dx, double dy, double dz, Access& acc) const {
+    double s, g, t[kSetTerms];
+    excluded_pair(k, dx * dx + dy * dy + dz * dz, s, g);
+    set_terms(s, g, dx, dy, dz, t);
+    const int m = n_sets;
+    for (int side = 0; side < 2; ++side) {
+      const int row = side == 0 ? a : j, other = side == 0 ? j : a;
+      if (side == 0 ? sowner(a) < 0 : own(j) == 0.0) continue;
+      for (int c = 0; c < m; ++c) {
+        const double q = qs(other, c);
+        for (int v = 0; v < kSetTerms; ++v) {
+          const double tv = v == 0 ? t[v] : (v < 4 ? (side == 0 ? t[v] : -t[v]) : 0.5 * t[v]);
+          acc(row, term_column(v, true) * m + c) += q * tv;
+        }
+      }
+    }
+  }
+  // ---- end of charge sets ----
+
   // Distance from coordinate v to cell c's slab along axis d (0 inside).
   double gap(double v, int c, int d) const {
     const double lo = (flo[d] + c * wf[d]) * len[d], hi = lo + wf[d] * len[d];
@@ -291,9 +389,14 @@ struct HalfPairKernel {
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // excluded pairs
     double e_excl = 0, evaluated = 0;
 
+    auto set_access = ssets.access();
     auto evaluate = [&](int* js, int count) {
       if (!pairs || count == 0) return;
       evaluated += count;
+      if (n_sets > 0) {
+        pair_sets(js, count, xi, yi, zi, a, set_access);
+        return;
+      }
       evaluate_batch(js, count, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
       if (potentials) pair_potentials(js, count, xi, yi, zi, q(a), pa, pot_access);
     };
@@ -306,6 +409,10 @@ struct HalfPairKernel {
         const int j = maybe[b];
         if (!excluded(a, j)) {
           if (keeps(a, j)) maybe[kept++] = j;
+          continue;
+        }
+        if (n_sets > 0) {
+          excluded_sets(a, j, xi - x(j), yi - y(j), zi - z(j), set_access);
           continue;
         }
         add_excluded(a, j, own_a, e_excl, excl_sums, access);

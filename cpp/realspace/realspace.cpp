@@ -63,6 +63,8 @@ class RealSpace::PairSweep final : public detail::RowBlocks<HalfPairKernel, 11> 
   SortedForces sforce;
 };
 
+static_assert(RealSpace::kSetCols == HalfPairKernel::kSetCols, "one layout of the charge sets' columns");
+
 RealSpace::RealSpace(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -99,6 +101,13 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   if (want_pot_ && (pot_out_.extent(0) != n_o || pot_out_.extent(1) != 4 || (n_o > 0 && pot_out_.stride(0) != 4)))
     throw std::logic_error("RealSpace::request_potentials: the output must be n_owned x 4, row-major");
   ghost_pot_.assign(want_pot_ ? 4 * n_g : 0, 0.0);
+  const std::size_t set_cols = static_cast<std::size_t>(kSetCols) * static_cast<std::size_t>(n_sets_);
+  if (n_sets_ > 0 &&
+      (sets_owned_q_.extent(0) != n_o || sets_owned_q_.extent(1) != static_cast<std::size_t>(n_sets_) ||
+       sets_ghost_q_.extent(0) != n_g || sets_ghost_q_.extent(1) != static_cast<std::size_t>(n_sets_) ||
+       sets_out_.extent(0) != n_o || sets_out_.extent(1) != set_cols))
+    throw std::logic_error("RealSpace::request_sets: charges n_owned (n_ghost) x n_sets, output n_owned x 11 n_sets");
+  ghost_sets_.assign(set_cols * n_g, 0.0);
   const auto own_q = mig.owned_charges();
   for (std::size_t i = 0; i < n_o; ++i) {
     t.sum_q += own_q(i);
@@ -127,6 +136,33 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   auto spot = Kokkos::subview(spot_, std::make_pair(std::size_t(0), pot_rows), Kokkos::ALL());
   Kokkos::deep_copy(spot, 0.0);
   kern.spot = ScatterForces(spot);
+  // Charge sets (request_sets): their charges in the sorted order and a scatter
+  // target of kSetCols columns per set (one-row placeholders when off).
+  kern.n_sets = n_sets_;
+  const std::size_t set_rows = n_sets_ > 0 ? N : 1, set_width = std::max<std::size_t>(1, set_cols);
+  const std::size_t q_width = std::max(1, n_sets_);
+  if (sq_sets_.extent(0) < set_rows || sq_sets_.extent(1) != q_width)
+    sq_sets_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_set_charges"),
+                             set_rows + set_rows / 4 + 16, q_width);
+  if (ssets_.extent(0) < set_rows || ssets_.extent(1) != set_width)
+    ssets_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_set_terms"),
+                           set_rows + set_rows / 4 + 16, set_width);
+  auto ssets = Kokkos::subview(ssets_, std::make_pair(std::size_t(0), set_rows), Kokkos::ALL());
+  Kokkos::deep_copy(ssets, 0.0);
+  if (n_sets_ > 0) {
+    auto sq = sq_sets_;
+    auto slot = slot_of_;
+    auto oq = sets_owned_q_, gq = sets_ghost_q_;
+    const int m = n_sets_;
+    Kokkos::parallel_for(
+        "pmewald::sort_set_charges", Range(0, N), KOKKOS_LAMBDA(const std::size_t i) {
+          const std::size_t at = static_cast<std::size_t>(slot(i));
+          for (int c = 0; c < m; ++c) sq(at, c) = i < n_o ? oq(i, c) : gq(i - n_o, c);
+        });
+    Kokkos::fence();
+  }
+  kern.qs = sq_sets_;
+  kern.ssets = ScatterForces(ssets);
   sw.sforce = sforce;
   sw.rows = static_cast<int>(N);
 }
@@ -320,6 +356,13 @@ RealSpaceTerms RealSpace::finish_local() {
       Kokkos::fence();
       unsort_rows(spot, slot_of_, n_o, n_g, 4, pot_out_.data(), ghost_pot_.data());
     }
+    if (sw.kern.n_sets > 0) {
+      auto ssets = Kokkos::subview(ssets_, std::make_pair(std::size_t(0), static_cast<std::size_t>(sw.rows)),
+                                   Kokkos::ALL());
+      Kokkos::Experimental::contribute(ssets, sw.kern.ssets);
+      Kokkos::fence();
+      unsort_rows(ssets, slot_of_, n_o, n_g, kSetCols * sw.kern.n_sets, sets_out_.data(), ghost_sets_.data());
+    }
     t.t_pairs += wall_seconds() - t1;
     const double* sums = sw.sums;
     t.real = sums[0];
@@ -348,6 +391,7 @@ RealSpaceTerms RealSpace::finish_local() {
     ScopedTimer timer(t.t_pairs);
     mig.reverse_ghosts(ghost_force_.data(), forces.data());
     if (want_pot_) mig.reverse_ghosts(ghost_pot_.data(), pot_out_.data(), 4);
+    if (n_sets_ > 0) mig.reverse_ghosts(ghost_sets_.data(), sets_out_.data(), kSetCols * n_sets_);
   }
   agree_or_throw(comm_, err);
   return t;

@@ -112,6 +112,25 @@ class RealSpace {
   // Double by default). No MPI.
   void set_precision(PairPrecision p) { precision_ = p; }
 
+  // Charge sets (on request): before begin_local, n_sets > 0 charge vectors of the
+  // owned atoms (owned_q, n_owned x n_sets) and of the ghosts (ghost_q, n_ghost x
+  // n_sets, e.g. Migration::route_ghosts of owned_q), and `out` (n_owned x
+  // kSetCols * n_sets, row-major) for the next begin_local/finish_local: the pair
+  // loop then evaluates every pair once for all sets (pair_search.hpp's charge
+  // sets: column v * n_sets + c holds term v = (phi_pair, E_x, E_y, E_z, phi_excl,
+  // w_xx, w_yy, w_zz, w_xy, w_xz, w_yz) of set c for each owned atom, with E_real =
+  // sum q phi_pair / 2, E_excl = sum q phi_excl / 2, W = sum q w; the ghosts' shares
+  // returned to their owners) instead of the forces and energies of the migrated
+  // charges (those come out zero). n_sets = 0 turns it off (the default).
+  static constexpr int kSetCols = 11;
+  void request_sets(int n_sets, View2<double> owned_q = View2<double>(), View2<double> ghost_q = View2<double>(),
+                    View2<double> out = View2<double>()) {
+    n_sets_ = n_sets;
+    sets_owned_q_ = owned_q;
+    sets_ghost_q_ = ghost_q;
+    sets_out_ = out;
+  }
+
   // Collective: sums local terms over ranks and adds the self and background
   // terms (background virial E_bg * identity). Identical on every rank.
   static RealSpaceTerms reduce_terms(MPI_Comm comm, const RealSpaceTerms& local,
@@ -156,6 +175,11 @@ class RealSpace {
   PairPrecision precision_ = PairPrecision::Double;
   View2<double> pot_out_, spot_;
   std::vector<double> ghost_pot_;
+  // Charge sets (request_sets): their charges and output, per sorted atom the
+  // charges and the scatter target, the ghosts' rows.
+  int n_sets_ = 0;
+  View2<double> sets_owned_q_, sets_ghost_q_, sets_out_, sq_sets_, ssets_;
+  std::vector<double> ghost_sets_;
 };
 
 // The whole real-space pipeline on caller-split atoms (what the Python

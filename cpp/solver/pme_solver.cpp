@@ -15,7 +15,6 @@ inline namespace solver {
 
 namespace {
 
-
 constexpr int kMinOrder = 3, kMaxOrder = 10, kMaxMesh = 4096;
 
 // Local validation of the options; "" when fine.
@@ -179,17 +178,23 @@ double PMESolver::lap(const char* phase, double start) {
   return now;
 }
 
-void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials) {
+// B-spline stencils of the owned atoms from the migration's own fractional
+// coordinates, so ownership and stencil base agree to the last bit.
+void PMESolver::stencils() {
   static const Mat3 identity{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const double t = wall_seconds();
+  compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(),
+                   opt_.differentiation == Differentiation::AD, stencil_);
+  timers_.add("spread", wall_seconds() - t);
+}
+
+void PMESolver::reciprocal(View1<double> q, SolverResult& res, View2<double> forces, Overlap* overlap,
+                           bool potentials) {
   const bool ad = opt_.differentiation == Differentiation::AD;
   const Box3& ext = halo_->extended();
   hidden_mark_ = overlap_ ? overlap_->stats().work_seconds : 0;
   double t = wall_seconds();
-  // Stencils from the migration's own fractional coordinates, so ownership and
-  // stencil base agree to the last bit.
-  compute_stencils(identity, opt_.mesh, opt_.order, migration_.owned_fractional(), halo_->brick(), ad,
-                            stencil_);
-  spread(stencil_, migration_.owned_charges(), ext, grid_, true);
+  spread(stencil_, q, ext, grid_, true);
   t = lap("spread", t);
   halo_->reduce(grid_.data(), overlap);
   t = lap("ghost", t);
@@ -207,8 +212,8 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
     if (potentials)  // the field and potential with unit charges, forces from them (bitwise the same)
       gather_ad(stencil_, recip_, opt_.mesh, ones_, ext, grid_, rec_field_, rec_phi_);
     else
-      gather_ad(stencil_, recip_, opt_.mesh, migration_.owned_charges(), ext, grid_, forces, View1<double>());
-    if (potentials) forces_from_field(forces);
+      gather_ad(stencil_, recip_, opt_.mesh, q, ext, grid_, forces, View1<double>());
+    if (potentials) forces_from_field(q, forces);
     t = lap("gather", t);
   } else {
     e_rec = kspace_->apply_ik(kspace_c_.data(), kfield_[0].data(), kfield_[1].data(), kfield_[2].data(), &vir);
@@ -221,9 +226,9 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
     }
     if (potentials) {
       gather_ik(stencil_, ones_, ext, field_[0], field_[1], field_[2], rec_field_);
-      forces_from_field(forces);
+      forces_from_field(q, forces);
     } else {
-      gather_ik(stencil_, migration_.owned_charges(), ext, field_[0], field_[1], field_[2], forces);
+      gather_ik(stencil_, q, ext, field_[0], field_[1], field_[2], forces);
     }
     t = lap("gather", t);
   }
@@ -234,8 +239,7 @@ void PMESolver::reciprocal(SolverResult& res, View2<double> forces, Overlap* ove
 
 // F_i = q_i E_i from the field gathered with unit charges: the same numbers as the
 // gather with the charges (ad: -q X == q (-X), ik: q (1 X) == q X, exactly).
-void PMESolver::forces_from_field(View2<double> forces) {
-  auto q = migration_.owned_charges();
+void PMESolver::forces_from_field(View1<double> q, View2<double> forces) {
   auto e = rec_field_;
   Kokkos::parallel_for(
       "pmewald::forces_from_field", Range(0, forces.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
@@ -317,18 +321,10 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   }
   t = timers_.lap("migrate", t);
   const std::size_t n_own = migration_.n_owned();
-  if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
-    f_real_ = View2<double>("pme_f_real", n_own, 3);
-    f_rec_ = View2<double>("pme_f_rec", n_own, 3);
-  }
-  if (potentials && (real_pot_.extent(0) != n_own || real_pot_.extent(1) != 4)) {
-    real_pot_ = View2<double>("pme_real_potentials", n_own, 4);
-    rec_field_ = View2<double>("pme_rec_field", n_own, 3);
-    rec_phi_ = View1<double>("pme_rec_potential", n_own);
-    ones_ = View1<double>("pme_unit_charges", n_own);
-    Kokkos::deep_copy(ones_, 1.0);
-  }
+  force_views(n_own);
+  if (potentials) potential_views(n_own);
   realspace_.request_potentials(potentials, real_pot_);
+  realspace_.request_sets(0);
   // Real space: pairs (or, with real_space off, only the exclusion corrections),
   // in pieces: before the reciprocal part, or (overlap) while its exchanges are in
   // flight; the ghost forces' return and the error agreement after it.
@@ -353,18 +349,11 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     }
     if (potentials) Kokkos::deep_copy(real_pot_, 0.0);
   }
-  if (work) {
-    if (overlap_) {
-      overlap = overlap_.get();
-      overlap->set_work(work);
-    } else {
-      work->run_rest();
-    }
-    t = timers_.lap("real_space", t);
-  }
+  overlap = start_work(work, t);
   if (use_list || !pairs) Kokkos::deep_copy(f_real_, 0.0);
   const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
-  reciprocal(res, f_rec_, overlap, potentials);
+  stencils();
+  reciprocal(migration_.owned_charges(), res, f_rec_, overlap, potentials);
   t = wall_seconds();
   if (work) {
     if (use_list) {
@@ -373,10 +362,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     } else {
       local = realspace_.finish_local();
     }
-    if (overlap) {
-      overlap->set_work(nullptr);
-      timers_.add("real_space", overlap_->stats().work_seconds - hidden0);
-    }
+    stop_work(overlap, hidden0);
     t = timers_.lap("real_space", t);
   }
   // The real-space terms are summed over ranks below, with the reciprocal ones.
@@ -426,20 +412,63 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     t = timers_.lap("migrate", t);
   }
 
-  res.terms["reciprocal"] = sums[kReal];
-  res.terms["real"] = terms.real;
-  res.terms["exclusion"] = terms.exclusion;
-  res.terms["self"] = terms.self;
-  res.terms["background"] = terms.background;
-  res.energy = sums[kReal] + terms.energy();
-  for (int k = 0; k < Virial::kComponents; ++k) res.virial[k] = sums[kReal + 1 + k] + terms.virial[k];
-  res.sum_force2 = sums[kSums - 2];
-  res.sum_pair_force2 = terms.pair_force2;
-  res.sum_q = terms.sum_q;
-  res.sum_q2 = terms.sum_q2;
-  res.n_atoms = n_total;
+  finish_result(res, &sums[kReal], terms, sums[kSums - 2], n_total);
   timers_.count("calls");
   return res;
+}
+
+// A result from the reduced sums: rec[0] the reciprocal energy, rec[1..6] its
+// virial; the real-space terms (with self and background), sum |F|^2, the atoms.
+void PMESolver::finish_result(SolverResult& r, const double* rec, const RealSpaceTerms& terms, double sum_force2,
+                   std::int64_t n_atoms) {
+  r.terms["reciprocal"] = rec[0];
+  r.terms["real"] = terms.real;
+  r.terms["exclusion"] = terms.exclusion;
+  r.terms["self"] = terms.self;
+  r.terms["background"] = terms.background;
+  r.energy = rec[0] + terms.energy();
+  for (int k = 0; k < Virial::kComponents; ++k) r.virial[k] = rec[1 + k] + terms.virial[k];
+  r.sum_force2 = sum_force2;
+  r.sum_pair_force2 = terms.pair_force2;
+  r.sum_q = terms.sum_q;
+  r.sum_q2 = terms.sum_q2;
+  r.n_atoms = n_atoms;
+}
+
+void PMESolver::force_views(std::size_t n_own) {
+  if (f_real_.extent(0) != n_own || f_real_.extent(1) != 3) {
+    f_real_ = View2<double>("pme_f_real", n_own, 3);
+    f_rec_ = View2<double>("pme_f_rec", n_own, 3);
+  }
+}
+
+void PMESolver::potential_views(std::size_t n_own) {
+  if (real_pot_.extent(0) != n_own || real_pot_.extent(1) != 4) {
+    real_pot_ = View2<double>("pme_real_potentials", n_own, 4);
+    rec_field_ = View2<double>("pme_rec_field", n_own, 3);
+    rec_phi_ = View1<double>("pme_rec_potential", n_own);
+    ones_ = View1<double>("pme_unit_charges", n_own);
+    Kokkos::deep_copy(ones_, 1.0);
+  }
+}
+
+Overlap* PMESolver::start_work(BackgroundWork* work, double& t) {
+  if (!work) return nullptr;
+  Overlap* overlap = nullptr;
+  if (overlap_) {
+    overlap = overlap_.get();
+    overlap->set_work(work);
+  } else {
+    work->run_rest();
+  }
+  t = timers_.lap("real_space", t);
+  return overlap;
+}
+
+void PMESolver::stop_work(Overlap* overlap, double hidden0) {
+  if (!overlap) return;
+  overlap->set_work(nullptr);
+  timers_.add("real_space", overlap_->stats().work_seconds - hidden0);
 }
 
 // phi and E of every term at the owned atoms, back to the callers in their order:

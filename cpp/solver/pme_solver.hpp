@@ -103,6 +103,21 @@ class PMESolver {
                        std::size_t n, const std::int64_t* exclusions, std::size_t m, double* forces_out,
                        bool potentials = false, double* potentials_out = nullptr, double* fields_out = nullptr);
 
+  // Collective: n_sets charge sets on the same atoms in one call (charges n x
+  // n_sets, row-major; n_sets >= 1 and potentials the same on every rank). The
+  // atoms migrate once (the sets' charges routed along the plan), the pairs are
+  // searched and their erfc/exp evaluated once for all sets (RealSpace::
+  // request_sets), the B-spline stencils computed once; each set has its own
+  // spread, FFTs, solve and gather on the shared plans. Returns one SolverResult
+  // per set (each as compute() would return for that set alone, to rounding);
+  // forces_out n x n_sets x 3, and with potentials potentials_out n x n_sets and
+  // fields_out n x n_sets x 3. A fresh pair search, like a call with potentials:
+  // the pair list (skin) is left for the next compute().
+  std::vector<SolverResult> compute_sets(const double* positions, const double* charges, int n_sets,
+                                         const std::int64_t* ids, std::size_t n, const std::int64_t* exclusions,
+                                         std::size_t m, double* forces_out, bool potentials = false,
+                                         double* potentials_out = nullptr, double* fields_out = nullptr);
+
   // New box with the same mesh: plans and buffers are kept; the influence
   // function is recomputed. Collective (the box must agree on every rank).
   void set_box(const Mat3& box);
@@ -128,10 +143,24 @@ class PMESolver {
   MPI_Comm comm() const { return comm_.get(); }
 
  private:
-  void reciprocal(SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials);
+  // The owned atoms' B-spline stencils (stencil_), for reciprocal() of any charges.
+  void stencils();
+  // The mesh part of charges q (per owned atom) with the current stencils: local
+  // energy share and virial into res, forces.
+  void reciprocal(View1<double> q, SolverResult& res, View2<double> forces, Overlap* overlap, bool potentials);
   // potentials: the mesh field gathered with unit charges (rec_field_, ad also
   // rec_phi_) and the forces from it; ik's potential mesh and its gather.
-  void forces_from_field(View2<double> forces);
+  void forces_from_field(View1<double> q, View2<double> forces);
+  // A result from the reduced sums: rec[0] the reciprocal energy, rec[1..6] its
+  // virial; the real-space terms (with self and background), sum |F|^2, the atoms.
+  static void finish_result(SolverResult& r, const double* rec, const RealSpaceTerms& terms, double sum_force2,
+                            std::int64_t n_atoms);
+  void force_views(std::size_t n_own);      // f_real_, f_rec_ for n_own atoms
+  void potential_views(std::size_t n_own);  // real_pot_, rec_field_, rec_phi_, ones_
+  // The pair loop started: at once, or with overlap as work for the exchanges in
+  // flight (returned); stop_work ends that and books its seconds as real_space.
+  Overlap* start_work(BackgroundWork* work, double& t);
+  void stop_work(Overlap* overlap, double hidden0);
   void ik_potentials(Overlap* overlap);
   void assemble_potentials(double total_charge, double* potentials_out, double* fields_out, std::size_t n);
   void choose_mode();
@@ -170,6 +199,11 @@ class PMESolver {
   // part, the reciprocal phi and E, unit charges for the field gathers.
   View2<double> real_pot_, rec_field_;
   View1<double> rec_phi_, ones_;
+  // Charge sets (compute_sets): per owned atom the sets' charges, their real-space
+  // columns (RealSpace::kSetCols per set), forces (3 per set), potentials and
+  // fields (4 per set); one set's charges; the ghosts' charges.
+  View2<double> set_q_, set_real_, set_f_, set_pot_, set_ghost_q_;
+  View1<double> set_col_;
   PhaseTimers timers_;
   std::unique_ptr<Overlap> overlap_;  // null without options.overlap
   double hidden_mark_ = 0;            // overlap_'s work seconds at the last lap

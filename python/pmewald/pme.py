@@ -13,9 +13,9 @@ Each rank passes the atoms it has (any split: all on one rank, none on some,
 or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
 
-Longer than 600 lines because it is the documented face of the solver: the constructor's and
-compute's parameters and checks, the result and their docstrings (docs/api.md renders them; the
-stages live elsewhere: _tuning, _potentials, _slab, the C++ core).
+Longer than 600 lines because it is the documented face of the solver: the docstrings of PME,
+PMEResult and compute are the API reference (docs/api.md renders them), with the constructor's
+and compute's checks; the work is in _tuning, _potentials, _charge_sets, _slab and the C++ core.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core, _potentials, _slab
+from . import _charge_sets, _core, _potentials, _slab
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
@@ -50,6 +50,13 @@ _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differen
 @dataclass
 class PMEResult:
     """Result of :meth:`PME.compute`.
+
+    With charges of shape (n, m) (m charge sets, :meth:`PME.compute`) every per-set quantity
+    gains a leading set axis: ``energy``, ``rms_force``, ``total_charge``,
+    ``estimated_error`` and ``estimated_error_absolute`` (m,), ``forces`` (m, n_local, 3),
+    ``virial`` (m, 3, 3), each ``terms`` value (m,), ``potentials`` and ``energies``
+    (m, n_local), ``fields`` (m, n_local, 3), ``probe_potentials`` (m, p) and
+    ``probe_fields`` (m, p, 3); :meth:`charge_set` gives one set as a plain result.
 
     Attributes
     ----------
@@ -98,6 +105,7 @@ class PMEResult:
         The potential at this rank's ``probes`` (points without charge), in their order.
     probe_fields : ndarray (p, 3) or None
         The field at this rank's ``probes``.
+
     """
 
     energy: float
@@ -115,8 +123,13 @@ class PMEResult:
     probe_potentials: np.ndarray = None
     probe_fields: np.ndarray = None
 
+    def charge_set(self, s) -> "PMEResult":
+        """Of a result with charges of shape (n, m): set ``s`` as the result of a call with
+        ``charges[:, s]`` alone (floats and arrays without the set axis)."""
+        return _charge_sets.one_set(self, s)
 
-class PME(Tuning):
+
+class PME(Tuning, _charge_sets.ChargeSets):
     """Smooth particle-mesh Ewald electrostatics over MPI.
 
     Parameters
@@ -495,8 +508,19 @@ class PME(Tuning):
         ----------
         positions : array (n_local, 3)
             Cartesian positions, anywhere in space (wrapped into the box).
-        charges : array (n_local,)
-        ids : int64 array (n_local,), optional
+        charges : array (n_local,) or (n_local, m)
+            One charge per atom, or m charge sets on the same atoms (column c: set c).
+            With (n_local, m) the call computes every set at once, sharing the atoms'
+            migration, the pair search and each pair's erfc/exp, the B-spline stencils and
+            the FFT plans (each set has its own spread, FFTs, solve and gather); the result
+            has the set as its leading axis (:class:`PMEResult`; ``res.charge_set(c)`` equals
+            ``compute(positions, charges[:, c], ...)`` to rounding, 1e-12 relative), also
+            for m = 1. Every rank passes the same m (shape (0, m) where a rank has no
+            atoms); a NaN in any set is refused. A first call tunes the parameters on the
+            set with the largest sum of squared charges, each set's ``estimated_error`` is
+            its own (``parameters`` shows that of the tuned set). A sets call searches
+            the pairs afresh and leaves the pair list (``skin``) as it was, like a call with
+            potentials. docs/potentials.md has how and at what cost.
             Global atom identities (used by ``exclusions``). Default: the global
             index in rank order (rank 0's atoms first).
         exclusions : int array (m, 2), optional
@@ -536,9 +560,15 @@ class PME(Tuning):
     def _compute(self, positions, charges, ids, exclusions, potentials=False, probes=None, estimate=True):
         comm = self._comm
         # Local checks, agreed in the same allreduce that sums what the call needs.
-        error, local = None, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        error, local = None, (0.0,) * 8
         try:
-            pos, q, idv, ex = check_atoms(positions, charges, ids, exclusions, self._box)
+            sets = _charge_sets.is_sets(charges)  # charges (n, m): m charge sets
+            pos, q, idv, ex = (_charge_sets.check_atoms if sets else check_atoms)(positions, charges, ids,
+                                                                                  exclusions, self._box)
+            n_sets = q.shape[1] if sets else 0
+            if sets and self._slab is not None:
+                raise ValueError("charge sets (charges of shape (n, m)) are not supported with slab=True: pass "
+                                 "one set per call")
             want, pts = _potentials.check_request(potentials, probes, self._box)
             if self._slab is not None:
                 self._slab.check_positions(pos)
@@ -547,10 +577,10 @@ class PME(Tuning):
             # per call at 30k atoms). Overflowing squares are refused below.
             with np.errstate(over="ignore"):
                 local = (len(q), float(q.sum()), float((q * q).sum()), 1.0 if idv is None else 0.0,
-                         1.0 if want else 0.0, len(pts))
+                         1.0 if want else 0.0, len(pts), n_sets, n_sets * n_sets)
         except Exception as e:  # noqa: BLE001 - agreed: every rank raises it
             error = e
-        n, sum_q, sum_q2, n_without_ids, n_want, n_probes = agree(comm, error, local)
+        n, sum_q, sum_q2, n_without_ids, n_want, n_probes, m_sum, m2_sum = agree(comm, error, local)
         n_atoms, size = int(n), comm.Get_size()
         if 0 < n_without_ids < size:
             raise ValueError(f"ids were passed on {size - int(n_without_ids)} of {size} ranks: pass ids on every "
@@ -558,6 +588,7 @@ class PME(Tuning):
         if 0 < n_want < size:
             raise ValueError(f"potentials=True was passed on {int(n_want)} of {size} ranks: pass the same on "
                              "every rank")
+        _charge_sets.check_agreed(m_sum, m2_sum, size)
         if n_atoms == 0:
             raise ValueError("no atoms were passed on any rank (positions are empty)")
         if not math.isfinite(sum_q2):
@@ -566,6 +597,8 @@ class PME(Tuning):
             offset = comm.exscan(len(q)) or 0
             idv = np.arange(offset, offset + len(q), dtype=np.int64)
         want = n_want > 0 or n_probes > 0
+        if m_sum > 0:
+            return self._compute_sets(pos, q, idv, ex, n_atoms, want, pts, int(n_probes), estimate)
         if sum_q2 == 0.0:
             return self._zero_result(len(q), n_atoms, want, len(pts))
         saved = {name: getattr(self, name) for name in _TUNING_STATE}

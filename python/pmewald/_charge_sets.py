@@ -1,0 +1,188 @@
+"""Charge sets: ``PME.compute(positions, charges)`` with ``charges`` of shape (n, m).
+
+m charge vectors on the same atoms in one call. The C++ solver (PMESolver::compute_sets)
+migrates the atoms once, searches the pairs and evaluates their erfc/exp once for all sets,
+computes the B-spline stencils once and runs each set's spread, FFTs, solve and gather on the
+shared plans. The result holds every per-set quantity with the set as its leading axis:
+``energy`` (m,), ``forces`` (m, n, 3), ``virial`` (m, 3, 3), each ``terms`` entry (m,),
+``potentials`` (m, n) and so on; ``PMEResult.charge_set(s)`` is set s as the result of a
+call with ``charges[:, s]`` alone. Local checks here; pme.py agrees them over the ranks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _potentials
+from ._validate import check_atoms as _check_atoms_1d
+from ._validate import float_array
+
+# Error estimates kept per (n_atoms, sum q^2, parameters, correlation): one per set.
+_ESTIMATE_CACHE = 256
+
+
+def is_sets(charges) -> bool:
+    """Whether ``charges`` has more than one axis (charge sets; more than two is refused in
+    check_atoms): decided locally, agreed in pme.py."""
+    return np.ndim(charges) >= 2
+
+
+def check_atoms(positions, charges, ids, exclusions, box):
+    """check_atoms for charges of shape (n, m): (pos, q (n, m) C-contiguous float64, ids, ex)."""
+    q = float_array(charges, "charges", "(n, m)")
+    if q.ndim != 2:
+        raise ValueError(f"charges must have shape (n,) or (n, m), got {q.shape}")
+    if q.shape[1] < 1:
+        raise ValueError(f"charges of shape (n, m) need at least one charge set (m >= 1), got {q.shape}")
+    pos, _, idv, ex = _check_atoms_1d(positions, np.zeros(len(q)), ids, exclusions, box)
+    if q.size and not (math.isfinite(q.min()) and math.isfinite(q.max())):
+        bad = np.flatnonzero(~np.isfinite(q).all(axis=0))
+        raise ValueError(f"charges contain NaN or inf (charge set {int(bad[0])})")
+    return pos, np.ascontiguousarray(q), idv, ex
+
+
+def check_agreed(m_sum, m2_sum, size):
+    """Every rank passed 1-D charges (m = 0) or the same number of sets: the sums of m and
+    m^2 over the ranks satisfy size * sum(m^2) == sum(m)^2 exactly then (and only then)."""
+    if size * m2_sum != m_sum * m_sum:
+        raise ValueError("charges must be 1-D on every rank or have the same number of columns (charge sets) on "
+                         "every rank (shape (0, m) where a rank has no atoms)")
+
+
+class ChargeSets:
+    """PME's charge-sets call (mixed into pmewald.PME)."""
+
+    def _compute_sets(self, pos, q, idv, ex, n_atoms, want, pts, n_probes, estimate):
+        from .pme import _TUNING_STATE  # (pme imports this module)
+
+        comm = self._comm
+        m = q.shape[1]
+        with np.errstate(over="ignore"):
+            local = np.concatenate((q.sum(axis=0), (q * q).sum(axis=0)))
+        total = np.empty_like(local)
+        comm.Allreduce(local, total, op=MPI.SUM)
+        sum_q, sum_q2 = total[:m], total[m:]
+        if not (sum_q2 > 0).any():
+            return self._zero_sets_result(len(q), n_atoms, m, want, len(pts))
+        # The tuning (first call, set_box) and the correlated error model see one set: the
+        # one with the largest sum of squared charges (the first of equal ones).
+        lead = int(np.argmax(sum_q2))
+        q_lead = np.ascontiguousarray(q[:, lead])
+        saved = {name: getattr(self, name) for name in _TUNING_STATE}
+        try:
+            if self._error_model == "correlated" and self._correlation is None:
+                self._correlation = self._charge_correlation(pos, q_lead, float(sum_q2[lead]))
+            self._probe_base = None
+            run = (pos, q, idv)
+            if n_probes > 0:  # probes: atoms of zero charge in every set
+                pids, self._probe_base = _potentials.probe_ids(comm, idv, len(pts), n_probes)
+                run = (np.ascontiguousarray(np.vstack((pos, pts))), np.vstack((q, np.zeros((len(pts), m)))),
+                       np.concatenate((idv, pids)))
+            if self._solver is None or self._recheck:
+                self._tune(pos, q_lead, idv, ex, n_atoms, float(sum_q2[lead]))
+            raw = self._run_sets(*run, ex, want)
+            if self._skin_auto and self._skin_active == 0.0:
+                self._solver.set_skin(self._skin)  # collective: every rank got here
+                self._skin_active = self._skin
+            return self._sets_result(raw, q, n_atoms, sum_q, sum_q2, lead, estimate, want, len(pts))
+        except BaseException:
+            for name, value in saved.items():  # nothing of a failed call is kept
+                setattr(self, name, value)
+            raise
+
+    def _run_sets(self, pos, q, idv, ex, potentials):
+        """solver.compute_sets, refusing a non-finite result (identical on every rank)."""
+        raw = self._solver.compute_sets(pos, q, idv, ex, potentials)
+        energy = raw["energy"]
+        if not (np.isfinite(energy).all() and np.isfinite(raw["sum_force2"]).all()
+                and np.isfinite(raw["virial"]).all()):
+            bad = energy[~np.isfinite(energy)]
+            self._refuse_non_finite({"energy": float(bad[0]) if len(bad) else math.nan}, pos, idv, ex)
+        return raw
+
+    def _set_estimate(self, sum_q2, n_atoms):
+        """_estimate for one set's sum of squared charges, cached per set."""
+        p = self._params
+        key = (n_atoms, float(sum_q2), p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self._correlation))
+        cache = self.__dict__.setdefault("_sets_estimates", {})
+        if key not in cache:
+            if len(cache) >= _ESTIMATE_CACHE:
+                cache.clear()
+            cache[key] = self._estimate(float(sum_q2), n_atoms)
+        return cache[key]
+
+    def _sets_result(self, raw, q, n_atoms, sum_q, sum_q2, lead, estimate, want, n_probes):
+        from .pme import _TERMS, PMEResult
+
+        m, n = q.shape[1], len(q)
+        rms = np.sqrt(raw["sum_force2"] / n_atoms)
+        est_abs, est_rel = np.zeros(m), np.zeros(m)
+        parts = [{"real": 0.0, "recip": 0.0}] * m
+        for c in range(m):
+            if sum_q2[c] == 0.0:
+                continue  # a set without charge: exactly zero, no error
+            if estimate:
+                est_abs[c], parts[c] = self._set_estimate(sum_q2[c], n_atoms)
+            else:
+                est_abs[c], parts[c] = math.nan, {"real": math.nan, "recip": math.nan}
+            est_rel[c] = est_abs[c] / rms[c] if rms[c] > 0 else math.inf
+        self._last_estimate = {"estimated_error": float(est_rel[lead]),
+                               "estimated_error_absolute": float(est_abs[lead]),
+                               "estimated_error_real": parts[lead]["real"],
+                               "estimated_error_reciprocal": parts[lead]["recip"]}
+        forces = raw["forces"]  # (n + probes, m, 3)
+        res = PMEResult(energy=np.asarray(raw["energy"]), forces=np.ascontiguousarray(forces[:n].transpose(1, 0, 2)),
+                        virial=np.asarray(raw["virial"]),
+                        terms={t: np.asarray(raw["terms"].get(t, np.zeros(m))) for t in _TERMS},
+                        estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms, n_atoms=n_atoms,
+                        total_charge=np.asarray(sum_q, dtype=float))
+        if want:
+            phi = np.ascontiguousarray(raw["potentials"].T)  # (m, n + probes)
+            field = np.ascontiguousarray(raw["fields"].transpose(1, 0, 2))
+            _set_potentials(res, q, phi, field, n)
+        return res
+
+    def _zero_sets_result(self, n_local, n_atoms, m, want, n_probes):
+        """Every set's charges zero: exactly zero everything; nothing tuned."""
+        from .pme import _TERMS, PMEResult
+
+        self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
+                               "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0}
+        res = PMEResult(energy=np.zeros(m), forces=np.zeros((m, n_local, 3)), virial=np.zeros((m, 3, 3)),
+                        terms={t: np.zeros(m) for t in _TERMS}, estimated_error=np.zeros(m),
+                        estimated_error_absolute=np.zeros(m), rms_force=np.zeros(m), n_atoms=n_atoms,
+                        total_charge=np.zeros(m))
+        if want:
+            _set_potentials(res, np.zeros((n_local, m)), np.zeros((m, n_local + n_probes)),
+                            np.zeros((m, n_local + n_probes, 3)), n_local)
+        return res
+
+
+def _set_potentials(res, q, phi, field, n):
+    """The per-set potentials, energies and fields of the atoms (first n) and probes."""
+    res.potentials = phi[:, :n]
+    res.energies = 0.5 * q.T * phi[:, :n]
+    res.fields = field[:, :n]
+    res.probe_potentials = phi[:, n:]
+    res.probe_fields = field[:, n:]
+
+
+def one_set(res, s):
+    """Set s of a charge-sets result as the PMEResult of a call with that set alone."""
+    import dataclasses
+
+    if np.ndim(res.energy) != 1:
+        raise ValueError("charge_set: this result is not of charges of shape (n, m)")
+
+    def pick(v):
+        return v[s] if isinstance(v, np.ndarray) else v
+
+    out = dataclasses.replace(res, **{f.name: pick(getattr(res, f.name)) for f in dataclasses.fields(res)
+                                      if f.name not in ("terms", "n_atoms")})
+    out.terms = {t: float(v[s]) for t, v in res.terms.items()}
+    for name in ("energy", "estimated_error", "estimated_error_absolute", "rms_force", "total_charge"):
+        setattr(out, name, float(getattr(out, name)))
+    return out

@@ -78,9 +78,11 @@ class PMECalculator(Calculator):
         eV*Angstrom).
 
     Results: ``energy`` and ``free_energy`` (eV, equal), ``forces`` (eV/Angstrom),
-    ``stress`` (eV/Angstrom^3, Voigt order); on request ``energies`` (per atom, eV),
-    ``charges`` (e) and ``electrostatic_potentials`` (per atom, eV/e; see
-    :meth:`get_electrostatic_potentials`).
+    ``stress`` (eV/Angstrom^3, Voigt order).
+
+    Per-atom results, computed only when asked for: ``energies`` (eV), ``charges`` (e)
+    and ``electrostatic_potentials`` (eV/e), the last through the method
+    ``get_electrostatic_potentials``.
     """
 
     implemented_properties = ["energy", "free_energy", "forces", "stress", "energies", "charges",

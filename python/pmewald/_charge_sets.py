@@ -26,8 +26,12 @@ _ESTIMATE_CACHE = 256
 
 def is_sets(charges) -> bool:
     """Whether ``charges`` has more than one axis (charge sets; more than two is refused in
-    check_atoms): decided locally, agreed in pme.py."""
-    return np.ndim(charges) >= 2
+    check_atoms): decided locally, agreed in pme.py. Something numpy cannot shape (ragged
+    lists) is not sets: the 1-D check refuses it, naming the charges."""
+    try:
+        return np.ndim(charges) >= 2
+    except (TypeError, ValueError):
+        return False
 
 
 def check_atoms(positions, charges, ids, exclusions, box):

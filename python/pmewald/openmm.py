@@ -131,17 +131,7 @@ class OpenMMProblem:
         """
         from mpi4py import MPI
 
-        if pme is None:
-            pme = self.pme(comm=comm)
-        comm = pme._comm
-        pos = self.positions if positions is None else np.asarray(positions, dtype=np.float64)
-        if box is not None:
-            pme.set_box(box)
-        n = len(self.charges)
-        rank, size = comm.Get_rank(), comm.Get_size()
-        lo, hi = rank * n // size, (rank + 1) * n // size
-        res = pme.compute(pos[lo:hi], self.charges[lo:hi], ids=self.ids[lo:hi],
-                          exclusions=self.exclusions if rank == 0 else None)
+        pme, comm, pos, n, res = self._share(pme, comm, positions, box)
         forces = np.empty((n, 3))
         counts = [((r + 1) * n // size - r * n // size) * 3 for r in range(size)]
         displs = [r * n // size * 3 for r in range(size)]
@@ -162,13 +152,6 @@ class OpenMMProblem:
         """
         from mpi4py import MPI
 
-        if pme is None:
-            pme = self.pme(comm=comm)
-        comm = pme._comm
-        pos = self.positions if positions is None else np.asarray(positions, dtype=np.float64)
-        if box is not None:
-            pme.set_box(box)
-        n = len(self.charges)
         if len(self.scaled_pairs):
             qi, qj = self.charges[self.scaled_pairs[:, 0]], self.charges[self.scaled_pairs[:, 1]]
             bad = np.flatnonzero((qi == 0) | (qj == 0))
@@ -176,10 +159,8 @@ class OpenMMProblem:
                 i, j = self.scaled_pairs[bad[0]]
                 raise ValueError(f"exception ({i}, {j}) has chargeProd {self.scaled_charge_products[bad[0]]} "
                                  "but an atom of zero charge: its potential term is undefined")
-        rank, size = comm.Get_rank(), comm.Get_size()
-        lo, hi = rank * n // size, (rank + 1) * n // size
-        res = pme.compute(pos[lo:hi], self.charges[lo:hi], ids=self.ids[lo:hi],
-                          exclusions=self.exclusions if rank == 0 else None, potentials=True)
+        pme, comm, pos, n, res = self._share(pme, comm, positions, box, potentials=True)
+        size = comm.Get_size()
         phi = np.empty(n)
         counts = [(r + 1) * n // size - r * n // size for r in range(size)]
         displs = [r * n // size for r in range(size)]
@@ -191,6 +172,22 @@ class OpenMMProblem:
             np.add.at(phi, i, e / self.charges[i])
             np.add.at(phi, j, e / self.charges[j])
         return phi, 0.5 * self.charges * phi
+
+    def _share(self, pme, comm, positions, box, potentials=False):
+        """The collective call of compute and potentials: rank r of P computes the atoms
+        ``[r*n//P, (r+1)*n//P)``. Returns (pme, its communicator, positions, n, result)."""
+        if pme is None:
+            pme = self.pme(comm=comm)
+        comm = pme._comm
+        pos = self.positions if positions is None else np.asarray(positions, dtype=np.float64)
+        if box is not None:
+            pme.set_box(box)
+        n = len(self.charges)
+        rank, size = comm.Get_rank(), comm.Get_size()
+        lo, hi = rank * n // size, (rank + 1) * n // size
+        res = pme.compute(pos[lo:hi], self.charges[lo:hi], ids=self.ids[lo:hi],
+                          exclusions=self.exclusions if rank == 0 else None, potentials=potentials)
+        return pme, comm, pos, n, res
 
     def _pair_vectors(self, pos, box=None):
         """r_i - r_j of the scaled pairs (the minimum image where OpenMM uses it)."""

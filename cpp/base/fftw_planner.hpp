@@ -1,6 +1,7 @@
 // FFTW's planner is not thread-safe: one process-wide lock for every pmewald
 // call that plans or destroys an FFTW plan (the distributed FFTs' plans in
-// fft/fftw_plans.cpp, the serial ones in fft/fftw_serial.cpp and
+// fft/fftw_plans.cpp, the serial ones in fft/fftw_serial.cpp, the correlated error
+// model's structure factors in tuning/charge_correlation.cpp and
 // pme/serial_reference.cpp). Execution (fftw_execute_dft) is thread-safe and
 // does not take it. Planning never makes MPI calls, so the lock cannot deadlock
 // ranks against each other.

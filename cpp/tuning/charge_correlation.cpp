@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "base/errors.hpp"
+#include "base/fftw_planner.hpp"
 #include "pme/bspline.hpp"
 #include "tuning/parameter_choice.hpp"
 
@@ -84,13 +85,18 @@ std::vector<Complex> local_structure_factors(const Mat3& box, const double* pos,
       }
     }
   }
-  fftw_plan plan = fftw_plan_dft_3d(G[0], G[1], G[2], grid, grid, FFTW_FORWARD, FFTW_ESTIMATE);
+  fftw_plan plan = nullptr;
+  {
+    // FFTW's planner is not thread-safe (two PME objects may tune in two threads).
+    const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    plan = fftw_plan_dft_3d(G[0], G[1], G[2], grid, grid, FFTW_FORWARD, FFTW_ESTIMATE);
+  }
   if (!plan) {
     fftw_free(grid);
     throw std::runtime_error("structure factors: FFTW planning failed");
   }
   fftw_execute(plan);
-  fftw_destroy_plan(plan);
+  destroy_fftw_plan(plan);
   // per axis: 1 / (sinc^p(x/G) e^{i pi p x / G}) for x in [-half, half]
   std::vector<Complex> corr[3];
   for (int d = 0; d < 3; ++d) {

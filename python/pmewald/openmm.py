@@ -132,6 +132,7 @@ class OpenMMProblem:
         from mpi4py import MPI
 
         pme, comm, pos, n, res = self._share(pme, comm, positions, box)
+        size = comm.Get_size()
         forces = np.empty((n, 3))
         counts = [((r + 1) * n // size - r * n // size) * 3 for r in range(size)]
         displs = [r * n // size * 3 for r in range(size)]

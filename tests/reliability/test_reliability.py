@@ -598,12 +598,17 @@ THREADS_SCRIPT = """
 
     # (c) one object shared by two threads: the second call gets a clear RuntimeError
     # (only checked on one rank: which thread wins differs between ranks)
+    # The shared call is made long (~50 ms, 6,000 atoms, order 8 on 64^3) so that the second
+    # thread, released by the same barrier, reaches the guard while the first is inside the
+    # call: with the 120-atom system a call reusing its pair list took ~1 ms and, on a loaded
+    # machine, 40 tries could all run one after the other (CI failure, stop 22).
     if size == 1:
-        shared = pmes[0]
-        alone = energy(shared, 0)
+        big = systems.random_charges(6000, np.array([30.0, 30.0, 30.0]), seed=3, min_distance=1.0)
+        shared = pmewald.PME(big.box, cutoff=9.0, alpha=0.35, mesh=64, order=8, comm=comm)
+        alone = shared.compute(big.positions, big.charges).energy
         busy = 0
-        for _ in range(40):  # until they collide (calls reusing the pair list are short)
-            out, errors = in_threads(lambda k: energy(shared, 0))
+        for _ in range(40):  # until they collide (in practice on the first try)
+            out, errors = in_threads(lambda k: shared.compute(big.positions, big.charges).energy)
             assert all(isinstance(e, RuntimeError) and "another thread" in str(e) for e in errors), errors
             assert len(out) + len(errors) == 2 and all(same(v, alone) for v in out.values()), (out, errors)
             busy += len(errors)

@@ -165,6 +165,8 @@ def worker_pme(job):
         for key in ("alpha", "mesh", "order", "tolerance"):
             if cfg.get(key) is not None:
                 kw[key] = tuple(cfg[key]) if key == "mesh" else cfg[key]
+        if job.get("precision"):
+            kw["precision"] = job["precision"]       # the pair kernel's (PME(precision=...))
         skin_rec = {}
         if frames is not None:                       # MD-loop mode: a fresh object per setting, one call per frame
             kw, skin_rec = md.pme_kwargs(kw, job.get("skin"))
@@ -180,6 +182,7 @@ def worker_pme(job):
             row = dict(cfg, comm_mode=job["comm_mode"], ranks=P, mesh=list(p["mesh"]), alpha=p["alpha"],
                        order=p["order"], differentiation=p["differentiation"],
                        estimated_error=p["estimated_error"], setup_s=t_setup, **skin_rec, **md.summary(steps_t),
+                       precision=p.get("precision"),
                        timer_counts={k: v for k, v in tm.items() if "rebuild" in k or k == "calls"})
             row["wall_s"] = row["step_mean_s"]
             forces = comm.gather(res.forces, root=0)
@@ -471,6 +474,7 @@ def bench_peers(args) -> int:
                                                      comm_mode=opt["mode"], steps=args.steps,
                                                      fft_only=(P == 1 and not md_mode),
                                                      frames=s.get("frames"), skin=args.skin,
+                                                     precision=args.precision,
                                                      budget_s=args.budget,
                                                      fft_repeats=args.fft_repeats,
                                                      forces_out=str(work / f"pme_{s['name']}_{P}_{opt['mode']}")
@@ -539,6 +543,8 @@ def add_parser(sub):
                         "(a random walk of --md-steps steps of --md-sigma A, one evaluation per step)")
     p.add_argument("--md-steps", type=int, default=20)
     p.add_argument("--md-sigma", type=float, default=0.01, help="Gaussian step per coordinate, Angstrom")
+    p.add_argument("--precision", choices=("double", "mixed", "auto"), default=None,
+                   help="pmewald's pair kernel, PME(precision=...) (default: PME's own default)")
     p.add_argument("--skin", type=float, default=None,
                    help="MD-loop mode: passed to PME(skin=...) if PME accepts it (the results record whether)")
     p.add_argument("--skip-lammps", action="store_true")

@@ -24,7 +24,7 @@ namespace {
 
 // One block of rows of the recording search (rows [begin, end) of the sorted atoms).
 struct RecordedBlock {
-  std::vector<int> js, row_n;
+  std::vector<int> js, row_n, row_inner;
   std::vector<PairTable::Excluded> ex;
   std::vector<int> ex_n;
   double candidates = 0;
@@ -36,11 +36,13 @@ struct RecordedBlock {
 // The build: the search of pair_search.hpp, recording.
 // ---------------------------------------------------------------------------
 
-void RealSpace::record_pairs(Migration& mig, double radius, PairTable& out, HalfPairKernel& kern) {
+void RealSpace::record_pairs(Migration& mig, double radius, double inner_radius, PairTable& out,
+                             HalfPairKernel& kern) {
   const std::size_t N = sort_atoms(mig, radius, kern);
   out.rows = N;
   out.candidates = 0;
   out.row_off.assign(N + 1, 0);
+  out.row_mid.assign(N, 0);
   out.ex_off.assign(N + 1, 0);
   out.js.clear();
   out.ex.clear();
@@ -52,23 +54,36 @@ void RealSpace::record_pairs(Migration& mig, double radius, PairTable& out, Half
   std::vector<RecordedBlock> blocks(static_cast<std::size_t>(nblocks));
   RecordedBlock* bp = blocks.data();
   // Each block writes only its own vectors (host memory: ExecSpace is a host space).
+  const double inner2 = inner_radius > 0 ? inner_radius * inner_radius : -1.0;
   Kokkos::parallel_for(
-      "pmewald::pair_list_build", Range(0, nblocks), [kern, bp, rows](const int blk) {
+      "pmewald::pair_list_build", Range(0, nblocks), [kern, bp, rows, inner2](const int blk) {
         RecordedBlock& B = bp[blk];
+        std::vector<int> shell;
         const int a0 = blk * kPairBlockRows, a1 = std::min(rows, a0 + kPairBlockRows);
         for (int a = a0; a < a1; ++a) {
           const std::size_t js0 = B.js.size(), ex0 = B.ex.size();
+          const double xi = kern.x(a), yi = kern.y(a), zi = kern.z(a);
+          shell.clear();
+          auto keep = [&](int j) {
+            const double dx = xi - kern.x(j), dy = yi - kern.y(j), dz = zi - kern.z(j);
+            if (dx * dx + dy * dy + dz * dz < inner2)
+              B.js.push_back(j);
+            else
+              shell.push_back(j);
+          };
           B.candidates += kern.walk(a, [&](int* list, int n, int* maybe, int n_maybe) {
-            B.js.insert(B.js.end(), list, list + n);
+            for (int b = 0; b < n; ++b) keep(list[b]);
             for (int b = 0; b < n_maybe; ++b) {
               const int j = maybe[b];
               std::int64_t e1, e2;
               if (kern.exclusion_entries(a, j, e1, e2))
                 B.ex.push_back({j, e1, e2});
               else if (kern.keeps(a, j))
-                B.js.push_back(j);
+                keep(j);
             }
           });
+          B.row_inner.push_back(static_cast<int>(B.js.size() - js0));
+          B.js.insert(B.js.end(), shell.begin(), shell.end());
           B.row_n.push_back(static_cast<int>(B.js.size() - js0));
           B.ex_n.push_back(static_cast<int>(B.ex.size() - ex0));
         }
@@ -86,6 +101,7 @@ void RealSpace::record_pairs(Migration& mig, double radius, PairTable& out, Half
     out.js.insert(out.js.end(), B.js.begin(), B.js.end());
     out.ex.insert(out.ex.end(), B.ex.begin(), B.ex.end());
     for (std::size_t r = 0; r < B.row_n.size(); ++r, ++a) {
+      out.row_mid[static_cast<std::size_t>(a)] = out.row_off[static_cast<std::size_t>(a)] + B.row_inner[r];
       out.row_off[static_cast<std::size_t>(a) + 1] = out.row_off[static_cast<std::size_t>(a)] + B.row_n[r];
       out.ex_off[static_cast<std::size_t>(a) + 1] = out.ex_off[static_cast<std::size_t>(a)] + B.ex_n[r];
     }
@@ -104,8 +120,9 @@ struct ListKernel {
   unsigned value_count = 11;  // as HalfPairKernel's
   static constexpr int kBatch = HalfPairKernel::kBatch;
   HalfPairKernel kern;  // the build's sorted atoms (positions refreshed), exclusions, constants
-  const int *row_off, *js, *ex_off;
+  const int *row_off, *row_mid, *js, *ex_off;
   const PairTable::Excluded* ex;
+  const double* xyzq;  // the sorted atoms' x, y, z, q interleaved (one cache line per partner)
   double rc2;
 
   void operator()(const int a, double* acc) const {
@@ -117,25 +134,35 @@ struct ListKernel {
     int sel[kBatch];
     double bfx[kBatch], bfy[kBatch], bfz[kBatch];
     alignas(64) double bx[kBatch], by[kBatch], bz[kBatch], bq[kBatch];
-    const double* q = kern.q.data();
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double e_excl = 0, evaluated = 0;
-    const int b0 = row_off[a], b1 = row_off[a + 1];
+    const int b0 = row_off[a], bm = row_mid[a], b1 = row_off[a + 1];
     if (kern.pairs) {
       for (int c0 = b0; c0 < b1; c0 += kBatch) {
-        const int c1 = std::min(b1, c0 + kBatch);
+        const int c1 = std::min(b1, c0 + kBatch), cm = std::max(c0, std::min(bm, c1));
         int n = 0;
-        // Branch-free: the stored pairs now within the cutoff, gathered for the kernel.
-        for (int b = c0; b < c1; ++b) {
+        // The inner partners, within the cutoff by construction: gathered as they are.
+        for (int b = c0; b < cm; ++b, ++n) {
           const int j = js[b];
-          const double xj = x[j], yj = y[j], zj = z[j];
+          const double* pj = xyzq + 4 * static_cast<std::size_t>(j);
+          sel[n] = j;
+          bx[n] = pj[0];
+          by[n] = pj[1];
+          bz[n] = pj[2];
+          bq[n] = pj[3];
+        }
+        // Branch-free: the shell's pairs now within the cutoff.
+        for (int b = cm; b < c1; ++b) {
+          const int j = js[b];
+          const double* pj = xyzq + 4 * static_cast<std::size_t>(j);
+          const double xj = pj[0], yj = pj[1], zj = pj[2];
           const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
           sel[n] = j;
           bx[n] = xj;
           by[n] = yj;
           bz[n] = zj;
-          bq[n] = q[j];
+          bq[n] = pj[3];
           n += dx * dx + dy * dy + dz * dz < rc2;
         }
         if (n == 0) continue;
@@ -180,6 +207,7 @@ class PairList::Sweep final : public detail::RowBlocks<ListKernel, 11> {
  public:
   static_assert(kBlockRows == RealSpace::kPairBlockRows, "one block size for every pair loop");
   View2<double> sforce{"pair_list_forces", 0, 3};
+  std::vector<double> xyzq;  // ListKernel::xyzq
   double cutoff = 0;
   bool active = false;
   RealSpaceTerms terms;  // sum_q, sum_q2
@@ -223,11 +251,12 @@ int PairList::vote(const double* positions, const std::int64_t* ids, std::size_t
 }
 
 void PairList::build(const double* positions, const double* charges, const std::int64_t* ids, std::size_t n,
-                     const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius) {
+                     const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius,
+                     double inner_radius) {
   valid_ = false;  // until the build has completed (a failed one leaves no list)
   mig_.forward(positions, charges, ids, n, excl_offsets, excl_partners);
   mig_.exchange_ghosts(radius);
-  builder_.record_pairs(mig_, radius, table_, list_kernel());
+  builder_.record_pairs(mig_, radius, inner_radius, table_, list_kernel());
   const std::size_t n_o = mig_.n_owned(), n_g = mig_.n_ghost();
   base_own_.resize(3 * n_o);
   base_ghost_.resize(3 * n_g);
@@ -270,7 +299,10 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   sw.active = false;
   const double t0 = wall_seconds();
   if (rebuild) {
-    build(positions, charges, ids, n, excl_offsets, excl_partners, cutoff + skin);
+    // Inner pairs: closer than cutoff - skin at the build, so closer than the cutoff
+    // while no atom has moved more than skin / 2 (vote() checks that, in rounded
+    // arithmetic: hence the margin of 1e-3 skin).
+    build(positions, charges, ids, n, excl_offsets, excl_partners, cutoff + skin, cutoff - 1.001 * skin);
     stats_.build_seconds += wall_seconds() - t0;
   } else {
     if (!valid_) throw std::logic_error("PairList::begin: reuse without a list");
@@ -308,10 +340,19 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   kern.vector_kernel = alpha * cutoff < kMaxAlphaR;
   kern.kernels = pair_kernels(precision_, alpha * cutoff);
   sw.kern.row_off = table_.row_off.data();
+  sw.kern.row_mid = table_.row_mid.data();
   sw.kern.js = table_.js.data();
   sw.kern.ex_off = table_.ex_off.data();
   sw.kern.ex = table_.ex.data();
   sw.kern.rc2 = cutoff * cutoff;
+  sw.xyzq.resize(4 * N);
+  for (std::size_t a = 0; a < N; ++a) {
+    sw.xyzq[4 * a] = kern.x(a);
+    sw.xyzq[4 * a + 1] = kern.y(a);
+    sw.xyzq[4 * a + 2] = kern.z(a);
+    sw.xyzq[4 * a + 3] = kern.q(a);
+  }
+  sw.kern.xyzq = sw.xyzq.data();
 }
 
 HalfPairKernel& PairList::list_kernel() { return sweep_->kern.kern; }

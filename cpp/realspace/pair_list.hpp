@@ -27,6 +27,10 @@
 // its migration does anyway (Migration::forward's vote), so reuse costs no
 // collective of its own.
 //
+// Each row's partners are stored inner ones first (closer than cutoff - skin at the
+// build: within the cutoff at every reuse, so gathered for the kernel without a
+// distance check), then the shell's (checked against the cutoff on every call).
+//
 // Excluded pairs: recorded at the build if within cutoff + skin, evaluated and
 // counted only while closer than the cutoff, so an excluded pair beyond the
 // cutoff raises the same ValueError (on every rank) as a fresh search.
@@ -55,6 +59,10 @@ struct PairTable {
   };
   std::size_t rows = 0;          // sorted atoms (owned + ghost; 0 without owned atoms)
   std::vector<int> row_off, js;  // CSR: partners js[row_off[a] .. row_off[a + 1]) of sorted atom a
+  // js[row_off[a] .. row_mid[a]): the inner partners, closer than cutoff - skin at the build, so
+  // within the cutoff at every reuse (no atom moved more than skin / 2): evaluated without the
+  // distance check; the rest (the shell, up to cutoff + skin) are checked.
+  std::vector<int> row_mid;
   std::vector<int> ex_off;       // CSR: its excluded pairs
   std::vector<Excluded> ex;
   std::vector<int> slot;         // sorted slot of owned atom i (i < n_owned), ghost g (n_owned + g)
@@ -110,7 +118,8 @@ class PairList {
   class Sweep;
   detail::HalfPairKernel& list_kernel();  // the build's search state (in sweep_), evaluated by the sweep
   void build(const double* positions, const double* charges, const std::int64_t* ids, std::size_t n,
-             const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius);
+             const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius,
+             double inner_radius);
   void refresh(const double* charges, std::size_t n);
 
   MPI_Comm comm_;

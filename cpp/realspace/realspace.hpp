@@ -144,9 +144,11 @@ class RealSpace {
   // The pair list's build (pair_list.hpp; defined in pair_list.cpp): mig's atoms
   // sorted as for compute_local at search radius `radius` (mig's ghosts exchanged
   // for at least that), and the pairs within it that this rank evaluates
-  // recorded into `out`; kern is left pointing at the sorted atoms (this object's
+  // recorded into `out`, each row's partners closer than inner_radius first
+  // (PairTable::row_mid); kern is left pointing at the sorted atoms (this object's
   // scratch, valid until its next use). No MPI.
-  void record_pairs(Migration& mig, double radius, PairTable& out, detail::HalfPairKernel& kern);
+  void record_pairs(Migration& mig, double radius, double inner_radius, PairTable& out,
+                    detail::HalfPairKernel& kern);
   static RealSpaceTerms terms_from_sums(const double* sums, const PeriodicCell& cell, double alpha,
                                         double coulomb_constant);
 

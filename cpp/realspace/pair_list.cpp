@@ -120,10 +120,10 @@ struct ListKernel {
   unsigned value_count = 11;  // as HalfPairKernel's
   static constexpr int kBatch = HalfPairKernel::kBatch;
   HalfPairKernel kern;  // the build's sorted atoms (positions refreshed), exclusions, constants
-  const int *row_off, *row_mid, *js, *ex_off;
-  const PairTable::Excluded* ex;
-  const double* xyzq;  // the sorted atoms' x, y, z, q interleaved (one cache line per partner)
-  double rc2;
+  const int *row_off = nullptr, *row_mid = nullptr, *js = nullptr, *ex_off = nullptr;
+  const PairTable::Excluded* ex = nullptr;
+  const double* xyzq = nullptr;  // the sorted atoms' x, y, z, q interleaved (one cache line per partner)
+  double rc2 = 0;
 
   void operator()(const int a, double* acc) const {
     const bool a_owned = kern.sowner(a) >= 0;

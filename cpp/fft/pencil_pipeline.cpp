@@ -102,15 +102,24 @@ PencilPipeline::PencilPipeline(MPI_Comm comm, const FFTStages& all, int first_re
       }
     }
   }
-  agree_or_throw(comm, err);
+  try {
+    agree_or_throw(comm, err);
+  } catch (...) {
+    release();  // a constructor that throws runs no destructor
+    throw;
+  }
 }
 
-PencilPipeline::~PencilPipeline() {
+PencilPipeline::~PencilPipeline() { release(); }
+
+void PencilPipeline::release() {
   for (auto* set : {&plans_, &oop_})
     for (auto& pp : *set)
-      for (auto& p : pp) destroy_fftw_plan(p);
-  for (auto& b : buf_)
+      for (auto& p : pp) destroy_fftw_plan(p);  // nulls p
+  for (auto& b : buf_) {
     if (b) fftw_free(b);
+    b = nullptr;
+  }
 }
 
 const ExchangeStats& PencilPipeline::remap_stats(int t, Direction d) const {

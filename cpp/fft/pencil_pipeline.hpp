@@ -95,6 +95,7 @@ class PencilPipeline {
  private:
   void remap_step(int t, Direction d, bool last, Complex* out, const Complex*& cur, bool& user, Overlap* overlap);
   void group_step(int g, Direction d, bool to_out, Complex* out, const Complex*& cur, bool& user);
+  void release();  // the FFTW plans and buffers (destructor; a constructor that fails)
   void fft_in_place(int stage, Complex* data, Direction d);
   void fft_out_of_place(int stage, const Complex* src, Complex* dst, Direction d);
   Complex* other_buffer(const Complex* p) const { return p == buf_[0] ? buf_[1] : buf_[0]; }

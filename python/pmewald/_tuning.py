@@ -41,14 +41,16 @@ _CORRELATION_HALF = 24
 # The real-space estimate of the correlated model (docs/accuracy.md, "The real-space part"):
 # the truncation force sampled on about _TAIL_SAMPLE atoms (at most twice that; all atoms
 # of smaller systems), at alpha * cutoff = _TAIL_ALPHA_RC (and the current alpha), relative
-# to the Kolafa-Perram estimate; _TAIL_SIGMAS standard errors of the sample mean are added
-# (none when every atom is sampled). A sampled error below _TAIL_FLOOR x Kolafa-Perram's at
-# any alpha is a structure whose truncation force cancels by symmetry (a perfect lattice:
-# exactly 0), which the first thermal motion undoes: Kolafa-Perram's estimate is kept.
+# to the Kolafa-Perram estimate (held below 2.5, where the factors measured fall: the
+# shell of the smallest alpha is the widest, and costs the most); _TAIL_SIGMAS standard errors of the sample mean are added
+# (none when every atom is sampled). The factor is at least 1: the sample raises the
+# estimate where the shell adds coherently (a displaced crystal: up to 1.8x) but does not
+# lower it where it cancels (water, chains: 0.7-0.9x), because a lower real-space share
+# moved the choice onto meshes commensurate with a crystal, on which the mesh estimate is
+# up to 1.7x optimistic (docs/accuracy.md: measured above the tolerance on 3^3 rock salt).
 _TAIL_SAMPLE = 500
-_TAIL_ALPHA_RC = (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0)
+_TAIL_ALPHA_RC = (2.5, 3.0, 3.5, 4.0, 4.5, 5.0)
 _TAIL_SIGMAS = 2.0
-_TAIL_FLOOR = 0.1
 # Cost-model constants for the automatic choice: None uses the calibrated ones built into
 # the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
 # entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
@@ -166,8 +168,24 @@ class Tuning:
         return corr
 
     def _real_factors(self, pos, q, idv, sum_q2):
-        """(alpha * cutoff nodes, factors): the real-space truncation error measured on a
-        sample of the atoms relative to the Kolafa-Perram estimate (collective).
+        """(alpha * cutoff nodes, factors): the sampled real-space truncation error
+        (:meth:`_sampled_real_errors`) relative to the Kolafa-Perram estimate, rounded to
+        three digits (the reduction's order does not show), at least 1 (collective)."""
+        from ._core import tuning
+
+        nodes, sampled, n_atoms = self._sampled_real_errors(pos, q, idv, sum_q2)
+        vol = self._real_volume() or abs(np.linalg.det(self._box))
+        factors = []
+        for x, e in zip(nodes, sampled):
+            kp = tuning.real_space_error(x / self._cutoff, self._cutoff, _for_choice(sum_q2), _model_atoms(n_atoms),
+                                         vol, 1.0)
+            factors.append(max(1.0, float(f"{e / kp:.2e}")) if kp > 0 and e > 0 else 1.0)
+        return nodes, factors
+
+    def _sampled_real_errors(self, pos, q, idv, sum_q2):
+        """(alpha * cutoff nodes, absolute RMS truncation errors per atom (Coulomb constant
+        1), N): the real-space truncation force measured on a sample of the atoms
+        (collective).
 
         The sample is every atom whose id hashes to 0 modulo N // _TAIL_SAMPLE, so it is the
         same on any rank count and split. Its positions and charges are gathered to every
@@ -175,9 +193,7 @@ class Tuning:
         (tuning.local_tail_fields: r_c < r < tuning.tail_radius(alpha)) and the fields are
         summed over the ranks. The sampled mean of q_i^2 |E_i|^2 plus _TAIL_SIGMAS standard
         errors (finite-population corrected: none when all atoms are sampled), plus the
-        Kolafa-Perram estimate of what lies beyond the shell, is the squared estimate;
-        divided by Kolafa-Perram's at the cutoff, rounded to three digits (the reduction's
-        order does not show); all 1 (Kolafa-Perram) when one is below _TAIL_FLOOR."""
+        Kolafa-Perram estimate of what lies beyond the shell, is the squared estimate."""
         from mpi4py import MPI
 
         from ._core import tuning
@@ -193,7 +209,7 @@ class Tuning:
         qs = np.concatenate([p[2] for p in parts])[order]
         nodes = sorted(set(_TAIL_ALPHA_RC) | {round(float(self._alpha) * rc, 6)})
         if len(qs) == 0 or sum_q2 <= 0:
-            return nodes, [1.0] * len(nodes)
+            return nodes, [0.0] * len(nodes), n_atoms
         alphas = [x / rc for x in nodes]
         local = tuning.local_tail_fields(self._box, rc, alphas, samples, np.ascontiguousarray(pos, dtype=float),
                                          np.ascontiguousarray(q, dtype=float))
@@ -206,15 +222,11 @@ class Tuning:
         se = spread / math.sqrt(m) * math.sqrt(max(0.0, 1.0 - m / n_atoms))
         vol = self._real_volume() or abs(np.linalg.det(self._box))
         n_model, sq2 = _model_atoms(n_atoms), _for_choice(sum_q2)
-        factors = []
+        out = []
         for a, mu, s_e in zip(alphas, mean, se):
             beyond = tuning.real_space_error(a, tuning.tail_radius(a, rc), sq2, n_model, vol, 1.0)
-            kp = tuning.real_space_error(a, rc, sq2, n_model, vol, 1.0)
-            f = math.sqrt(mu + _TAIL_SIGMAS * s_e + beyond ** 2) / kp if kp > 0 else 1.0
-            factors.append(float(f"{f:.2e}"))
-        if min(factors) < _TAIL_FLOOR:
-            factors = [1.0] * len(nodes)
-        return nodes, factors
+            out.append(math.sqrt(mu + _TAIL_SIGMAS * s_e + beyond ** 2))
+        return nodes, out, n_atoms
 
     def _real_volume(self):
         """The volume the atoms fill (the real-space estimate's density): a slab's own

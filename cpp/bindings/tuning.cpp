@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "tuning/cost_model.hpp"
 #include "tuning/error_estimates.hpp"
 #include "tuning/parameter_choice.hpp"
+#include "tuning/real_space_tail.hpp"
 
 namespace py = pybind11;
 
@@ -93,7 +95,8 @@ void bind_tuning(py::module_& core) {
         const ChargeCorrelation* corr = correlation_arg(correlation);
         const double rv = real_volume.is_none() ? volume_of(B) : real_volume.cast<double>();
         if (!(rv > 0) || !std::isfinite(rv)) throw ValueError("real_volume must be positive");
-        const double er = real_space_error(alpha, cutoff, sum_q2, n_atoms, rv, coulomb_constant);
+        const double er = real_space_error(alpha, cutoff, sum_q2, n_atoms, rv, coulomb_constant) *
+                          (corr ? corr->real_factor(alpha * cutoff) : 1.0);
         double ek;
         {
           py::gil_scoped_release nogil;
@@ -266,6 +269,33 @@ void bind_tuning(py::module_& core) {
       "S(x) = sum_j q_j exp(-2 pi i x.s_j) and T(x) (the same with q_j^3) of these atoms for every integer x with "
       "|x_d| <= half[d]: a complex array (2, 2 half_0 + 1, 2 half_1 + 1, 2 half_2 + 1). Sum it over the ranks "
       "before building a ChargeCorrelation.");
+  t.attr("TAIL_EXPONENT") = kTailExponent;
+  t.def("tail_radius", &tail_radius, py::arg("alpha"), py::arg("cutoff"),
+        "Outer radius sqrt(r_c^2 + TAIL_EXPONENT / alpha^2) of the truncated shell local_tail_fields sums.");
+  t.def(
+      "local_tail_fields",
+      [](darr box, double cutoff, const std::vector<double>& alphas, darr samples, darr positions, darr charges) {
+        const Mat3 B = mat3_from_python(box);
+        if (samples.ndim() != 2 || samples.shape(1) != 3) throw ValueError("samples must have shape (s, 3)");
+        if (positions.ndim() != 2 || positions.shape(1) != 3) throw ValueError("positions must have shape (n, 3)");
+        if (charges.ndim() != 1 || charges.shape(0) != positions.shape(0))
+          throw ValueError("charges must have shape (n,) matching positions");
+        const std::size_t ns = static_cast<std::size_t>(samples.shape(0));
+        std::vector<double> v;
+        {
+          py::gil_scoped_release nogil;
+          v = local_tail_fields(B, cutoff, alphas, samples.data(), ns, positions.data(), charges.data(),
+                                static_cast<std::size_t>(charges.shape(0)));
+        }
+        py::array_t<double> out({py::ssize_t(alphas.size()), py::ssize_t(ns), py::ssize_t(3)});
+        std::copy(v.begin(), v.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("box"), py::arg("cutoff"), py::arg("alphas"), py::arg("samples"), py::arg("positions"),
+      py::arg("charges"),
+      "The truncated real-space field at each sample point from these atoms (all periodic images with "
+      "r_c < r < tail_radius(alpha)), Coulomb constant 1: an array (n_alpha, n_samples, 3). Sum it over the "
+      "ranks (tuning/real_space_tail.hpp).");
   py::class_<ChargeCorrelation>(t, "ChargeCorrelation",
                                 "c(x) = C(k_x) / (sum_q2^2 - sum_q4), C(k) = sum_i q_i^2 |S_{-i}(k)|^2, over the "
                                 "table of local_structure_factors (tuning/charge_correlation.hpp); 1 outside it.")
@@ -282,7 +312,13 @@ void bind_tuning(py::module_& core) {
            py::arg("half"), py::arg("sums"), py::arg("sum_q2"), py::arg("sum_q4"))
       .def_property_readonly("half", [](const ChargeCorrelation& c) { return c.half(); })
       .def_property_readonly("empty", &ChargeCorrelation::empty)
-      .def("__call__", [](const ChargeCorrelation& c, long x0, long x1, long x2) { return c(x0, x1, x2); });
+      .def("__call__", [](const ChargeCorrelation& c, long x0, long x1, long x2) { return c(x0, x1, x2); })
+      .def("set_real_factors", &ChargeCorrelation::set_real_factors, py::arg("alpha_rc"), py::arg("factors"),
+           "The real-space estimate's factors (sampled truncation error / Kolafa-Perram) at increasing alpha r_c.")
+      .def("real_factor", &ChargeCorrelation::real_factor, py::arg("alpha_rc"),
+           "The real-space factor at alpha r_c (log-linear between the nodes, the end values outside; 1 without).")
+      .def_property_readonly("real_nodes", &ChargeCorrelation::real_nodes)
+      .def_property_readonly("real_factors", &ChargeCorrelation::real_factors);
 }
 
 }  // namespace pmewald::bindings

@@ -147,5 +147,26 @@ ChargeCorrelation::ChargeCorrelation(const Int3& half, const Complex* sums, doub
   }
 }
 
+void ChargeCorrelation::set_real_factors(const std::vector<double>& alpha_rc, const std::vector<double>& factors) {
+  if (alpha_rc.size() != factors.size()) throw ValueError("real factors: one factor per alpha r_c node");
+  for (std::size_t i = 0; i < alpha_rc.size(); ++i) {
+    if (!(factors[i] > 0) || !std::isfinite(factors[i]) || !std::isfinite(alpha_rc[i]))
+      throw ValueError("real factors must be positive and finite");
+    if (i > 0 && !(alpha_rc[i] > alpha_rc[i - 1])) throw ValueError("real factor nodes must increase");
+  }
+  real_x_ = alpha_rc;
+  real_f_ = factors;
+}
+
+double ChargeCorrelation::real_factor(double alpha_rc) const {
+  if (real_x_.empty()) return 1.0;
+  if (alpha_rc <= real_x_.front()) return real_f_.front();
+  if (alpha_rc >= real_x_.back()) return real_f_.back();
+  const std::size_t i = static_cast<std::size_t>(std::upper_bound(real_x_.begin(), real_x_.end(), alpha_rc) -
+                                                 real_x_.begin());
+  const double t = (alpha_rc - real_x_[i - 1]) / (real_x_[i] - real_x_[i - 1]);
+  return std::exp((1 - t) * std::log(real_f_[i - 1]) + t * std::log(real_f_[i]));
+}
+
 }  // namespace tuning
 }  // namespace pmewald

@@ -28,6 +28,11 @@
 // force of a charge on itself, a function of its position in the mesh cell) the position-
 // dependent part of its neighbours' pair errors cancels. An atom whose neutral group is
 // much smaller than the mesh spacing sees its own mesh charge cancelled by its partners'.
+//
+// In real space the correlations decide how the truncated shell's terms add up (coherently
+// in a crystal, cancelling around neutral molecules): real_factor holds the ratio of the
+// truncation error sampled on the system (real_space_tail.hpp) to the Kolafa-Perram
+// estimate, at a few alpha r_c, for the real-space estimate to multiply.
 #pragma once
 
 #include <vector>
@@ -72,6 +77,13 @@ class ChargeCorrelation {
       return 0.0;
     return chi_[index(x0, x1, x2)];
   }
+  // The real-space factor: ratios at increasing alpha r_c nodes (all positive); real_factor
+  // interpolates log(ratio) linearly in alpha r_c and holds the end values outside; 1 with
+  // no nodes.
+  void set_real_factors(const std::vector<double>& alpha_rc, const std::vector<double>& factors);
+  double real_factor(double alpha_rc) const;
+  const std::vector<double>& real_nodes() const { return real_x_; }
+  const std::vector<double>& real_factors() const { return real_f_; }
 
  private:
   std::size_t index(long x0, long x1, long x2) const {
@@ -80,6 +92,7 @@ class ChargeCorrelation {
   }
   Int3 half_{0, 0, 0};
   std::vector<double> c_, chi_;
+  std::vector<double> real_x_, real_f_;
 };
 
 }  // namespace tuning

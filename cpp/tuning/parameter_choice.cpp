@@ -127,7 +127,8 @@ Parameters choose_parameters(const Mat3& box, double cutoff, double target, doub
                        (target * std::sqrt(static_cast<double>(n) * cutoff * V));
     P.alpha = std::sqrt(std::fmax(std::log(std::fmax(arg, 1.0)), 1.0)) / cutoff;
   }
-  P.est_real = real_space_error(P.alpha, cutoff, sum_q2, n, V, kc);
+  P.est_real = real_space_error(P.alpha, cutoff, sum_q2, n, V, kc) *
+               (corr ? corr->real_factor(P.alpha * cutoff) : 1.0);
   double goal = target / std::sqrt(2.0);
   if (P.est_real < target) goal = std::fmax(goal, std::sqrt(target * target - P.est_real * P.est_real));
   const bool fixed_mesh = mesh[0] > 0 && mesh[1] > 0 && mesh[2] > 0;
@@ -239,7 +240,8 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
   };
   std::vector<AlphaOption> al;
   auto option = [&](double a) {
-    const double r = real_space_error(a, cutoff, sum_q2, n, V, kc);
+    const double r = real_space_error(a, cutoff, sum_q2, n, V, kc) *
+                     (corr ? corr->real_factor(a * cutoff) : 1.0);
     double b = target / std::sqrt(2.0);
     if (r < target) b = std::fmax(b, std::sqrt(target * target - r * r));
     return AlphaOption{a, r, b};
@@ -252,7 +254,11 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
       const double x = std::log(std::fmax(A / (share * target), 1.0));
       return std::fmax(std::sqrt(x), kMinAlphaRc) / cutoff;
     };
-    const double a_lo = alpha_of(0.99), a_hi = alpha_of(0.10);
+    // the real-space factor of a correlated system (charge_correlation.hpp) moves the shares
+    double f_lo = 1.0, f_hi = 1.0;
+    if (corr)
+      for (double f : corr->real_factors()) f_lo = std::fmin(f_lo, f), f_hi = std::fmax(f_hi, f);
+    const double a_lo = alpha_of(0.99 / f_lo), a_hi = alpha_of(0.10 / f_hi);
     const int steps =
         a_hi > a_lo * 1.0001 ? static_cast<int>(std::ceil(std::log(a_hi / a_lo) / std::log(1.005))) : 0;
     for (int i = 0; i <= steps; ++i) {

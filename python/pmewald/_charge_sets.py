@@ -78,7 +78,7 @@ class ChargeSets:
         saved = {name: getattr(self, name) for name in _TUNING_STATE}
         try:
             if self._error_model == "correlated" and self._correlation is None:
-                self._correlation = self._charge_correlation(pos, q_lead, float(sum_q2[lead]))
+                self._correlation = self._charge_correlation(pos, q_lead, idv, float(sum_q2[lead]))
             self._probe_base = None
             run = (pos, q, idv)
             if n_probes > 0:  # probes: atoms of zero charge in every set

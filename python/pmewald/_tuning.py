@@ -38,6 +38,19 @@ _ORDERS = (4, 8)
 # Largest index half-width of the charge structure-factor table of the correlated error
 # model (tuning.local_structure_factors): |x_d| <= 24, a transform of at most 100^3 points.
 _CORRELATION_HALF = 24
+# The real-space estimate of the correlated model (docs/accuracy.md, "The real-space part"):
+# the truncation force sampled on about _TAIL_SAMPLE atoms (at most twice that; all atoms
+# of smaller systems), at alpha * cutoff = _TAIL_ALPHA_RC (and the current alpha), relative
+# to the Kolafa-Perram estimate (held below 2.5, where the factors measured fall: the
+# shell of the smallest alpha is the widest, and costs the most); _TAIL_SIGMAS standard errors of the sample mean are added
+# (none when every atom is sampled). The factor is at least 1: the sample raises the
+# estimate where the shell adds coherently (a displaced crystal: up to 1.8x) but does not
+# lower it where it cancels (water, chains: 0.7-0.9x), because a lower real-space share
+# moved the choice onto meshes commensurate with a crystal, on which the mesh estimate is
+# up to 1.7x optimistic (docs/accuracy.md: measured above the tolerance on 3^3 rock salt).
+_TAIL_SAMPLE = 500
+_TAIL_ALPHA_RC = (2.5, 3.0, 3.5, 4.0, 4.5, 5.0)
+_TAIL_SIGMAS = 2.0
 # Cost-model constants for the automatic choice: None uses the calibrated ones built into
 # the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
 # entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
@@ -132,8 +145,9 @@ class Tuning:
         e = dict(self._cache_estimate[1], float=self._float_error(n_atoms))
         return math.sqrt(e["real"] ** 2 + e["recip"] ** 2 + e["float"] ** 2), e
 
-    def _charge_correlation(self, pos, q, sum_q2):
-        """The charges' structure-factor table for the correlated error model (collective).
+    def _charge_correlation(self, pos, q, idv, sum_q2):
+        """The charges' structure-factor table for the correlated error model, with its
+        real-space factors (:meth:`_real_factors`) (collective).
 
         Every rank transforms its own atoms (tuning.local_structure_factors: a B-spline
         spread onto a periodic grid and one FFT) and the sums are reduced over the ranks,
@@ -149,7 +163,70 @@ class Tuning:
         total = np.empty_like(local)
         self._comm.Allreduce(local, total, op=MPI.SUM)
         sum_q4 = float(self._comm.allreduce(float((q ** 4).sum())))
-        return tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
+        corr = tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
+        corr.set_real_factors(*self._real_factors(pos, q, idv, sum_q2))
+        return corr
+
+    def _real_factors(self, pos, q, idv, sum_q2):
+        """(alpha * cutoff nodes, factors): the sampled real-space truncation error
+        (:meth:`_sampled_real_errors`) relative to the Kolafa-Perram estimate, rounded to
+        three digits (the reduction's order does not show), at least 1 (collective)."""
+        from ._core import tuning
+
+        nodes, sampled, n_atoms = self._sampled_real_errors(pos, q, idv, sum_q2)
+        vol = self._real_volume() or abs(np.linalg.det(self._box))
+        factors = []
+        for x, e in zip(nodes, sampled):
+            kp = tuning.real_space_error(x / self._cutoff, self._cutoff, _for_choice(sum_q2), _model_atoms(n_atoms),
+                                         vol, 1.0)
+            factors.append(max(1.0, float(f"{e / kp:.2e}")) if kp > 0 and e > 0 else 1.0)
+        return nodes, factors
+
+    def _sampled_real_errors(self, pos, q, idv, sum_q2):
+        """(alpha * cutoff nodes, absolute RMS truncation errors per atom (Coulomb constant
+        1), N): the real-space truncation force measured on a sample of the atoms
+        (collective).
+
+        The sample is every atom whose id hashes to 0 modulo N // _TAIL_SAMPLE, so it is the
+        same on any rank count and split. Its positions and charges are gathered to every
+        rank (O(sample)), each rank sums the truncated shell's field of its own atoms at them
+        (tuning.local_tail_fields: r_c < r < tuning.tail_radius(alpha)) and the fields are
+        summed over the ranks. The sampled mean of q_i^2 |E_i|^2 plus _TAIL_SIGMAS standard
+        errors (finite-population corrected: none when all atoms are sampled), plus the
+        Kolafa-Perram estimate of what lies beyond the shell, is the squared estimate."""
+        from mpi4py import MPI
+
+        from ._core import tuning
+
+        comm, rc = self._comm, self._cutoff
+        n_atoms = int(comm.allreduce(len(q)))
+        stride = max(1, n_atoms // _TAIL_SAMPLE)
+        pick = _sample_hash(idv) % np.uint64(stride) == 0
+        parts = comm.allgather((idv[pick], pos[pick], q[pick]))
+        ids = np.concatenate([p[0] for p in parts])
+        order = np.argsort(ids, kind="stable")
+        samples = np.ascontiguousarray(np.concatenate([p[1] for p in parts]).reshape(-1, 3)[order])
+        qs = np.concatenate([p[2] for p in parts])[order]
+        nodes = sorted(set(_TAIL_ALPHA_RC) | {round(float(self._alpha) * rc, 6)})
+        if len(qs) == 0 or sum_q2 <= 0:
+            return nodes, [0.0] * len(nodes), n_atoms
+        alphas = [x / rc for x in nodes]
+        local = tuning.local_tail_fields(self._box, rc, alphas, samples, np.ascontiguousarray(pos, dtype=float),
+                                         np.ascontiguousarray(q, dtype=float))
+        fields = np.empty_like(local)
+        comm.Allreduce(local, fields, op=MPI.SUM)
+        x = qs[None, :] ** 2 * (fields ** 2).sum(axis=2)  # (alpha, sample)
+        m = len(qs)
+        mean = x.mean(axis=1)
+        spread = x.std(axis=1, ddof=1) if m > 1 else np.zeros_like(mean)
+        se = spread / math.sqrt(m) * math.sqrt(max(0.0, 1.0 - m / n_atoms))
+        vol = self._real_volume() or abs(np.linalg.det(self._box))
+        n_model, sq2 = _model_atoms(n_atoms), _for_choice(sum_q2)
+        out = []
+        for a, mu, s_e in zip(alphas, mean, se):
+            beyond = tuning.real_space_error(a, tuning.tail_radius(a, rc), sq2, n_model, vol, 1.0)
+            out.append(math.sqrt(mu + _TAIL_SIGMAS * s_e + beyond ** 2))
+        return nodes, out, n_atoms
 
     def _real_volume(self):
         """The volume the atoms fill (the real-space estimate's density): a slab's own
@@ -325,6 +402,16 @@ def _model_atoms(n_atoms):
     nothing about its energy error; two carry the aliasing error that both share, with
     the right dependence on the mesh for the energy check."""
     return max(n_atoms, 2)
+
+
+def _sample_hash(ids):
+    """A well-mixed 64-bit hash of the atom ids (splitmix64's finaliser), so that a sample
+    picked by hash modulo a stride is spread over the system whatever the ids' pattern."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(ids, dtype=np.int64).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def _for_choice(x):

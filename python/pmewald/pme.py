@@ -604,7 +604,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
         saved = {name: getattr(self, name) for name in _TUNING_STATE}
         try:
             if self._error_model == "correlated" and self._correlation is None:
-                self._correlation = self._charge_correlation(pos, q, sum_q2)
+                self._correlation = self._charge_correlation(pos, q, idv, sum_q2)
             self._probe_base = None
             if n_probes > 0:  # probes: atoms of zero charge (the tuning sees the atoms only)
                 pids, self._probe_base = _potentials.probe_ids(comm, idv, len(pts), int(n_probes))

@@ -11,10 +11,12 @@ rock-salt crystal, SPC/E-like water, peptide-like chains with partial charges in
   three meshes): within [0.5, 2].
 
 Known limit (docs/accuracy.md): on a crystal, whose atoms all sit alike in the mesh cells of
-a commensurate mesh, the functional's average over the mesh position does not hold; the
-estimate then stays on the safe side (ik up to ~3x pessimistic, and the Kolafa-Perram real-
-space estimate 1.5-2x), so there the test asserts only that it is never optimistic by more
-than 1.5x.
+a commensurate mesh, the functional's average over the mesh position does not hold (ik up to
+~3x pessimistic), and the real-space and mesh errors of the displaced crystal are
+anti-correlated (measured: correlation -0.65, so their quadrature sum is 1.5-1.7x the
+total while each part alone is right to 10%); there the explicit cases assert only that the
+estimate is never optimistic by more than 1.5x, and the automatic ones measured <= tolerance
+and estimate / measured within [0.67, 2].
 
 Also: the structure factors the correlated model uses are the direct sums, and neither
 they nor the choice depend on how the atoms are split over the ranks.
@@ -44,6 +46,11 @@ CRYSTALS = {"nacl-displaced"}
 def test_sweep_automatic(name):
     rows = bench_accuracy.run_sweep("small", names=[name], explicit=False, diffs=("auto",))
     assert len(rows) == len(bench_accuracy.TOLERANCES)
+    if name in CRYSTALS:  # the known limit (module docstring): pessimistic up to 2x, never above the tolerance
+        bad = [bench_accuracy._line(r) for r in rows
+               if not (r["measured"] <= r["tolerance"] and 0.67 <= r["ratio"] <= 2.0)]
+        assert not bad, "\n".join(bad)
+        return
     bad = _failures(rows)
     assert not bad, "\n".join(bad)
 

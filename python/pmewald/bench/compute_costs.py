@@ -44,24 +44,10 @@ KINDS = tuple(PHASE_OF)
 
 def build_native_driver(build_dir: Path | None = None, quiet: bool = True) -> Path:
     """scale/driver built with the system MPI (mpicxx) into build-native/, once per change."""
-    build_dir = Path(build_dir or bs.ROOT / "build-native")
-    exe = build_dir / "scale" / "pmewald_scale"
     if shutil.which("mpicxx") is None:
         raise RuntimeError("mpicxx not found (Debian: libopenmpi-dev; bash scripts/dev.sh setup installs it)")
-    stamp = build_dir / ".pmewald-native-build"
-    want = bs._tree_hash(["CMakeLists.txt", "cmake", "cpp", "scale/driver"])
-    if exe.exists() and stamp.exists() and stamp.read_text() == want:
-        return exe
-    build_dir.mkdir(parents=True, exist_ok=True)
-    out = subprocess.DEVNULL if quiet else None
-    subprocess.run(["cmake", "-S", str(bs.ROOT), "-B", str(build_dir), "-DPMEWALD_PYTHON=OFF",
-                    "-DPMEWALD_SCALE_DRIVER=ON", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_COMPILER=mpicxx"],
-                   check=True, stdout=out)
-    jobs = str(max(1, min(2, os.cpu_count() or 1)))
-    subprocess.run(["nice", "cmake", "--build", str(build_dir), "--target", "pmewald_scale", "-j", jobs],
-                   check=True, stdout=out)
-    stamp.write_text(want)
-    return exe
+    return bs.build_scale_driver(Path(build_dir or bs.ROOT / "build-native"), ".pmewald-native-build",
+                                 ["-DPMEWALD_SCALE_DRIVER=ON", "-DCMAKE_CXX_COMPILER=mpicxx"], quiet)
 
 
 def _mpi_env() -> dict:

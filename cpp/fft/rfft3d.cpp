@@ -158,8 +158,8 @@ void RealFFT3d::r2c(const double* src, bool from_storage, Complex* dst) {
     ScopedTimer timer(pipeline_->fft_seconds(Direction::Forward));
     // r2c out of place preserves its input (FFTW's default for r2c).
     fftw_execute_dft_r2c(p, const_cast<double*>(s), as_fftw(d));
+    charge(Work::FFT, real_work_);
   }
-  charge(Work::FFT, real_work_);
   if (!dst_ok) {
     copy_elements(work, dst, x_pencil().volume());
     ++unaligned_copies_;
@@ -182,8 +182,8 @@ void RealFFT3d::c2r(Complex* src, double* dst, bool to_storage) {
   {
     ScopedTimer timer(pipeline_->fft_seconds(Direction::Reverse));
     fftw_execute_dft_c2r(p, as_fftw(s), d);  // overwrites s
+    charge(Work::FFT, real_work_);
   }
-  charge(Work::FFT, real_work_);
   if (!dst_ok) {
     copy_inbox(rbuf_, dst - in_offset_);
     ++unaligned_copies_;

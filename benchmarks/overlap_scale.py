@@ -10,6 +10,12 @@ is the fastest plain mode or within 5% of it. Results are cached next to bench_s
 (``build-smpi/overlap-results/``; ``--force`` reruns). Progress calls cost ``--test-seconds``
 of simulated time each (SimGrid's ``smpi/test``; its default, 1e-4 s and growing with repeated
 calls, models a busy-polling loop, not a test made between pieces of work).
+
+``--modelled-compute``: the computation's simulated time is modelled (units of work x
+seconds per unit, calibrated once per system by native one-rank runs,
+:mod:`pmewald.bench.compute_costs`) instead of timed by SimGrid, so the step times are
+deterministic and independent of this machine's load (results in
+``build-smpi/overlap-results-modelled/``).
 """
 
 from __future__ import annotations
@@ -24,12 +30,12 @@ MODES = ("pt2pt", "nonblocking", "collective")
 VARIANTS = [m + s for m in MODES for s in ("", "+overlap")] + ["auto"]
 
 
-def simulate(exe, P, platform, system, params, out, args):
+def simulate(exe, P, platform, system, params, out, args, costs=None):
     if out.exists() and not args.force:
         return json.loads(out.read_text())
     extra = [("smpi/test", repr(args.test_seconds)), ("smpi/grow-injected-times", "no")]
     return bs.run_simulation(exe, P, platform, system, params, out, modes=VARIANTS, warmup=1, steps=args.steps,
-                             extra_cfg=extra, timeout=args.timeout)
+                             extra_cfg=extra, timeout=args.timeout, compute_costs=costs)
 
 
 def rows_of(res):
@@ -67,6 +73,8 @@ def main(argv=None):
     ap.add_argument("--test-seconds", type=float, default=1e-6)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--modelled-compute", action="store_true",
+                    help="model the computation's simulated time (calibrated once by native one-rank runs)")
     args = ap.parse_args(argv)
     exe = bs.build_driver()
     system = next((s for s in bs.STRONG if s.name == args.system), None)
@@ -75,11 +83,16 @@ def main(argv=None):
             ap.error(f"--system {args.system!r}: not one of {[s.name for s in bs.STRONG]} nor waterN")
         system = bs.water(int(args.system[5:]))
     params = bs.choose_parameters(system.kind, system.box, {})
-    results = bs.ROOT / "build-smpi" / "overlap-results"
+    results = bs.ROOT / "build-smpi" / ("overlap-results-modelled" if args.modelled_compute else "overlap-results")
+    costs = None
+    if args.modelled_compute:
+        from pmewald.bench import compute_costs
+        costs = compute_costs.calibrate(system, params)
+        print(f"modelled computation: {costs}")
     for platform in args.platforms:
         for P in args.ranks:
             out = Path(results) / f"{system.name}_{platform}_{P}.json"
-            res = simulate(exe, P, platform, system, params, out, args)
+            res = simulate(exe, P, platform, system, params, out, args, costs)
             rows, auto = rows_of(res)
             wall = res.get("simulation", {}).get("wall_s")
             print(f"\n{system.name} ({system.atoms} atoms, mesh {params['mesh']}^3) on {P} ranks, {platform} "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
 #include "base/timers.hpp"
 #include "comm/mpi_helpers.hpp"
@@ -64,6 +65,7 @@ template <class T>
 void ExchangeExecutor<T>::pack(const T* src, const ExchangeSide& side, int m0, int m1, T* buf) {
   if (m1 <= m0) return;
   const std::int64_t base = side.offsets[m0], n = side.offsets[m1] - base;
+  charge(Work::Pack, static_cast<double>(n * static_cast<std::int64_t>(sizeof(T))));
   const std::int64_t r0 = side.run_offsets[m0], nr = side.run_offsets[m1] - r0;
   const Index* idx = side.indices.data();
   if (nr * kMinAverageRun > n) {
@@ -85,6 +87,7 @@ void ExchangeExecutor<T>::unpack(const T* buf, const ExchangeSide& side, int m0,
                                  UnpackOp op) const {
   if (m1 <= m0) return;
   const std::int64_t base = side.offsets[m0], n = side.offsets[m1] - base;
+  charge(Work::Pack, static_cast<double>(n * static_cast<std::int64_t>(sizeof(T))));
   const std::int64_t r0 = side.run_offsets[m0], nr = side.run_offsets[m1] - r0;
   const Index* idx = side.indices.data();
   // Runs never repeat an element, so run-wise adds need no atomics.
@@ -116,6 +119,7 @@ void ExchangeExecutor<T>::copy_self(const T* src, T* dst, Direction dir, UnpackO
   const std::int64_t n = plan_->self_count();
   if (n == 0) return;
   ScopedTimer timer(st.self_seconds);
+  charge(Work::Pack, static_cast<double>(n * static_cast<std::int64_t>(sizeof(T))));
   const Index* from = plan_->self_from(dir).data();
   const Index* to = plan_->self_to(dir).data();
   const std::int64_t nr = static_cast<std::int64_t>(plan_->self_run_pos().extent(0));
@@ -447,6 +451,7 @@ void CollectiveExecutor<T>::pack_all(const T* src, T* dst, Direction dir, Unpack
   st.pack_seconds += t1 - t0;
   if (self_via_mpi_) {
     this->gather(src, p.self_from(dir).data(), p.self_count(), sbuf + self_send_offset_[k]);
+    charge(Work::Pack, static_cast<double>(p.self_count() * static_cast<std::int64_t>(sizeof(T))));
     st.self_seconds += wall_seconds() - t1;
   } else {
     this->copy_self(src, dst, dir, op, st);
@@ -464,6 +469,7 @@ void CollectiveExecutor<T>::unpack_all(T* dst, Direction dir, UnpackOp op, Excha
   st.unpack_seconds += t2 - t1;
   if (self_via_mpi_) {
     this->scatter(rbuf + self_recv_offset_[k], p.self_to(dir).data(), p.self_count(), dst, dir, op);
+    charge(Work::Pack, static_cast<double>(p.self_count() * static_cast<std::int64_t>(sizeof(T))));
     st.self_seconds += wall_seconds() - t2;
   }
 }

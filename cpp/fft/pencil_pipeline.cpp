@@ -4,7 +4,9 @@
 #include <new>
 #include <string>
 
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
+#include "base/timers.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "fft/fftw_plans.hpp"
 
@@ -166,6 +168,12 @@ void PencilPipeline::remap_step(int t, Direction d, bool last, Complex* out, con
 // The FFT group whose plans live at stage g, in direction d: out of place into the
 // caller's `out` (to_out) or out of the caller's array into a buffer, else in place.
 void PencilPipeline::group_step(int g, Direction d, bool to_out, Complex* out, const Complex*& cur, bool& user) {
+  {
+    // The group's work: its points once per axis it transforms (base/compute_model.hpp),
+    // inside the 1-D transforms' timer (modelled time is spent in the charge).
+    ScopedTimer timer(fft_seconds_[static_cast<int>(d)]);
+    charge(Work::FFT, static_cast<double>(s_.box[g].volume()) * (s_.group_last[g] - s_.group_first[g] + 1));
+  }
   if (user || to_out) {
     Complex* dst = to_out ? out : (user ? buf_[0] : other_buffer(cur));
     fft_out_of_place(g, cur, dst, d);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "geometry/decomposition.hpp"
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
 #include "base/timers.hpp"
 #include "fft/fftw_plans.hpp"
@@ -69,6 +70,7 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   // rbuf_ holds the real x-pencil, or a storage-shaped scratch copy of the caller's
   // array when in->x is skipped.
   const Box3& rx = mine.real_x;
+  real_work_ = static_cast<double>(mine.box[1].volume()) * mine.group_last[1];
   const std::int64_t rsize = std::max<std::int64_t>(rx.volume(), remap0_->identity() ? storage_.volume() : 0);
   // Out of memory on one rank must not leave the others in the agreement at the
   // end: it becomes this rank's error (planning is skipped).
@@ -156,6 +158,7 @@ void RealFFT3d::r2c(const double* src, bool from_storage, Complex* dst) {
     ScopedTimer timer(pipeline_->fft_seconds(Direction::Forward));
     // r2c out of place preserves its input (FFTW's default for r2c).
     fftw_execute_dft_r2c(p, const_cast<double*>(s), as_fftw(d));
+    charge(Work::FFT, real_work_);
   }
   if (!dst_ok) {
     copy_elements(work, dst, x_pencil().volume());
@@ -179,6 +182,7 @@ void RealFFT3d::c2r(Complex* src, double* dst, bool to_storage) {
   {
     ScopedTimer timer(pipeline_->fft_seconds(Direction::Reverse));
     fftw_execute_dft_c2r(p, as_fftw(s), d);  // overwrites s
+    charge(Work::FFT, real_work_);
   }
   if (!dst_ok) {
     copy_inbox(rbuf_, dst - in_offset_);

@@ -133,6 +133,7 @@ class RealFFT3d : public PencilFFT {
   std::shared_ptr<RemapPlan> remap0_;
   std::unique_ptr<ExchangeExecutor<double>> exec0_;
   std::array<fftw_plan, 2> real_plans_{};
+  double real_work_ = 0;  // the real group's work: spectrum points x axes (base/compute_model.hpp)
   double* rbuf_ = nullptr;
   std::int64_t unaligned_copies_ = 0;
   ExchangeStats zero_stats_;

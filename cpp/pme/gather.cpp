@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "pme/bspline.hpp"
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
 #include "base/simd.hpp"
 
@@ -229,6 +230,7 @@ void gather_ad(const Stencil& st, const Mat3& recip, const Int3& mesh,
     constexpr int P = decltype(order)::value;
     for_chunks("pmewald::gather_ad", n, [=](std::size_t i0, std::size_t i1) { gather_ad_rows<P>(A, i0, i1); });
   });
+  charge(Work::Gather, static_cast<double>(n) * p * p * p);
 }
 
 void gather_ik(const Stencil& st, View1<const double> charges, const Box3& ext_box,
@@ -252,6 +254,7 @@ void gather_ik(const Stencil& st, View1<const double> charges, const Box3& ext_b
     constexpr int P = decltype(order)::value;
     for_chunks("pmewald::gather_ik", n, [=](std::size_t i0, std::size_t i1) { gather_ik_rows<P>(A, i0, i1); });
   });
+  charge(Work::Gather, static_cast<double>(n) * p * p * p);
 }
 
 void gather_potential(const Stencil& st, const Box3& ext_box, View3<const double> grid,
@@ -275,6 +278,7 @@ void gather_potential(const Stencil& st, const Box3& ext_box, View3<const double
         potential(i) = pot;
       });
   Kokkos::fence();
+  charge(Work::Gather, static_cast<double>(n) * p * p * p);
 }
 
 }  // namespace pme

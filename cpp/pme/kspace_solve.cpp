@@ -4,6 +4,7 @@
 #include <string>
 
 #include "pme/bspline.hpp"
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
 
 namespace pmewald {
@@ -292,6 +293,7 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         }
       },
       Kokkos::Sum<Acc7>(acc));
+  charge(Work::Solve, static_cast<double>(kbox_.volume()));
   if (want_vir)
     for (int i = 0; i < Virial::kComponents; ++i) (*virial)[i] += acc.v[i + 1];
   return acc.v[0];

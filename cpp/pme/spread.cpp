@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pme/bspline.hpp"
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
 #include "base/simd.hpp"
 
@@ -282,6 +283,7 @@ void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
     });
   }
   Kokkos::fence();
+  charge(Work::Spread, static_cast<double>(n) * p * p * p);
 }
 
 }  // namespace pme

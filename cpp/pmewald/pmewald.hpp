@@ -20,6 +20,7 @@
 // the Python pmewald.PME does.
 #pragma once
 
+#include "base/compute_model.hpp"   // charge, set_work_sink, WorkCounter (modelled computation)
 #include "base/errors.hpp"          // ValueError, TypeError
 #include "base/kokkos_runtime.hpp"  // ensure_kokkos_initialized
 #include "base/virial.hpp"          // Virial

@@ -16,6 +16,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "base/compute_model.hpp"
 #include "base/kokkos_types.hpp"
 #include "base/timers.hpp"
 #include "comm/overlap.hpp"
@@ -30,6 +31,10 @@ class RowBlocks : public BackgroundWork {
  public:
   static constexpr int kBlockRows = 64;
   static constexpr int kBlocksPerThread = 4;
+  // Both kernels count the candidate pairs they tested in acc[8]: the pieces' work
+  // (base/compute_model.hpp).
+  static constexpr int kCandidateSum = 8;
+  static_assert(kSums > kCandidateSum, "the kernel's sums hold its candidate pairs at kCandidateSum");
 
   // Starts a loop over `n_rows` rows of `kernel` (a copy is taken at each piece).
   void reset(int n_rows) {
@@ -73,8 +78,10 @@ class RowBlocks : public BackgroundWork {
       for (int s = 0; s < kSums; ++s) bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s)) = acc[s];
     });
     Kokkos::fence();
+    const double candidates0 = sums[kCandidateSum];
     for (int i = 0; i < b1 - b0; ++i)
       for (int s = 0; s < kSums; ++s) sums[s] += bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s));
+    charge(Work::Pairs, sums[kCandidateSum] - candidates0);
     seconds += wall_seconds() - t0;
     const int end = std::min(rows, b1 * kBlockRows), done_rows = end - next;
     next = end;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "geometry/decomposition.hpp"
+#include "base/compute_model.hpp"
 #include "base/errors.hpp"
 #include "base/kokkos_runtime.hpp"
 #include "pme/gather.hpp"
@@ -302,6 +303,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   // Exclusions are routed to the ranks holding their atoms (cached while the
   // ids and pairs do not change) and travel with the atoms as payload.
   exclusions_.update(ids, n, exclusions, m);
+  charge(Work::Exclusions, static_cast<double>(n));
   t = timers_.lap("exclusions", t);
   // With a pair list the real-space atoms keep their owners between rebuilds (the
   // list's own migration); this one is the reciprocal part's, by current position.
@@ -319,6 +321,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   } else {
     migration_.forward(positions, charges, ids, n, exclusions_.offsets(), exclusions_.partners());
   }
+  charge(Work::Migrate, static_cast<double>(n));
   t = timers_.lap("migrate", t);
   const std::size_t n_own = migration_.n_owned();
   force_views(n_own);
@@ -338,6 +341,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
     work = &list_->pairs();
   } else if (pairs) {
     migration_.exchange_ghosts(opt_.cutoff);
+    charge(Work::GhostAtoms, static_cast<double>(migration_.n_ghost()));
     t = timers_.lap("ghost_atoms", t);
     realspace_.begin_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_, opt_.real_space);
     work = &realspace_.pairs();
@@ -380,6 +384,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
         }
       },
       f2);
+  charge(Work::Reduce, static_cast<double>(n_own));
   if (use_list) {
     // The list's forces are in the caller's order: add them there.
     migration_.reverse(fk.data(), 3, forces_out);
@@ -405,6 +410,7 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   t = timers_.lap("reduce", t);
   if (!use_list) {
     migration_.reverse(fk.data(), 3, forces_out);
+    charge(Work::Migrate, static_cast<double>(n));
     t = timers_.lap("migrate", t);
   }
   if (potentials) {

@@ -33,6 +33,7 @@
 
 #include <pmewald/pmewald.hpp>
 
+#include "compute_costs.hpp"
 #include "mpi_profile.hpp"
 #include "systems.hpp"
 
@@ -57,6 +58,7 @@ struct Args {
   std::vector<Variant> variants;
   int warmup = 1, steps = 2;
   std::string json, dump;
+  std::string compute_costs;  // modelled computation (compute_costs.hpp); "" = SMPI times the bursts
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -64,7 +66,8 @@ struct Args {
       why +
       "\nusage: pmewald_scale --system rocksalt|water --cells N [--vacuum F] [--displacement A] [--seed S]\n"
       "         --mesh K|Kx,Ky,Kz --alpha A [--cutoff RC] [--order P] [--diff ad|ik] [--coulomb K]\n"
-      "         [--modes pt2pt,nonblocking,collective,auto (each optionally +overlap)] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]");
+      "         [--modes pt2pt,nonblocking,collective,auto (each optionally +overlap)] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]\n"
+      "         [--compute-costs FILE (SMPI: modelled computation, run with smpi/simulate-computation:no)]");
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -123,6 +126,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::stoi(value());
     else if (k == "--json") a.json = value();
     else if (k == "--dump") a.dump = value();
+    else if (k == "--compute-costs") a.compute_costs = value();
     else usage("unknown argument " + k);
   }
   if (a.mesh[0] <= 0 || !(a.alpha > 0)) usage("--mesh and --alpha are required");
@@ -231,6 +235,7 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
     res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
   MPI_Barrier(comm);
   solver.reset_timings();
+  pmewald_scale::reset_work();
   auto& prof = pmewald_scale::mpi_profile();
   prof = pmewald_scale::MpiProfile{};
   std::vector<double> mine(static_cast<std::size_t>(a.steps)), steps(mine.size());
@@ -278,6 +283,18 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
     first = false;
   }
   j << "}}";
+  // The work of the timed calls per kind (units per call) and, modelled, its seconds.
+  const auto units = pmewald_scale::work_units();
+  const auto modelled = pmewald_scale::work_seconds();
+  j << ", \"work\": {";
+  for (int k = 0; k < pmewald::kWorkKinds; ++k)
+    j << (k ? ", " : "") << "\"" << pmewald::work_name(static_cast<pmewald::Work>(k))
+      << "\": " << stat_json(over_ranks(units[static_cast<std::size_t>(k)] / S, comm));
+  j << "}, \"modelled_s\": {";
+  for (int k = 0; k < pmewald::kWorkKinds; ++k)
+    j << (k ? ", " : "") << "\"" << pmewald::work_name(static_cast<pmewald::Work>(k))
+      << "\": " << stat_json(over_ranks(modelled[static_cast<std::size_t>(k)] / S, comm));
+  j << "}";
   j << ", \"energy\": " << num(res.energy) << ", \"terms\": {";
   first = true;
   for (const auto& kv : res.terms) {
@@ -302,6 +319,9 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   try {
     const Args a = parse(argc, argv);
+    pmewald_scale::ComputeCosts costs;
+    if (!a.compute_costs.empty()) costs = pmewald_scale::read_compute_costs(a.compute_costs);
+    pmewald_scale::install_work_sink(a.compute_costs.empty() ? nullptr : &costs);
     const pmewald::Int3 grid = pmewald::processor_grid_3d(P, a.mesh);
     const pmewald::Box3 brick = pmewald::brick_box(grid, a.mesh, me);
     const LocalAtoms atoms = pmewald_scale::generate_local(a.system, a.mesh, brick.lo, brick.hi);
@@ -329,7 +349,8 @@ int main(int argc, char** argv) {
       << ", \"atoms_per_rank\": {\"min\": " << num(mn) << ", \"max\": " << num(per_rank.max)
       << ", \"mean\": " << num(per_rank.mean) << "}, \"ranks_without_atoms\": " << num(empties[0])
       << ", \"ranks_without_brick\": " << num(empties[1]) << ", \"warmup\": " << a.warmup
-      << ", \"steps\": " << a.steps << ", \"runs\": [";
+      << ", \"steps\": " << a.steps << ", \"compute_costs\": "
+      << (a.compute_costs.empty() ? std::string("null") : "\"" + a.compute_costs + "\"") << ", \"runs\": [";
     for (std::size_t k = 0; k < a.variants.size(); ++k)
       j << (k ? ", " : "") << run_variant(a, a.variants[k], atoms, MPI_COMM_WORLD);
     j << "]}\n";

@@ -151,20 +151,26 @@ def _tree_hash(paths) -> str:
 def build_driver(build_dir: Path | None = None, quiet: bool = True) -> Path:
     """Configures and builds scale/driver with smpicxx (CMake option PMEWALD_SMPI) into
     build-smpi/, once per change of the sources; returns the driver's path."""
-    build_dir = Path(build_dir or ROOT / "build-smpi")
-    exe = build_dir / "scale" / "pmewald_scale"
     if shutil.which("smpicxx") is None:
         raise RuntimeError("smpicxx not found: install SimGrid (Debian: libsimgrid-dev; "
                            "bash scripts/dev.sh setup installs it)")
-    stamp = build_dir / ".pmewald-smpi-build"
+    return build_scale_driver(Path(build_dir or ROOT / "build-smpi"), ".pmewald-smpi-build",
+                              ["-DPMEWALD_SMPI=ON", "-DCMAKE_CXX_COMPILER=smpicxx", "-DCMAKE_C_COMPILER=smpicc"],
+                              quiet)
+
+
+def build_scale_driver(build_dir: Path, stamp_name: str, defines: list[str], quiet: bool = True) -> Path:
+    """Configures (with ``defines``) and builds the pmewald_scale target into ``build_dir``,
+    once per change of the sources (a hash in ``build_dir/stamp_name``); returns its path."""
+    exe = build_dir / "scale" / "pmewald_scale"
+    stamp = build_dir / stamp_name
     want = _tree_hash(["CMakeLists.txt", "cmake", "cpp", "scale/driver"])
     if exe.exists() and stamp.exists() and stamp.read_text() == want:
         return exe
     build_dir.mkdir(parents=True, exist_ok=True)
     out = None if not quiet else subprocess.DEVNULL
-    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DPMEWALD_SMPI=ON", "-DPMEWALD_PYTHON=OFF",
-                    "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_COMPILER=smpicxx", "-DCMAKE_C_COMPILER=smpicc"],
-                   check=True, stdout=out)
+    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DPMEWALD_PYTHON=OFF",
+                    "-DCMAKE_BUILD_TYPE=Release", *defines], check=True, stdout=out)
     jobs = str(max(1, min(2, os.cpu_count() or 1)))
     subprocess.run(["nice", "cmake", "--build", str(build_dir), "--target", "pmewald_scale", "-j", jobs],
                    check=True, stdout=out)
@@ -220,13 +226,17 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
                    modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False,
-                   extra_cfg=()) -> dict:
+                   extra_cfg=(), compute_costs: Path | None = None) -> dict:
     """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
-    JSON plus the simulation's own wall time, peak memory and SimGrid's timing line."""
+    JSON plus the simulation's own wall time, peak memory and SimGrid's timing line.
+    With ``compute_costs`` (a file of :mod:`pmewald.bench.compute_costs`) the computation is
+    modelled: SimGrid does not time it, the driver charges units x seconds per unit."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = smpirun_command(exe, P, platform,
-                          driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump),
-                          out.parent, comm_only, extra_cfg)
+    args = driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump)
+    if compute_costs is not None:
+        args += ["--compute-costs", str(compute_costs)]
+        extra_cfg = [COMM_ONLY, *extra_cfg]
+    cmd = smpirun_command(exe, P, platform, args, out.parent, comm_only, extra_cfg)
     timed = (["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []) + cmd
     t0 = time.time()
     proc = subprocess.run(timed, capture_output=True, text=True, timeout=timeout)
@@ -242,6 +252,8 @@ def run_simulation(exe: Path, P: int, platform: str, system: System, params: dic
     app = re.search(r"([\d.]+) seconds were actual computation", proc.stdout + err)
     res["simulation"] = {
         "platform": platform, "command": " ".join(cmd), "wall_s": wall, "comm_only": comm_only,
+        "modelled_compute": str(compute_costs) if compute_costs is not None else None,
+        "load_average": os.getloadavg(),
         "max_rss_kb": int(mem.group(1)) if mem else None,
         "cpu_s": sum(float(c.group(1)) for c in cpu) if all(cpu) else None,
         "simgrid_s": float(took.group(1)) if took else None,
@@ -550,12 +562,17 @@ def add_parser(sub):
                    help="skip the correctness series (rock salt with vacuum, empty ranks, fat tree)")
     p.add_argument("--steps", type=int, default=2, help="timed compute calls per mode (after one warm-up)")
     p.add_argument("--predict", default="1024,4096,16384,65536", help="rank counts the model predicts")
-    p.add_argument("--work", default=str(ROOT / "build-smpi" / "scale-results"),
-                   help="raw results and force dumps (default %(default)s)")
+    p.add_argument("--work", default=None,
+                   help="raw results and force dumps (default build-smpi/scale-results/, "
+                        "build-smpi/scale-results-modelled/ with --modelled-compute)")
     p.add_argument("--docs", default=str(ROOT / "docs"), help="where scaling.md and scaling/ go")
     p.add_argument("--force", action="store_true", help="rerun simulations whose results exist")
     p.add_argument("--report", action="store_true", help="only rebuild the report from existing results")
     p.add_argument("--list", action="store_true", help="print the planned simulations and exit")
+    p.add_argument("--modelled-compute", action="store_true",
+                   help="model the computation's simulated time (units x seconds per unit, calibrated once per "
+                        "system by native one-rank runs: pmewald.bench.compute_costs) instead of timing it; "
+                        "results go to build-smpi/scale-results-modelled/ unless --work says otherwise")
     p.set_defaults(func=main)
     return p
 
@@ -578,7 +595,9 @@ def main(args) -> int:
     systems = [by_name[n] for n in args.systems.split(",") if n]
     plan = sweep_plan(ranks, platforms, strong=not args.no_strong, weak=not args.no_weak, systems=systems,
                       correctness=not args.no_correctness)
-    work, docs = Path(args.work), Path(args.docs)
+    modelled = getattr(args, "modelled_compute", False)
+    default_work = ROOT / "build-smpi" / ("scale-results-modelled" if modelled else "scale-results")
+    work, docs = Path(args.work or default_work), Path(args.docs)
     work.mkdir(parents=True, exist_ok=True)
     global PREDICTION_CACHE
     PREDICTION_CACHE = work / "predictions.json"
@@ -606,8 +625,12 @@ def main(args) -> int:
             # The correctness series (communication only) needs no warm-up: its simulated time
             # has no computation, and its communication is the same on every call.
             check = kind == "correctness"
+            costs = None
+            if modelled and not check:
+                from . import compute_costs
+                costs = compute_costs.calibrate(s, params[s])
             res = run_simulation(exe, P, pf, s, params[s], path, steps=1 if check else args.steps,
-                                 warmup=0 if check else 1, dump=dump, comm_only=check)
+                                 warmup=0 if check else 1, dump=dump, comm_only=check, compute_costs=costs)
             ref_res, ref_dump = refs[s]
             res["correctness"] = {
                 m: {"force": force_error(Path(f"{ref_dump}.{m}.bin"), Path(f"{dump}.{m}.bin")),
@@ -639,6 +662,11 @@ def report(results: dict, params: dict, ranks, predict, docs: Path) -> str:
     out.append("Each simulation is one `smpirun` of the driver running every mode, e.g.\n")
     first = all_res[-1]
     out.append("```\n" + first["simulation"]["command"].replace(str(ROOT) + "/", "") + "\n```\n")
+    if any(r["simulation"].get("modelled_compute") for r in all_res):
+        out.append("**Modelled computation**: in the runs below with computation, SimGrid did not time the "
+                   "computation; each burst cost its work x seconds per unit calibrated by native one-rank runs "
+                   "(`--modelled-compute`, `pmewald.bench.compute_costs`), so the step times are deterministic "
+                   "and independent of this machine's load.\n")
     # Strong scaling, per system and platform.
     systems = []
     for (kind, s, pf, P) in results:

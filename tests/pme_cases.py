@@ -59,6 +59,27 @@ _SYSTEMS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def kernel_threads():
+    """Threads per rank of the Kokkos build under test (1 for the Serial build)."""
+    import pmewald
+
+    return int(pmewald.show_config()["kokkos_threads"])
+
+
+def assert_same_per_atom(a, b):
+    """Per-atom arrays (forces, potentials) of two calls that must agree: bitwise on one
+    thread; with more, to rounding (1e-14 of the largest), because each thread sums its
+    pieces of the pair loop into its own copy of the per-atom arrays and which thread
+    takes which piece changes from call to call (dynamic schedule), so the copies' sums
+    differ in the last bits (seen: 5e-17, relative 4e-14, on 1 rank x 2 threads)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if kernel_threads() == 1:
+        np.testing.assert_array_equal(a, b)
+    else:
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * max(np.abs(b).max(), 1e-300))
+
+
 def half_height_cutoff(box, fraction=0.45):
     return fraction * float(np.min(reference.cell_heights(box)))
 

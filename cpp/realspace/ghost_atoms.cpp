@@ -177,10 +177,6 @@ void Migration::exchange_ghosts(double cutoff) {
       ghost_send_idx_[k].push_back(ent_idx[e]);
     }
   }
-  // Each owned atom's run of images in the self list (the list goes atom by atom).
-  ghost_self_first_.assign(n_own + 1, 0);
-  for (const std::int64_t i : ghost_self_idx_) ++ghost_self_first_[static_cast<std::size_t>(i) + 1];
-  for (std::size_t i = 0; i < n_own; ++i) ghost_self_first_[i + 1] += ghost_self_first_[i];
   // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
   const auto m0 = near_ghost_.messages_sent(), b0 = near_ghost_.bytes_sent();
   near_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
@@ -265,14 +261,9 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout, 
     ghost_traffic_.bytes += static_cast<std::int64_t>(nc * ghost_recv_count_[k] * sizeof(double));
     off += nc * ghost_recv_count_[k];
   }
-  // The images kept here, by owned atom (threaded: an atom's images are one run
-  // of the self list, added in the list's order, as on one thread).
-  const std::int64_t* const first = ghost_self_first_.data();
-  Kokkos::parallel_for("pmewald::ghost_self_sums", Range(0, n_owned_), [=](const std::size_t i) {
-    for (std::int64_t g = first[i]; g < first[i + 1]; ++g)
-      for (std::size_t c = 0; c < nc; ++c)
-        owned_inout[nc * i + c] += ghost_values[nc * static_cast<std::size_t>(g) + c];
-  });
+  for (std::size_t g = 0; g < n_self; ++g)
+    for (std::size_t c = 0; c < nc; ++c)
+      owned_inout[nc * static_cast<std::size_t>(ghost_self_idx_[g]) + c] += ghost_values[nc * g + c];
   if (!reqs_.empty())
     check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   off = 0;
@@ -314,11 +305,9 @@ void Migration::route_ghosts(const double* owned_values, int ncomp, double* ghos
     ghost_traffic_.bytes += static_cast<std::int64_t>(nc * ghost_send_idx_[k].size() * sizeof(double));
     off += nc * ghost_send_idx_[k].size();
   }
-  const std::int64_t* const self_idx = ghost_self_idx_.data();
-  Kokkos::parallel_for("pmewald::ghost_self_rows", Range(0, n_self), [=](const std::size_t g) {
+  for (std::size_t g = 0; g < n_self; ++g)
     for (std::size_t c = 0; c < nc; ++c)
-      ghost_out[nc * g + c] = owned_values[nc * static_cast<std::size_t>(self_idx[g]) + c];
-  });
+      ghost_out[nc * g + c] = owned_values[nc * static_cast<std::size_t>(ghost_self_idx_[g]) + c];
   if (!reqs_.empty())
     check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }

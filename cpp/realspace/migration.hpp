@@ -227,8 +227,6 @@ class Migration {
   // of counts), every image's destination, owned index and GhostRecord bytes in
   // the serial order, and the images that stay here (when some do not).
   std::vector<std::int64_t> gh_count_, gh_ent_idx_, gh_self_ent_;
-  // Where each owned atom's images start in ghost_self_idx_ (n_owned + 1).
-  std::vector<std::int64_t> ghost_self_first_;
   std::vector<int> gh_ent_dest_;
   std::vector<char> gh_ent_rec_;
 

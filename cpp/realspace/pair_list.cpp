@@ -205,27 +205,21 @@ int PairList::vote(const double* positions, const std::int64_t* ids, std::size_t
   // Displacement since the build, minimum image (fractional rounding): an atom
   // the caller wrapped back into the box has not jumped.
   const double limit2 = 0.25 * skin * skin;
-  int far = 0;  // atoms that moved too far (threaded: each atom writes its own row of moved_)
-  const double* const ref = ref_r_.data();
-  double* const moved = moved_.data();
-  const PeriodicCell& cell = cell_;
-  parallel_reduce_locked(
-      "pmewald::pair_list_vote", Range(0, n),
-      [&](const std::size_t i, int& count) {
-        double d[3], m[3];
-        for (int a = 0; a < 3; ++a) d[a] = positions[3 * i + a] - ref[3 * i + a];
-        for (int c = 0; c < 3; ++c)
-          m[c] = std::nearbyint(d[0] * cell.recip[0][c] + d[1] * cell.recip[1][c] + d[2] * cell.recip[2][c]);
-        double r2 = 0;
-        for (int a = 0; a < 3; ++a) {
-          d[a] -= m[0] * cell.box[0][a] + m[1] * cell.box[1][a] + m[2] * cell.box[2][a];
-          moved[4 * i + a] = d[a];
-          r2 += d[a] * d[a];
-        }
-        count += !(r2 <= limit2) ? 1 : 0;  // NaN too: a rebuild, whose migration names it
-      },
-      far);
-  return far > 0 ? 1 : 0;
+  int far = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double d[3], m[3];
+    for (int a = 0; a < 3; ++a) d[a] = positions[3 * i + a] - ref_r_[3 * i + a];
+    for (int c = 0; c < 3; ++c)
+      m[c] = std::nearbyint(d[0] * cell_.recip[0][c] + d[1] * cell_.recip[1][c] + d[2] * cell_.recip[2][c]);
+    double r2 = 0;
+    for (int a = 0; a < 3; ++a) {
+      d[a] -= m[0] * cell_.box[0][a] + m[1] * cell_.box[1][a] + m[2] * cell_.box[2][a];
+      moved_[4 * i + a] = d[a];
+      r2 += d[a] * d[a];
+    }
+    far |= !(r2 <= limit2);  // NaN too: a rebuild, whose migration names it
+  }
+  return far;
 }
 
 void PairList::build(const double* positions, const double* charges, const std::int64_t* ids, std::size_t n,
@@ -264,18 +258,9 @@ void PairList::refresh(const double* charges, std::size_t n) {
     kern.z(slot) = base[2] + now[2];
     kern.q(slot) = now[3];
   };
-  // Threaded: every atom has its own slot.
-  const double* const bo = base_own_.data();
-  const double* const bg = base_ghost_.data();
-  const double* const o4 = own4_.data();
-  const double* const g4 = ghost4_.data();
-  const auto* const slot = table_.slot.data();
-  Kokkos::parallel_for("pmewald::pair_list_refresh", Range(0, n_o + n_g), [&](const std::size_t a) {
-    if (a < n_o)
-      put(static_cast<std::size_t>(slot[a]), bo + 3 * a, o4 + 4 * a);
-    else
-      put(static_cast<std::size_t>(slot[a]), bg + 3 * (a - n_o), g4 + 4 * (a - n_o));
-  });
+  for (std::size_t i = 0; i < n_o; ++i) put(static_cast<std::size_t>(table_.slot[i]), &base_own_[3 * i], &own4_[4 * i]);
+  for (std::size_t g = 0; g < n_g; ++g)
+    put(static_cast<std::size_t>(table_.slot[n_o + g]), &base_ghost_[3 * g], &ghost4_[4 * g]);
 }
 
 void PairList::begin(bool rebuild, const double* positions, const double* charges, const std::int64_t* ids,
@@ -352,13 +337,10 @@ RealSpaceTerms PairList::finish(double* forces_out) {
     auto sforce = Kokkos::subview(sw.sforce, std::make_pair(std::size_t(0), N), Kokkos::ALL());
     Kokkos::Experimental::contribute(sforce, sw.kern.kern.sforces);
     Kokkos::fence();
-    double* const fo = f_owned_.data();
-    double* const fg = f_ghost_.data();
-    const auto* const slot = table_.slot.data();
-    Kokkos::parallel_for("pmewald::pair_list_forces", Range(0, n_o + n_g), [&](const std::size_t a) {
-      double* f = a < n_o ? fo + 3 * a : fg + 3 * (a - n_o);
-      for (int d = 0; d < 3; ++d) f[d] = sforce(static_cast<std::size_t>(slot[a]), d);
-    });
+    for (std::size_t i = 0; i < n_o; ++i)
+      for (int d = 0; d < 3; ++d) f_owned_[3 * i + d] = sforce(static_cast<std::size_t>(table_.slot[i]), d);
+    for (std::size_t g = 0; g < n_g; ++g)
+      for (int d = 0; d < 3; ++d) f_ghost_[3 * g + d] = sforce(static_cast<std::size_t>(table_.slot[n_o + g]), d);
     t.real = sw.sums[0];
     t.exclusion = sw.sums[1];
     for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sw.sums[2 + k];

@@ -223,6 +223,12 @@ class Migration {
   std::vector<int> ghost_dests_, ghost_srcs_;
   std::vector<std::vector<std::int64_t>> ghost_send_idx_;
   std::vector<std::size_t> ghost_recv_count_;
+  // exchange_ghosts()'s work space: each owned atom's first image (a prefix sum
+  // of counts), every image's destination, owned index and GhostRecord bytes in
+  // the serial order, and the images that stay here (when some do not).
+  std::vector<std::int64_t> gh_count_, gh_ent_idx_, gh_self_ent_;
+  std::vector<int> gh_ent_dest_;
+  std::vector<char> gh_ent_rec_;
 
   // Rows of `in` (ncomp each) to the ranks `to` (rows to_rows[k] to to[k]) and
   // rows from the ranks `from` into `out` (rows from_rows[k]), the self rows
@@ -232,6 +238,26 @@ class Migration {
                  const std::vector<std::vector<std::int64_t>>& to_rows, const std::vector<int>& from,
                  const std::vector<std::vector<std::int64_t>>& from_rows, const std::vector<std::int64_t>& self_in,
                  const std::vector<std::int64_t>& self_out);
+
+  // forward()'s work space, kept for its capacity: each local atom's wrapped
+  // fractional and Cartesian position and owner; each atom owned after it, as a
+  // sort key (id, origin rank, origin index) pointing at its data (a kept atom:
+  // msg -1, at its index in self_idx_; a received one: its record and payload in
+  // message msg), and their order.
+  struct Incoming {
+    std::int64_t id, origin_index;
+    std::int32_t origin_rank, msg;
+    std::int64_t at;
+    const char* record;  // MigrationRecord bytes (received atoms only)
+    const char* pay;     // pay_count std::int64_t values (maybe unaligned)
+    std::int64_t pay_count;
+  };
+  std::vector<double> loc_s_, loc_r_;
+  std::vector<int> loc_owner_;
+  std::vector<Incoming> incoming_;
+  std::vector<std::size_t> order_;
+  std::vector<std::int64_t*> recv_slot_ptr_;
+  std::int64_t** recv_slot_ptrs(std::vector<std::vector<std::int64_t>>& slots);
 
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;

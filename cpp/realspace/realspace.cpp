@@ -233,9 +233,11 @@ std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel&
     if (sforce_.extent(0) < N)
       sforce_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_forces"), N + N / 4 + 16, 3);
     cell_of_.resize(N);
-    for (std::size_t i = 0; i < n_o; ++i) cell_of_[i] = cell_index(own_s(i, 0), own_s(i, 1), own_s(i, 2));
-    for (std::size_t g = 0; g < n_g; ++g)
-      cell_of_[n_o + g] = cell_index(gh_s(g, 0), gh_s(g, 1), gh_s(g, 2));
+    int* const cell_of = cell_of_.data();
+    Kokkos::parallel_for("pmewald::cell_of_atoms", Range(0, N), [&](const std::size_t a) {
+      cell_of[a] = a < n_o ? cell_index(own_s(a, 0), own_s(a, 1), own_s(a, 2))
+                           : cell_index(gh_s(a - n_o, 0), gh_s(a - n_o, 1), gh_s(a - n_o, 2));
+    });
     for (int c = 0; c <= ncell; ++c) {
       cell_start_(c) = 0;
       cell_owned_(c) = 0;
@@ -248,12 +250,14 @@ std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel&
       cell_start_(c + 1) += cell_start_(c);
       cell_owned_(c + 1) += cell_owned_(c);
     }
+    // A stable counting sort: each atom's slot on one thread (one increment per
+    // atom), then its sorted rows on all (each slot is written once).
     fill_.assign(cell_start_.data(), cell_start_.data() + ncell);
-    for (std::size_t a = 0; a < N; ++a) {
-      const int c = cell_of_[a];
-      const int at = fill_[static_cast<std::size_t>(c)]++;
+    for (std::size_t a = 0; a < N; ++a) slot_of_(a) = fill_[static_cast<std::size_t>(cell_of_[a])]++;
+    Kokkos::parallel_for("pmewald::sorted_rows", Range(0, N), [&](const std::size_t a) {
+      const int c = cell_of[a];
+      const int at = slot_of_(a);
       scell_(at) = c;
-      slot_of_(a) = at;
       if (a < n_o) {
         sx_(at) = own_r(a, 0);
         sy_(at) = own_r(a, 1);
@@ -292,7 +296,7 @@ std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel&
           semask_(at) = 0;
         }
       }
-    }
+    });
     ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
     for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
     kern.x = sx_;

@@ -394,7 +394,8 @@ def census_of(res: dict):
 
 def calibration(res: dict, mode: str) -> dict:
     """Computation of one simulated run, split by how it scales (comm_model.step_time):
-    remap packing, halo packing, ghost-atom handling, and the rest (per owned atom)."""
+    remap packing, halo packing, ghost-atom handling, the real space (per pair row: owned
+    and ghost atoms), and the rest (per owned atom)."""
     from .. import comm_model
     run = next(r for r in res["runs"] if r["mode"] == mode)
     ph = {k: v["max"] for k, v in run["phases"].items()}
@@ -402,9 +403,10 @@ def calibration(res: dict, mode: str) -> dict:
     remap = ph.get("fft_pack_unpack", 0.0)
     halo = max(0.0, ph.get("ghost", 0.0) - ph.get("ghost_comm_wait", 0.0))
     ghosts = ph.get("ghost_atoms", 0.0)
-    rest = max(0.0, total - remap - halo - ghosts)
+    pairs = min(ph.get("real_space", 0.0), max(0.0, total - remap - halo - ghosts))
+    rest = max(0.0, total - remap - halo - ghosts - pairs)
     return {"ranks": res["ranks"], "atoms": res["system"]["atoms"],
-            "compute": {"atoms": rest, "ghost_atoms": ghosts, "remap": remap, "halo": halo},
+            "compute": {"atoms": rest, "pairs": pairs, "ghost_atoms": ghosts, "remap": remap, "halo": halo},
             "work": comm_model.work(census_of(res))}
 
 
@@ -445,7 +447,8 @@ def predictions(system: System, params: dict, platform: str, ranks, calib_res: d
     cache = json.loads(PREDICTION_CACHE.read_text()) if PREDICTION_CACHE and PREDICTION_CACHE.exists() else {}
     for P in ranks:
         key = json.dumps([system.name, system.cells, params, platform, P, calib_res["ranks"],
-                          [_run(calib_res, m)["phases"].get("real_space") for m in MODES], allreduces])
+                          [_run(calib_res, m)["phases"].get("real_space") for m in MODES], allreduces,
+                          comm_model.MODEL_VERSION])
         if key in cache:
             rows.append(cache[key])
             continue

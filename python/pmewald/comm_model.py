@@ -236,10 +236,9 @@ def work(cen) -> dict:
     out = {}
     ga = by["ghost atoms"]
     data = ga["bytes"] > 8
-    ghosts = _per_rank(P, ga["dst"][data], ga["bytes"][data] / 72.0)
-    out["ghost_atoms"] = float(ghosts.max())
+    out["ghost_atoms"] = float(_per_rank(P, ga["dst"][data], ga["bytes"][data] / 72.0).max())
     # Pair candidates in owned-atom units: the uniform share plus the ghosts' weight.
-    out["pair_rows"] = float(cen[0]["atoms"] / P + GHOST_PAIR_WEIGHT * ghosts.max())
+    out["pair_rows"] = float(cen[0]["atoms"] / P + GHOST_PAIR_WEIGHT * out["ghost_atoms"])
     moved = np.zeros(P)
     for name in ("in->x", "x->y", "y->z", "z->out"):
         if name in by:

@@ -28,21 +28,46 @@ std::vector<double> local_tail_fields(const Mat3& box, double cutoff, const std:
   if (na == 0 || n_samples == 0 || n == 0) return out;
   const Mat3 R = reciprocal_of(box);
   const std::array<double, 3> h = heights_of(box);
-  // fractional coordinates of the atoms and the samples
+  // Fractional coordinates in [0, 1) of the atoms and the samples.
   auto fractional = [&](const double* p, std::size_t m) {
     std::vector<double> f(3 * m);
     for (std::size_t a = 0; a < m; ++a)
       for (int d = 0; d < 3; ++d) {
         double s = 0;
         for (int r = 0; r < 3; ++r) s += R[3 * r + d] * p[3 * a + r];
-        f[3 * a + d] = s - std::floor(s);
+        double w = s - std::floor(s);
+        if (w >= 1.0) w -= 1.0;  // s just below an integer: s - floor(s) rounds to 1
+        f[3 * a + d] = w;
       }
     return f;
   };
   const std::vector<double> fa = fractional(positions, n), fs = fractional(samples, n_samples);
-  // |f_d + n_d| h_d < rmax with |f_d| <= 1/2 bounds the images
-  int nmax[3];
-  for (int d = 0; d < 3; ++d) nmax[d] = static_cast<int>(std::floor(rmax / h[d] + 0.5));
+  // A cell list of the atoms, cells at least rmax / 2 high (nc_d per axis, at least 1):
+  // an image n of atom j within rmax of a sample s has |s_d - f_jd - n_d| h_d < rmax, so
+  // its unwrapped cell index floor((f_jd + n_d) nc_d) lies in [floor((s_d - rho_d) nc_d),
+  // floor((s_d + rho_d) nc_d)], rho_d = rmax / h_d; each unwrapped index names one
+  // (cell, image) pair, so every image is visited once. About 15 rmax^3 of volume per
+  // sample instead of the whole box (measured in docs/accuracy.md, "Cost of the sample").
+  int nc[3];
+  double rho[3];
+  for (int d = 0; d < 3; ++d) {
+    nc[d] = std::max(1, static_cast<int>(std::floor(2.0 * h[d] / rmax)));
+    rho[d] = rmax / h[d] * (1.0 + 1e-9) + 1e-12;  // a hair wider: cell edges in rounded arithmetic
+  }
+  const std::size_t ncell = static_cast<std::size_t>(nc[0]) * nc[1] * nc[2];
+  std::vector<int> cell_start(ncell + 1, 0), cell_atoms(n);
+  std::vector<int> cell_of(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    int c[3];
+    for (int d = 0; d < 3; ++d) c[d] = std::min(nc[d] - 1, static_cast<int>(fa[3 * j + d] * nc[d]));
+    cell_of[j] = (c[0] * nc[1] + c[1]) * nc[2] + c[2];
+    ++cell_start[static_cast<std::size_t>(cell_of[j]) + 1];
+  }
+  for (std::size_t c = 0; c < ncell; ++c) cell_start[c + 1] += cell_start[c];
+  {
+    std::vector<int> fill(cell_start.begin(), cell_start.end() - 1);
+    for (std::size_t j = 0; j < n; ++j) cell_atoms[static_cast<std::size_t>(fill[static_cast<std::size_t>(cell_of[j])]++)] = static_cast<int>(j);
+  }
   std::vector<double> r2max(na), a2(na), c2(na);
   for (std::size_t k = 0; k < na; ++k) {
     const double r = tail_radius(alphas[k], cutoff);
@@ -53,28 +78,32 @@ std::vector<double> local_tail_fields(const Mat3& box, double cutoff, const std:
   const double rc2 = cutoff * cutoff, rmax2 = rmax * rmax;
   const double* fap = fa.data();
   const double* fsp = fs.data();
+  const int* cs = cell_start.data();
+  const int* ca = cell_atoms.data();
   double* op = out.data();
   const double* A = alphas.data();
   const double *r2p = r2max.data(), *a2p = a2.data(), *c2p = c2.data();
   const Mat3 B = box;
+  const int n0 = nc[0], n1 = nc[1], n2 = nc[2];
+  const double rho0 = rho[0], rho1 = rho[1], rho2 = rho[2];
+  auto floor_div = [](int c, int m) { return c >= 0 ? c / m : -((-c + m - 1) / m); };
   // One sample point per iteration: it writes only its own field entries.
   Kokkos::parallel_for(
       "pmewald::tail_fields", Range(0, static_cast<int>(n_samples)), [=](const int s) {
-        for (std::size_t j = 0; j < n; ++j) {
-          double f0[3];
-          for (int d = 0; d < 3; ++d) {
-            double x = fsp[3 * s + d] - fap[3 * j + d];
-            f0[d] = x - std::floor(x + 0.5);
-          }
-          for (int i0 = -nmax[0]; i0 <= nmax[0]; ++i0) {
-            const double g0 = f0[0] + i0;
-            if (std::fabs(g0) * h[0] >= rmax) continue;
-            for (int i1 = -nmax[1]; i1 <= nmax[1]; ++i1) {
-              const double g1 = f0[1] + i1;
-              if (std::fabs(g1) * h[1] >= rmax) continue;
-              for (int i2 = -nmax[2]; i2 <= nmax[2]; ++i2) {
-                const double g2 = f0[2] + i2;
-                if (std::fabs(g2) * h[2] >= rmax) continue;
+        const double s0 = fsp[3 * s], s1 = fsp[3 * s + 1], s2 = fsp[3 * s + 2];
+        const int lo0 = static_cast<int>(std::floor((s0 - rho0) * n0)), hi0 = static_cast<int>(std::floor((s0 + rho0) * n0));
+        const int lo1 = static_cast<int>(std::floor((s1 - rho1) * n1)), hi1 = static_cast<int>(std::floor((s1 + rho1) * n1));
+        const int lo2 = static_cast<int>(std::floor((s2 - rho2) * n2)), hi2 = static_cast<int>(std::floor((s2 + rho2) * n2));
+        for (int c0 = lo0; c0 <= hi0; ++c0) {
+          const int i0 = floor_div(c0, n0), w0 = c0 - i0 * n0;
+          for (int c1 = lo1; c1 <= hi1; ++c1) {
+            const int i1 = floor_div(c1, n1), w1 = c1 - i1 * n1;
+            for (int c2 = lo2; c2 <= hi2; ++c2) {
+              const int i2 = floor_div(c2, n2), w2 = c2 - i2 * n2;
+              const int cell = (w0 * n1 + w1) * n2 + w2;
+              for (int b = cs[cell]; b < cs[cell + 1]; ++b) {
+                const std::size_t j = static_cast<std::size_t>(ca[b]);
+                const double g0 = s0 - fap[3 * j] - i0, g1 = s1 - fap[3 * j + 1] - i1, g2 = s2 - fap[3 * j + 2] - i2;
                 double d[3];
                 for (int c = 0; c < 3; ++c) d[c] = g0 * B[c] + g1 * B[3 + c] + g2 * B[6 + c];
                 const double r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];

@@ -56,6 +56,29 @@ def test_tail_field_is_the_direct_shell_sum():
     assert np.abs(on - want).max() <= 1e-4 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("shape", ["orthorhombic", "triclinic"])
+def test_tail_field_cell_list_in_a_box_many_cells_wide(shape):
+    """The cell list (cells of half the shell's radius) on a box 10-15 cells wide: samples at the
+    faces, the edges and inside, atoms on the cell boundaries (fractional k/n), against the
+    direct sum over the images."""
+    box = [[30.0, 0, 0], [0, 26.0, 0], [0, 0, 22.0]] if shape == "orthorhombic" else \
+        systems.triclinic_box(30.0, "strong")
+    s = systems.random_charges(1500, box, neutral=True, seed=11)
+    box = np.asarray(s.box, dtype=float)
+    frac = np.array([[0.0, 0.0, 0.0], [0.5, 0.25, 0.75], [1 / 3, 2 / 3, 0.1]])  # on cell edges
+    pos = np.vstack([s.positions, frac @ box])
+    q = np.concatenate([s.charges, [0.7, -0.4, -0.3]])
+    rc, alphas = 3.0, [1.0, 1.4]
+    samples = np.vstack([(np.array([[0.999999, 1e-7, 0.5], [0.02, 0.98, 0.99], [0.5, 0.5, 0.5]]) @ box),
+                         s.positions[:4] + 0.2])
+    got = tuning.local_tail_fields(s.box, rc, alphas, samples, pos, q)
+    R = tuning.tail_radius(alphas[0], rc)
+    assert reference.cell_heights(box).min() / (R / 2) >= 10  # many cells per axis
+    for k, a in enumerate(alphas):
+        want = _direct_tail(box, rc, a, samples, pos, q)
+        assert np.abs(got[k] - want).max() <= 1e-4 * np.abs(want).max(), (shape, a)
+
+
 @pytest.mark.parametrize("name,make,rc", [
     ("nacl-displaced", lambda: systems.displace(systems.rock_salt((4,) * 3), 0.1, seed=3), 9.0),
     ("random-neutral", lambda: systems.random_charges(300, [16.0, 17.0, 18.0], neutral=True, seed=3), 7.0),

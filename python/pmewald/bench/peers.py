@@ -410,6 +410,14 @@ def bench_peers(args) -> int:
         (out / "results.md").write_text(md)
         return md, report.plots(rows, systems, args.ranks, out)
 
+    def failed(what, err):
+        """A peer's run that failed (its error's last lines kept in meta["failures"] and the
+        report): the sweep goes on without it."""
+        lines = [ln for ln in str(err).splitlines() if ln.strip()]
+        meta.setdefault("failures", []).append(dict(run=what, error=" / ".join(lines[:1] + lines[-3:])[:600]))
+        print(f"[bench peers] FAILED {what}: {lines[0] if lines else err}", file=sys.stderr, flush=True)
+        bar.update(f"{what} FAILED")
+
     def rec(key, r, rnd):
         e = raw.setdefault(key, {"rounds": []})
         e["rounds"].append(r)
@@ -422,10 +430,14 @@ def bench_peers(args) -> int:
                 for code, opt in jobs_for(s, P):
                     want = rnd == 0
                     if code == "lammps":
-                        r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=args.cutoff, acc=opt["acc"],
-                                            diff=opt["diff"], n=s["n"], md_sigma=args.md_sigma if md_mode else None),
-                                       P, work,
-                                       args.md_steps if md_mode else args.steps, want, envP)
+                        try:
+                            r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=args.cutoff, acc=opt["acc"],
+                                                diff=opt["diff"], n=s["n"],
+                                                md_sigma=args.md_sigma if md_mode else None),
+                                           P, work, args.md_steps if md_mode else args.steps, want, envP)
+                        except RuntimeError as e:  # a peer's failure: recorded, the run goes on
+                            failed(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g}", e)
+                            continue
                         if want:
                             r["error"] = rel_error(r.pop("forces"), ref)
                         if opt["diff"] == "ik":
@@ -433,12 +445,17 @@ def bench_peers(args) -> int:
                         rec((s["name"], P, f"lammps-{opt['diff']}", opt["acc"]), r, rnd)
                         bar.update(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g}")
                     elif code == "openmm":
-                        rs = _run_worker("openmm", dict(system=s["npz"], cutoff=args.cutoff, threads=P,
-                                                        tolerances=args.openmm_tolerances or args.tolerances,
-                                                        steps=args.steps, budget_s=args.budget,
-                                                        frames=s.get("frames"),
-                                                        forces_out=str(work / f"omm_{s['name']}_{P}") if want else None),
-                                         1, work, envP)
+                        try:
+                            rs = _run_worker("openmm", dict(system=s["npz"], cutoff=args.cutoff, threads=P,
+                                                            tolerances=args.openmm_tolerances or args.tolerances,
+                                                            steps=args.steps, budget_s=args.budget,
+                                                            frames=s.get("frames"),
+                                                            forces_out=str(work / f"omm_{s['name']}_{P}") if want
+                                                            else None),
+                                             1, work, envP)
+                        except RuntimeError as e:
+                            failed(f"{s['name']} P{P} openmm", e)
+                            continue
                         for r in rs:
                             if want:
                                 r["error"] = rel_error(np.load(r["forces_file"]), ref)
@@ -446,8 +463,12 @@ def bench_peers(args) -> int:
                         bar.update(f"{s['name']} P{P} openmm")
                     elif code == "gromacs":
                         for st in gmx_settings:
-                            r = gromacs.run_gromacs(s["gmx"], st, args.cutoff, opt, s["gmx_traj"], n_frames, want,
-                                                    envP, args.gmx)
+                            try:
+                                r = gromacs.run_gromacs(s["gmx"], st, args.cutoff, opt, s["gmx_traj"], n_frames, want,
+                                                        envP, args.gmx)
+                            except RuntimeError as e:
+                                failed(f"{s['name']} P{P} {opt['variant']} {st['label']}", e)
+                                continue
                             if want:
                                 r["error"] = rel_error(r.pop("forces"), ref)
                             r["total_s"] = r["frame_s"]

@@ -160,6 +160,10 @@ def markdown(res):
               "every frame). pmewald skin: " +
               ", ".join(sorted({f"accepted={r.get('pme_accepts_skin')} passed={r.get('skin_passed')}"
                                 for r in res["rows"] if "pme_accepts_skin" in r})), ""]
+    if m.get("failures"):
+        L += ["Runs that failed (left out of the tables):", ""]
+        L += [f"- {f['run']}: `{f['error']}`" for f in m["failures"]]
+        L.append("")
     if res["validation"]:
         L += ["Reference check (pmewald at the reference settings vs `pmewald.reference.ewald`):", ""]
         for v in res["validation"]:

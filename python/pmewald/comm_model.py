@@ -280,5 +280,7 @@ COMPUTE_SCALING = {"atoms": "atoms", "pairs": "pairs", "ghost_atoms": "ghost_ato
 # atom (the cell search's geometry, not the system's). Measured with modelled computation on
 # water98k (9 A cutoff) at 16, 64 and 256 simulated ranks: candidates per owned atom
 # 539, 686, 1,132 with 2.3, 4.3, 9.9 ghost atoms per owned atom, i.e. a + b g with b / a =
-# 0.20 from the 16- and 64-rank runs (0.22 from 16 and 256). docs/scaling.md.
+# 0.20 from the 16- and 64-rank runs (0.22 from 16 and 256). Geometry gives 3/16 = 0.19 for a
+# ghost below a face that scans only the owned part of its half stencil (docs/scaling.md,
+# "Where 0.2 comes from").
 GHOST_PAIR_WEIGHT = 0.2

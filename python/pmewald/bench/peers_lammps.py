@@ -6,6 +6,7 @@ and the parsing of its log and force dump.
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -92,7 +93,11 @@ def _lammps_input(data, cutoff, acc, diff, steps, dump, water, md_sigma=None):
         # MD-loop mode (pmewald.bench.peers_md): LAMMPS's own loop, so its neighbour list (skin 2 A,
         # rebuilt when an atom moved half of it) is reused as in a user's run: unit masses, 300 K
         # Gaussian velocities and the time step at which atoms move md_sigma A per step (rms).
-        lines += ["mass * 1.0", "velocity all create 300.0 4928459 dist gaussian mom no rot no", "fix md all nve",
+        # nve/limit caps a step at 5 x the rms 3-D step: with unit masses the Coulomb-only forces
+        # accelerate some atoms far beyond the random walk the other codes see (at 250k water
+        # on 2 ranks plain nve stopped with "Bond atoms missing" at step 20).
+        lines += ["mass * 1.0", "velocity all create 300.0 4928459 dist gaussian mom no rot no",
+                  f"fix md all nve/limit {5 * math.sqrt(3) * md_sigma!r}",
                   f"timestep {md_timestep(md_sigma)!r}", "neigh_modify every 1 delay 0 check yes"]
     lines += [f"run {steps}"]
     return "\n".join(lines) + "\n"

@@ -884,11 +884,26 @@ def solvated_chains(n_chains=2, residues=12, *, n_water=300, density=0.0334, see
     wpos = water.positions.reshape(-1, 3, 3)
     keep = np.ones(len(wpos), dtype=bool)
     flat = wpos.reshape(-1, 3)
-    for start in range(0, n_chain_atoms, 16):
-        part = cpos[start:start + 16]
-        d = minimum_image(box, (flat[:, None, :] - part[None, :, :]).reshape(-1, 3))
-        close = (np.einsum("ij,ij->i", d, d) < min_distance ** 2).reshape(len(flat), len(part)).any(axis=1)
-        keep &= ~close.reshape(-1, 3).any(axis=1)
+    # Each chain is contiguous (unwrapped), so in an orthorhombic box (per-axis minimum image,
+    # a metric) only water atoms within its radius + min_distance of its centre can clash with
+    # it: the same distances are tested on those, so the same waters go, in O(n_water) per
+    # chain instead of O(n_water x chain atoms) (250k atoms: seconds instead of tens of minutes).
+    orthorhombic = not np.any(box - np.diag(np.diagonal(box)))
+    per = unit * residues
+    for c in range(n_chains):
+        chain = cpos[c * per:(c + 1) * per]
+        if orthorhombic:
+            centre = chain.mean(axis=0)
+            reach = math.sqrt(float(((chain - centre) ** 2).sum(axis=1).max())) + min_distance
+            dc = minimum_image(box, flat - centre)
+            near = np.nonzero(np.einsum("ij,ij->i", dc, dc) < (reach * (1 + 1e-9)) ** 2)[0]
+        else:
+            near = np.arange(len(flat))
+        for start in range(0, per, 16):
+            part = chain[start:start + 16]
+            d = minimum_image(box, (flat[near][:, None, :] - part[None, :, :]).reshape(-1, 3))
+            close = (np.einsum("ij,ij->i", d, d) < min_distance ** 2).reshape(len(near), len(part)).any(axis=1)
+            keep[near[close] // 3] = False
     wpos = wpos[keep].reshape(-1, 3)
     n_w = int(keep.sum())
     pos = np.concatenate([cpos, wpos])

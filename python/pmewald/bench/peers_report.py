@@ -150,8 +150,8 @@ def _fmt_ms(x):
 
 def markdown(res):
     m = res["meta"]
-    L = [f"Run {m['started']} on {m['host']} ({m['cpus']} CPUs); load at start: `{m['uptime_start']}`; "
-         f"at end: `{m['uptime_end']}`.", ""]
+    L = [f"Run {m['started']} on {m['host']} ({m['cpus']} CPUs, {m.get('cpu_model', 'CPU not recorded')}); "
+         f"load at start: `{m['uptime_start']}`; at end: `{m['uptime_end']}`.", ""]
     a = m.get("args", {})
     if a.get("mode") == "md":
         L += [f"MD-loop mode: {a['md_steps']} steps of a Gaussian random walk ({a['md_sigma']} A per coordinate); "

@@ -48,15 +48,22 @@ std::vector<double> local_tail_fields(const Mat3& box, double cutoff, const std:
   // floor((s_d + rho_d) nc_d)], rho_d = rmax / h_d; each unwrapped index names one
   // (cell, image) pair, so every image is visited once. About 15 rmax^3 of volume per
   // sample instead of the whole box (measured in docs/accuracy.md, "Cost of the sample").
+  // At most ~4 cells per atom (a large, sparse box, e.g. a slab's vacuum, must not allocate
+  // a fine empty grid): the finest axis is halved until that holds; coarser cells stay valid.
   int nc[3];
   double rho[3];
   for (int d = 0; d < 3; ++d) {
-    nc[d] = std::max(1, static_cast<int>(std::floor(2.0 * h[d] / rmax)));
+    const double cells = std::floor(2.0 * h[d] / rmax);
+    nc[d] = cells < 1 ? 1 : cells > 1 << 20 ? 1 << 20 : static_cast<int>(cells);
     rho[d] = rmax / h[d] * (1.0 + 1e-9) + 1e-12;  // a hair wider: cell edges in rounded arithmetic
   }
+  const double max_cells = 4.0 * static_cast<double>(n) + 64.0;
+  while (static_cast<double>(nc[0]) * nc[1] * nc[2] > max_cells) {
+    int* widest = std::max_element(nc, nc + 3);
+    *widest = std::max(1, *widest / 2);
+  }
   const std::size_t ncell = static_cast<std::size_t>(nc[0]) * nc[1] * nc[2];
-  std::vector<int> cell_start(ncell + 1, 0), cell_atoms(n);
-  std::vector<int> cell_of(n);
+  std::vector<int> cell_start(ncell + 1, 0), cell_atoms(n), cell_of(n);
   for (std::size_t j = 0; j < n; ++j) {
     int c[3];
     for (int d = 0; d < 3; ++d) c[d] = std::min(nc[d] - 1, static_cast<int>(fa[3 * j + d] * nc[d]));
@@ -64,10 +71,9 @@ std::vector<double> local_tail_fields(const Mat3& box, double cutoff, const std:
     ++cell_start[static_cast<std::size_t>(cell_of[j]) + 1];
   }
   for (std::size_t c = 0; c < ncell; ++c) cell_start[c + 1] += cell_start[c];
-  {
-    std::vector<int> fill(cell_start.begin(), cell_start.end() - 1);
-    for (std::size_t j = 0; j < n; ++j) cell_atoms[static_cast<std::size_t>(fill[static_cast<std::size_t>(cell_of[j])]++)] = static_cast<int>(j);
-  }
+  std::vector<int> fill(cell_start.begin(), cell_start.end() - 1);
+  for (std::size_t j = 0; j < n; ++j)
+    cell_atoms[static_cast<std::size_t>(fill[static_cast<std::size_t>(cell_of[j])]++)] = static_cast<int>(j);
   std::vector<double> r2max(na), a2(na), c2(na);
   for (std::size_t k = 0; k < na; ++k) {
     const double r = tail_radius(alphas[k], cutoff);

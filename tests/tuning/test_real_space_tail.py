@@ -79,6 +79,21 @@ def test_tail_field_cell_list_in_a_box_many_cells_wide(shape):
         assert np.abs(got[k] - want).max() <= 1e-4 * np.abs(want).max(), (shape, a)
 
 
+def test_tail_field_sparse_box_caps_the_cells():
+    """A few atoms in a huge box (a slab's vacuum, a dilute gas): the cell grid is capped at a
+    few cells per atom (2 h / R would be ~10^7 cells here), and the field is still the direct sum."""
+    box = np.diag([2000.0, 1500.0, 1800.0])
+    rng = np.random.default_rng(5)
+    # two clusters of 60, one across the periodic corner
+    pos = np.vstack([rng.random((60, 3)) * 5.0 + 100.0, rng.random((60, 3)) * 5.0 + [1997.0, 1497.0, -2.0]])
+    q = np.array([1.0, -1.0] * 60)
+    rc, alphas = 1.5, [2.0]
+    samples = pos[[0, 70]] + 0.05
+    got = tuning.local_tail_fields(box, rc, alphas, samples, pos, q)
+    want = _direct_tail(box, rc, alphas[0], samples, pos, q)
+    assert np.abs(got[0] - want).max() <= 1e-4 * np.abs(want).max()
+
+
 @pytest.mark.parametrize("name,make,rc", [
     ("nacl-displaced", lambda: systems.displace(systems.rock_salt((4,) * 3), 0.1, seed=3), 9.0),
     ("random-neutral", lambda: systems.random_charges(300, [16.0, 17.0, 18.0], neutral=True, seed=3), 7.0),

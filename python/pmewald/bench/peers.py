@@ -304,22 +304,6 @@ def _uptime():
         return "?"
 
 
-def _cpu_model():
-    """The CPU's model name and whether it has AVX-512 (/proc/cpuinfo; pmewald's pair kernel
-    runs 8 lanes with it, 4 without), for the report: results depend on the machine."""
-    name, avx512 = "unknown", False
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name") and name == "unknown":
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                avx512 = " avx512f " in f" {line.split(':', 1)[1].strip()} "
-                break
-    except OSError:
-        pass
-    return f"{name}, {'AVX-512' if avx512 else 'no AVX-512'}"
-
-
 def bench_peers(args) -> int:
     out = Path(args.out)
     work = out / "work"
@@ -336,7 +320,7 @@ def bench_peers(args) -> int:
     # GROMACS's frames: its time per frame is a difference of two runs' wall times, so at least 10 frames
     n_frames = args.md_steps + 1 if md_mode else max(args.steps, 10) + 1
     meta = dict(started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), uptime_start=_uptime(), args=vars(args),
-                host=os.uname().nodename, cpus=os.cpu_count(), cpu_model=_cpu_model())
+                host=os.uname().nodename, cpus=os.cpu_count(), cpu_model=report.cpu_model())
     print(f"[bench peers] {meta['started']}  load: {meta['uptime_start']}", flush=True)
     env1 = _clean_env(1)
 

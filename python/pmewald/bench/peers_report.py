@@ -148,6 +148,22 @@ def _fmt_ms(x):
     return "" if x is None else f"{x * 1e3:.2f}"
 
 
+def cpu_model():
+    """The CPU's model name and whether it has AVX-512 (/proc/cpuinfo; pmewald's pair kernel
+    runs 8 lanes with it, 4 without), for the report: results depend on the machine."""
+    name, avx512 = "unknown", False
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name") and name == "unknown":
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                avx512 = " avx512f " in f" {line.split(':', 1)[1].strip()} "
+                break
+    except OSError:
+        pass
+    return f"{name}, {'AVX-512' if avx512 else 'no AVX-512'}"
+
+
 def markdown(res):
     m = res["meta"]
     L = [f"Run {m['started']} on {m['host']} ({m['cpus']} CPUs, {m.get('cpu_model', 'CPU not recorded')}); "

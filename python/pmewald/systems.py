@@ -899,9 +899,10 @@ def solvated_chains(n_chains=2, residues=12, *, n_water=300, density=0.0334, see
             near = np.nonzero(np.einsum("ij,ij->i", dc, dc) < (reach * (1 + 1e-9)) ** 2)[0]
         else:
             near = np.arange(len(flat))
+        cand = flat[near]
         for start in range(0, per, 16):
             part = chain[start:start + 16]
-            d = minimum_image(box, (flat[near][:, None, :] - part[None, :, :]).reshape(-1, 3))
+            d = minimum_image(box, (cand[:, None, :] - part[None, :, :]).reshape(-1, 3))
             close = (np.einsum("ij,ij->i", d, d) < min_distance ** 2).reshape(len(near), len(part)).any(axis=1)
             keep[near[close] // 3] = False
     wpos = wpos[keep].reshape(-1, 3)

@@ -85,6 +85,11 @@ void bind_tuning(py::module_& core) {
   t.def("real_space_error", &real_space_error, py::arg("alpha"), py::arg("cutoff"), py::arg("sum_q2"),
         py::arg("n_atoms"), py::arg("volume"), py::arg("coulomb_constant") = 1.0,
         "Kolafa-Perram absolute RMS real-space force error: 2 k sum_q2 / sqrt(N rc V) exp(-alpha^2 rc^2).");
+  t.def("combined_error", &combined_error, py::arg("real"), py::arg("recip"), py::arg("cross"),
+        "sqrt(real^2 + recip^2 + 2 cross real recip) (at least |real - recip|): the total of two errors "
+        "whose correlation is cross.");
+  t.def("reciprocal_budget", &reciprocal_budget, py::arg("target"), py::arg("real"), py::arg("cross"),
+        "The largest reciprocal error whose combined_error with real is at most target (0 when real >= target).");
   t.def(
       "estimate_errors",
       [](darr box, double alpha, double cutoff, const Int3& mesh, int order,
@@ -181,7 +186,7 @@ void bind_tuning(py::module_& core) {
       [](darr box, double cutoff, double target, double sum_q2, int n_atoms, const std::string& differentiation,
          double coulomb_constant, py::object alpha, py::object order, std::pair<int, int> orders,
          py::object cost, py::object sum_q4, py::object mesh_target, py::object correlation,
-         py::object real_volume) {
+         py::object real_volume, double cross, double recip_factor) {
         const Mat3 B = mat3_from_python(box);
         const double a = alpha.is_none() ? 0.0 : alpha.cast<double>();
         const double mt = mesh_target.is_none() ? 0.0 : mesh_target.cast<double>();
@@ -199,7 +204,7 @@ void bind_tuning(py::module_& core) {
         {
           py::gil_scoped_release nogil;
           C = choose_cheapest(B, cutoff, target, sum_q2, n_atoms, coulomb_constant, a, diffs, lo, hi, cm, q4, mt,
-                              corr, rv);
+                              corr, rv, cross, recip_factor);
         }
         py::dict d;
         d["alpha"] = C.alpha;
@@ -229,7 +234,7 @@ void bind_tuning(py::module_& core) {
       py::arg("differentiation") = "auto", py::arg("coulomb_constant") = 1.0, py::arg("alpha") = py::none(),
       py::arg("order") = py::none(), py::arg("orders") = std::make_pair(4, 8), py::arg("cost") = py::none(),
       py::arg("sum_q4") = py::none(), py::arg("mesh_target") = py::none(), py::arg("correlation") = py::none(),
-      py::arg("real_volume") = py::none(),
+      py::arg("real_volume") = py::none(), py::arg("cross") = 0.0, py::arg("recip_factor") = 1.0,
       "The cheapest (differentiation, order, alpha, mesh) by the cost model whose estimated "
       "ABSOLUTE RMS force error meets target. differentiation 'auto' tries ad and ik; order None "
       "tries orders[0]..orders[1]; alpha None scans alpha (real-space share 99%..10% of the "
@@ -238,7 +243,9 @@ void bind_tuning(py::module_& core) {
       "cheapest first; 'exact' marks those checked with the exact estimate). mesh_target: "
       "also require the ad reciprocal estimate of the mesh to be at most this (an energy "
       "requirement, whatever the differentiation). correlation: a ChargeCorrelation (None: uncorrelated). "
-      "real_volume: the volume the atoms fill, for the real-space density (None: the box's).");
+      "real_volume: the volume the atoms fill, for the real-space density (None: the box's). cross: the "
+      "correlation of the real-space and mesh errors (total sqrt(r^2 + k^2 + 2 cross r k)); recip_factor: the "
+      "reciprocal estimates scaled by it (a measured / model ratio; est_recip and est_total include it).");
 
   t.def(
       "correlation_half_widths",

@@ -209,10 +209,20 @@ double interp_log(const std::vector<TablePoint>& t, double s, double TablePoint:
 
 }  // namespace
 
+double reciprocal_budget(double target, double real, double cross) {
+  if (!(real < target)) return 0.0;
+  return -cross * real + std::sqrt(std::fmax(cross * cross * real * real + target * target - real * real, 0.0));
+}
+
+double combined_error(double real, double recip, double cross) {
+  return std::sqrt(std::fmax(real * real + recip * recip + 2.0 * cross * real * recip, (real - recip) * (real - recip)));
+}
+
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,
                        double kc, double alpha, const std::vector<Differentiation>& diffs,
                        int order_lo, int order_hi, const CostModel& cm, double sum_q4,
-                       double mesh_target, const ChargeCorrelation* corr, double real_volume) {
+                       double mesh_target, const ChargeCorrelation* corr, double real_volume, double cross,
+                       double recip_factor) {
   if (!(target > 0) || !std::isfinite(target)) throw ValueError("target error must be positive");
   if (!(cutoff > 0) || !std::isfinite(cutoff)) throw ValueError("cutoff must be positive");
   if (!std::isfinite(real_volume) || real_volume < 0) throw ValueError("real_volume must be >= 0");
@@ -221,6 +231,8 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
                      std::to_string(order_hi));
   if (diffs.empty()) throw ValueError("no differentiation to choose from");
   if (!std::isfinite(mesh_target)) throw ValueError("mesh_target must be finite");
+  if (!(cross >= -1.0 && cross <= 1.0)) throw ValueError("cross must lie in [-1, 1]");
+  if (!(recip_factor > 0) || !std::isfinite(recip_factor)) throw ValueError("recip_factor must be positive");
   const bool mesh_bound = mesh_target > 0;
   const double V = real_volume > 0 ? real_volume : volume_of(box);  // the real-space density's
   const int n = std::max(n_atoms, 1);
@@ -243,8 +255,8 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
     const double r = real_space_error(a, cutoff, sum_q2, n, V, kc) *
                      (corr ? corr->real_factor(a * cutoff) : 1.0);
     double b = target / std::sqrt(2.0);
-    if (r < target) b = std::fmax(b, std::sqrt(target * target - r * r));
-    return AlphaOption{a, r, b};
+    if (r < target) b = std::fmax(b, reciprocal_budget(target, r, cross));
+    return AlphaOption{a, r, b / recip_factor};
   };
   if (alpha > 0) {
     al.push_back(option(alpha));
@@ -265,7 +277,7 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
       const double a = round_sig(steps ? a_lo * std::pow(a_hi / a_lo, double(i) / steps) : a_lo, 4);
       if (!al.empty() && a <= al.back().alpha) continue;
       AlphaOption o = option(a);
-      o.budget = std::sqrt(std::fmax(target * target - o.real * o.real, 0.0));
+      o.budget = reciprocal_budget(target, o.real, cross) / recip_factor;
       if (o.budget > 0) al.push_back(o);
     }
     if (al.empty()) al.push_back(option(round_sig(a_hi, 4)));
@@ -283,8 +295,8 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
     best.order = w.order;
     best.diff = w.diff;
     best.est_real = option_of(w.alpha).real;
-    best.est_recip = w.est_recip;
-    best.est_total = std::hypot(best.est_real, best.est_recip);
+    best.est_recip = w.est_recip * recip_factor;
+    best.est_total = combined_error(best.est_real, best.est_recip, cross);
     best.cost = w.cost;
     std::vector<Candidate> out;
     for (const Candidate& c : all)
@@ -407,7 +419,7 @@ Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum
         if (K[0] > kMaxMeshAxis || K[1] > kMaxMeshAxis || K[2] > kMaxMeshAxis) continue;
         const double cost = reciprocal_cost(cm, K, p, diff, n);
         const double pred = predicted(tab, o.alpha, K);  // of this very mesh (rounded up from sa)
-        const double tot = std::hypot(o.real, pred);
+        const double tot = combined_error(o.real, pred * recip_factor, cross);
         if (!found || cost < bestc.cost * (1 - 1e-12) || (cost <= bestc.cost * (1 + 1e-12) && tot < bestc_tot)) {
           bestc = Candidate{diff, p, o.alpha, K, cost, pred, false};
           bestc_s = sa;

@@ -86,12 +86,25 @@ struct Choice {
 // and the exact check at the candidate's alpha corrects the mesh.
 // real_volume > 0: the volume the atoms fill, for the real-space estimate's density (a slab
 // in a box extended by vacuum: its own volume); 0: the box's.
+// cross in [-1, 1]: the correlation of the real-space and mesh force errors (measured on a
+// sample of the atoms, pmewald._tuning); the total is then
+// sqrt(real^2 + recip^2 + 2 cross real recip) and the reciprocal budget of an alpha the
+// largest recip that keeps it within target (reciprocal_budget). 0: independent errors.
+// recip_factor > 0: the reciprocal estimates are this times the model's (the ratio of the
+// mesh error measured on a sample to the model's, pmewald._tuning); the mesh bound is not
+// scaled (it is an energy requirement on the model's estimate).
 // Throws ValueError when no candidate reaches the target with a mesh up to 512 per axis.
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,
                        double coulomb_constant, double alpha, const std::vector<Differentiation>& diffs,
                        int order_lo, int order_hi, const CostModel& cost, double sum_q4 = -1.0,
                        double mesh_target = 0.0, const ChargeCorrelation* correlation = nullptr,
-                       double real_volume = 0.0);
+                       double real_volume = 0.0, double cross = 0.0, double recip_factor = 1.0);
+
+// The largest reciprocal error k with real^2 + k^2 + 2 cross real k <= target^2 (real < target):
+// -cross real + sqrt(cross^2 real^2 + target^2 - real^2); 0 when real >= target.
+double reciprocal_budget(double target, double real, double cross);
+// sqrt(real^2 + recip^2 + 2 cross real recip), never below |real - recip| (cross >= -1).
+double combined_error(double real, double recip, double cross);
 
 }  // namespace tuning
 }  // namespace pmewald

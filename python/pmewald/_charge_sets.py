@@ -136,7 +136,9 @@ class ChargeSets:
         self._last_estimate = {"estimated_error": float(est_rel[lead]),
                                "estimated_error_absolute": float(est_abs[lead]),
                                "estimated_error_real": parts[lead]["real"],
-                               "estimated_error_reciprocal": parts[lead]["recip"]}
+                               "estimated_error_reciprocal": parts[lead]["recip"],
+                               "estimated_error_correlation": parts[lead].get("cross", 0.0),
+                               "estimated_error_measured": parts[lead].get("measured", False)}
         forces = raw["forces"]  # (n + probes, m, 3)
         res = PMEResult(energy=np.asarray(raw["energy"]), forces=np.ascontiguousarray(forces[:n].transpose(1, 0, 2)),
                         virial=np.asarray(raw["virial"]),

@@ -51,6 +51,20 @@ _CORRELATION_HALF = 24
 _TAIL_SAMPLE = 500
 _TAIL_ALPHA_RC = (2.5, 3.0, 3.5, 4.0, 4.5, 5.0)
 _TAIL_SIGMAS = 2.0
+# The errors measured at the automatic choice (docs/accuracy.md, "Measured at the choice"): on
+# the same sample, the truncation force at the chosen alpha and the mesh force error against
+# a finer order-8 mesh whose estimate is at most _MEASURE_REFERENCE of the chosen one; mean
+# squares raised by _MEASURE_SIGMAS standard errors (the safe side), the correlation of the
+# two errors likewise towards +1. The choice is made again with them when the correlation is
+# at least _CROSS_MIN in size or the mesh error differs from the model's by _RECIP_MIN or more.
+_MEASURE_REFERENCE = 0.1
+_NO_PLAN = {"cross": 0.0, "recip_factor": 1.0}  # what the choice plans with otherwise
+_MEASURE_SIGMAS = 2.0
+_CROSS_MIN = 0.1
+_RECIP_MIN = 0.1
+# Nothing is measured when the mesh estimate is below this fraction of the real-space one:
+# the cross term is then at most 0.4 |rho| of the real-space error's square.
+_MEASURE_SHARE = 0.2
 # Cost-model constants for the automatic choice: None uses the calibrated ones built into
 # the C++ tuning layer (cpp/tuning/cost_model.cpp, `python -m pmewald.bench cost`); a dict overrides
 # entries of tuning.cost_model() (tests use it to make one differentiation cheaper).
@@ -94,7 +108,8 @@ class Tuning:
                                     coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
                                     orders=_ORDERS, cost=_COST, correlation=self._correlation,
                                     mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k),
-                                    real_volume=self._real_volume())
+                                    real_volume=self._real_volume(), cross=self._plan["cross"],
+                                    recip_factor=self._plan["recip_factor"])
         for key in ("est_real", "est_recip", "est_total"):
             r[key] *= self._k
         return r
@@ -128,8 +143,9 @@ class Tuning:
     def _estimate(self, sum_q2, n_atoms):
         """(absolute estimate, parts) for the current parameters: real space, mesh and
         (mixed precision) the float rounding of the last call's pairs, in quadrature. The
-        first two are cached, since the reciprocal estimate sums over the mesh; set_box and
-        _build clear the cache."""
+        first two are cached, since the reciprocal estimate sums over the mesh (~0.1 s at a
+        200k-point mesh); _build clears the cache, set_box once the box has moved by more
+        than pme._ESTIMATE_BOX_CHANGE since it was made."""
         from ._core import tuning
 
         p = self._params
@@ -141,9 +157,17 @@ class Tuning:
                                         real_volume=self._real_volume())
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
-            self._cache_estimate = (key, e)
-        e = dict(self._cache_estimate[1], float=self._float_error(n_atoms))
-        return math.sqrt(e["real"] ** 2 + e["recip"] ** 2 + e["float"] ** 2), e
+            self._cache_estimate = (key, e, self._box.copy())
+        e = dict(self._cache_estimate[1], float=self._float_error(n_atoms), cross=0.0, measured=False)
+        m = self._measured
+        if m is not None and m[0] == self._measure_key(sum_q2, n_atoms):
+            e.update(m[1], measured=True)  # measured at these parameters and charges (_check_measured)
+        both = tuning.combined_error(e["real"], e["recip"], e["cross"])
+        return math.sqrt(both ** 2 + e["float"] ** 2), e
+
+    def _measure_key(self, sum_q2, n_atoms):
+        p = self._params
+        return (n_atoms, _for_choice(sum_q2), p["alpha"], p["mesh"], p["order"], p["differentiation"])
 
     def _charge_correlation(self, pos, q, idv, sum_q2):
         """The charges' structure-factor table for the correlated error model, with its
@@ -165,6 +189,7 @@ class Tuning:
         sum_q4 = float(self._comm.allreduce(float((q ** 4).sum())))
         corr = tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
         corr.set_real_factors(*self._real_factors(pos, q, idv, sum_q2))
+        self._correlation_box = self._box.copy()  # set_box keeps the table near this box
         return corr
 
     def _real_factors(self, pos, q, idv, sum_q2):
@@ -199,14 +224,7 @@ class Tuning:
         from ._core import tuning
 
         comm, rc = self._comm, self._cutoff
-        n_atoms = int(comm.allreduce(len(q)))
-        stride = max(1, n_atoms // _TAIL_SAMPLE)
-        pick = _sample_hash(idv) % np.uint64(stride) == 0
-        parts = comm.allgather((idv[pick], pos[pick], q[pick]))
-        ids = np.concatenate([p[0] for p in parts])
-        order = np.argsort(ids, kind="stable")
-        samples = np.ascontiguousarray(np.concatenate([p[1] for p in parts]).reshape(-1, 3)[order])
-        qs = np.concatenate([p[2] for p in parts])[order]
+        n_atoms, _, samples, qs = self._tail_sample(pos, q, idv)
         nodes = sorted(set(_TAIL_ALPHA_RC) | {round(float(self._alpha) * rc, 6)})
         if len(qs) == 0 or sum_q2 <= 0:
             return nodes, [0.0] * len(nodes), n_atoms
@@ -227,6 +245,88 @@ class Tuning:
             beyond = tuning.real_space_error(a, tuning.tail_radius(a, rc), sq2, n_model, vol, 1.0)
             out.append(math.sqrt(mu + _TAIL_SIGMAS * s_e + beyond ** 2))
         return nodes, out, n_atoms
+
+    def _tail_sample(self, pos, q, idv):
+        """(N, local mask, positions, charges) of the sample (collective): the atoms whose id
+        hashes to 0 modulo N // _TAIL_SAMPLE, gathered to every rank in the order of their ids,
+        so the same on any rank count and split."""
+        comm = self._comm
+        n_atoms = int(comm.allreduce(len(q)))
+        stride = max(1, n_atoms // _TAIL_SAMPLE)
+        pick = _sample_hash(idv) % np.uint64(stride) == 0
+        parts = comm.allgather((idv[pick], pos[pick], q[pick]))
+        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+        samples = np.ascontiguousarray(np.concatenate([p[1] for p in parts]).reshape(-1, 3)[order])
+        return n_atoms, pick, samples, np.concatenate([p[2] for p in parts])[order]
+
+    def _measure_errors(self, pos, q, idv, sum_q2, n_atoms):
+        """The force errors at the current parameters measured on the tail sample
+        (collective): {"real", "recip": absolute RMS, "cross": their correlation}, or None
+        when they cannot be measured.
+
+        The real-space error of a sample atom is minus its truncation force (-k q_i E_i, the
+        shell's field of tuning.local_tail_fields at the current alpha; Kolafa-Perram's
+        estimate of what lies beyond the shell is added in quadrature); its mesh error the
+        difference of two reciprocal-only calculations, at the current parameters and on a
+        finer order-8 mesh (the first of 1.5, 2, 3 times as fine whose estimate is at most
+        _MEASURE_REFERENCE of the current one). The mean squares and the mean product are
+        raised by _MEASURE_SIGMAS standard errors (finite-population corrected: none when every
+        atom is sampled); the correlation is that product over the two RMS, clipped to
+        [-1, 1]; all rounded to three (the correlation two) digits, so no rank count, split
+        or unit shows."""
+        from mpi4py import MPI
+
+        from ._core import tuning
+
+        p, k, rc = self._params, self._k, self._cutoff
+        rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
+        model = dict(box=self._box, alpha=p["alpha"], cutoff=rc, sum_q2=sum_q2, n_atoms=_model_atoms(n_atoms),
+                     coulomb_constant=k, correlation=self._correlation, real_volume=self._real_volume())
+        fine = None
+        for f in (1.5, 2.0, 3.0):
+            mesh = tuple(min(4096, tuning.fft_friendly(int(math.ceil(f * x)))) for x in p["mesh"])
+            if tuning.estimate_errors(mesh=mesh, order=8, differentiation="ad", **model)["recip"] <= (
+                    _MEASURE_REFERENCE * rec):
+                fine = mesh
+                break
+        if fine is None:
+            return None
+        none = np.zeros((0, 2), dtype=np.int64)
+        forces = []
+        for mesh, order, diff in ((p["mesh"], p["order"], p["differentiation"]), (fine, 8, "ad")):
+            solver = self._new_solver(mesh, order, p["alpha"], diff, False, mode=self._probe_mode())
+            forces.append(np.asarray(self._run(solver, pos, q, idv, none)["forces"]))
+            del solver
+        _, pick, samples, qs = self._tail_sample(pos, q, idv)
+        parts = self._comm.allgather((idv[pick], (forces[0] - forces[1])[pick]))
+        order = np.argsort(np.concatenate([x[0] for x in parts]), kind="stable")
+        e_k = np.concatenate([x[1] for x in parts]).reshape(-1, 3)[order]
+        local = tuning.local_tail_fields(self._box, rc, [p["alpha"]], samples, np.ascontiguousarray(pos, dtype=float),
+                                         np.ascontiguousarray(q, dtype=float))
+        fields = np.empty_like(local)
+        self._comm.Allreduce(local, fields, op=MPI.SUM)
+        e_r = -k * qs[:, None] * fields[0]
+        m = len(qs)
+        if m < 2:
+            return None
+        fpc = math.sqrt(max(0.0, 1.0 - m / n_atoms)) / math.sqrt(m)
+
+        def upper(x):  # the mean plus _MEASURE_SIGMAS standard errors
+            return float(x.mean()) + _MEASURE_SIGMAS * float(x.std(ddof=1)) * fpc
+
+        r2, k2 = (e_r ** 2).sum(axis=1), (e_k ** 2).sum(axis=1)
+        norm = math.sqrt(float(r2.mean()) * float(k2.mean()))
+        if not norm > 0:
+            return None
+        sq2 = _for_choice(sum_q2)
+        beyond = tuning.real_space_error(p["alpha"], tuning.tail_radius(p["alpha"], rc), sq2, model["n_atoms"],
+                                         self._real_volume() or abs(np.linalg.det(self._box)), k)
+        rho = min(1.0, max(-1.0, upper((e_r * e_k).sum(axis=1)) / norm))
+        def rounded(x):  # three digits in units of the Coulomb constant: the same in any units
+            return float(f"{x / k:.3e}") * k
+
+        return {"real": rounded(math.sqrt(upper(r2) + beyond ** 2)), "recip": rounded(math.sqrt(upper(k2))),
+                "cross": round(rho, 2)}
 
     def _real_volume(self):
         """The volume the atoms fill (the real-space estimate's density): a slab's own
@@ -301,7 +401,55 @@ class Tuning:
             if ok or measured == scale:
                 break
             scale = measured
-        return self._check_energy(raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+        raw = self._check_energy(raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+        return self._check_measured(raw, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+
+    def _check_measured(self, raw, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
+        """Measure the errors at the chosen parameters (correlated model; :meth:`_measure_errors`)
+        and report them; when their correlation is at least _CROSS_MIN in size or the mesh
+        error differs from the model's by _RECIP_MIN, choose again planning with both (the
+        real-space and mesh errors are no longer independent, the mesh estimates scaled by
+        the measured ratio), the energy check included, and measure again there. The new
+        choice is kept when its measured estimate meets the tolerance (or is below the
+        first one's), else the first one."""
+        if self._correlation is None or not self._real_space:
+            return raw
+        e = self._estimate(sum_q2, n_atoms)[1]
+        if e["recip"] < _MEASURE_SHARE * e["real"]:
+            return raw  # the mesh error is too small a part to matter (<4% of the total's square)
+        got = self._measure_errors(pos, q, idv, sum_q2, n_atoms)
+        if got is None:
+            return raw
+        model = self._estimate(sum_q2, n_atoms)[1]["recip"]
+        self._measured = (self._measure_key(sum_q2, n_atoms), got)
+        factor = float(f"{got['recip'] / model:.2e}") if model > 0 else 1.0
+        if abs(got["cross"]) < _CROSS_MIN and abs(factor - 1.0) < _RECIP_MIN:
+            return raw
+        state = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_cache_estimate",
+                 "_energy_error", "_mesh_target", "_measured", "_pair_force2")
+        first = {name: getattr(self, name) for name in state}
+        first_est = self._estimate(sum_q2, n_atoms)[0]
+        self._plan = {"cross": got["cross"], "recip_factor": factor}
+        try:
+            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
+                                   mesh_target=self._mesh_target))
+            if self._params == first["_params"]:
+                for name, value in first.items():
+                    setattr(self, name, value)
+                return raw
+            again = self._run(self._solver, pos, q, idv, ex)
+            again = self._check_energy(again, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+        finally:
+            self._plan = dict(_NO_PLAN)
+        got = self._measure_errors(pos, q, idv, sum_q2, n_atoms)
+        if got is not None:
+            self._measured = (self._measure_key(sum_q2, n_atoms), got)
+            est = self._estimate(sum_q2, n_atoms)[0]
+            if est <= self._tolerance * scale or est < first_est:
+                return again
+        for name, value in first.items():  # the first choice, with its measured errors
+            setattr(self, name, value)
+        return raw
 
     def _energy_point(self, raw):
         """What the energy check needs of a result: its parameters and reciprocal energy."""
@@ -330,6 +478,7 @@ class Tuning:
         from ._core import tuning
 
         self._energy_error = None
+        self._mesh_target = None
         probe_mesh = coarse["mesh"] if coarse is not None else None
         vol = self._real_volume() or abs(np.linalg.det(self._box))
         floor = _ENERGY_FLOOR * self._k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
@@ -357,8 +506,9 @@ class Tuning:
             factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
             est_ad = rec if p["differentiation"] == "ad" else recip_estimate(p["mesh"], "ad")
             coarse = self._energy_point(raw)
+            self._mesh_target = est_ad * factor
             self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
-                                   mesh_target=est_ad * factor))
+                                   mesh_target=self._mesh_target))
             raw = self._run(self._solver, pos, q, idv, ex)
         return raw
 

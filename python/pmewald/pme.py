@@ -29,7 +29,7 @@ from . import _charge_sets, _core, _potentials, _slab
 from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
-from ._tuning import MIXED_MAX_ALPHA_R, Tuning
+from ._tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, Tuning
 from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
 _MODES = ("pt2pt", "nonblocking", "collective", "auto")
@@ -44,7 +44,8 @@ AUTO_SKIN_FRACTION = 0.1
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
 # call fails, so a failed first call leaves the object as it was.
 _TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
-                 "_cache_estimate", "_energy_error", "_correlation", "_precision", "_pair_force2")
+                 "_cache_estimate", "_energy_error", "_correlation", "_precision", "_pair_force2", "_measured",
+                 "_mesh_target", "_correlation_box")
 
 
 @dataclass
@@ -365,11 +366,15 @@ class PME(Tuning, _charge_sets.ChargeSets):
         self._k, self._real_space = k, real_space
         self._error_model = error_model
         self._correlation = None  # tuning.ChargeCorrelation of the first call's charges (correlated model)
+        self._correlation_box = None  # the (canonical) box it was made in
         self._overlap, self._poll = overlap, poll
         self._solver = None
         self._params = None
         self._recheck = False
         self._cache_estimate = None
+        self._measured = None  # (parameters and charges, errors measured there): _tuning._check_measured
+        self._plan = dict(_NO_PLAN)  # what the choice plans with (_tuning._check_measured)
+        self._mesh_target = None  # the energy check's bound on the mesh (_tuning._check_energy)
         self._choice = None
         self._energy_error = None
         # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
@@ -457,7 +462,15 @@ class PME(Tuning, _charge_sets.ChargeSets):
         and ``alpha`` is provisional with ``real_space=True`` (final with
         ``real_space=False``). ``modelled_cost`` is the cost model's seconds per
         reciprocal step on one rank for the choice (``None`` when nothing was chosen), and
-        the error estimates refer to the last computed result.
+        the error estimates refer to the last computed result: ``estimated_error`` (relative
+        to the RMS force) and ``estimated_error_absolute``, combined from
+        ``estimated_error_real``, ``estimated_error_reciprocal`` and ``estimated_error_float``;
+        ``estimated_error_correlation`` is the correlation of the real-space and mesh errors
+        the combination uses (0: independent, in quadrature). ``estimated_error_measured`` is
+        True when the real-space and mesh parts and that correlation were measured on a
+        sample of the atoms at these parameters (the automatic choice does so where the mesh
+        part matters, docs/accuracy.md "Measured at the choice"), False when they are the
+        model's.
         """
         p = {"alpha": self._alpha, "mesh": self._params["mesh"] if self._params else None, "order": self._order,
              "differentiation": self._differentiation or "auto",
@@ -495,8 +508,14 @@ class PME(Tuning, _charge_sets.ChargeSets):
                 self._solver.set_box(c)
             self._user_box, self._box = (b, c) if sl is None else (sl.box, c)
             self._slab = sl
-            self._cache_estimate = None
-            self._correlation = None  # the table is indexed by the box's reciprocal lattice
+            if self._cache_estimate is not None and not _near(c, self._cache_estimate[2], _ESTIMATE_BOX_CHANGE):
+                self._cache_estimate = None
+                self.__dict__.pop("_sets_estimates", None)  # the charge sets' (_charge_sets)
+            if not _near(c, self._correlation_box, _TABLE_BOX_CHANGE):
+                # The table is indexed by the reciprocal lattice, so it holds for a box scaled
+                # with its atoms (NPT); after a larger change it and the measured errors are
+                # made again on the next call (rebuilding them every NPT step cost 6x a compute).
+                self._correlation, self._measured = None, None
             self._recheck = self._fixed["mesh"] is None
 
     # ----------------------------------------------------------------- compute
@@ -674,7 +693,8 @@ class PME(Tuning, _charge_sets.ChargeSets):
         which are linear in the charges); nothing tuned."""
         self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
                                "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0,
-                               "estimated_error_float": 0.0}
+                               "estimated_error_float": 0.0, "estimated_error_correlation": 0.0,
+                              "estimated_error_measured": False}
         res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
                         terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
                         rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
@@ -695,7 +715,9 @@ class PME(Tuning, _charge_sets.ChargeSets):
         self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,
                                "estimated_error_real": parts["real"],
                                "estimated_error_reciprocal": parts["recip"],
-                               "estimated_error_float": parts["float"]}
+                               "estimated_error_float": parts["float"],
+                               "estimated_error_correlation": parts.get("cross", math.nan),
+                               "estimated_error_measured": parts.get("measured", False)}
         terms = {t: float(raw["terms"].get(t, 0.0)) for t in _TERMS}
         return PMEResult(energy=float(raw["energy"]), forces=raw["forces"], virial=np.asarray(raw["virial"]),
                          terms=terms, estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms,
@@ -731,3 +753,21 @@ class PME(Tuning, _charge_sets.ChargeSets):
     def brick(self):
         """This rank's brick of the mesh, ((lo), (hi))."""
         return self._solver.brick if self._solver is not None else None
+
+
+# set_box keeps the correlated error model's table while no component of the box has moved
+# by more than this fraction of the longest edge since the table was made, and the error
+# estimate (a sum over the mesh, ~0.1 s at 200k points) while none has moved by more than
+# _ESTIMATE_BOX_CHANGE (the mesh spacing by at most 0.5%: the estimate, ~h^p, by at most
+# 4% at order 8; an NPT run recomputes it once its box has drifted that far).
+_TABLE_BOX_CHANGE = 0.05
+_ESTIMATE_BOX_CHANGE = 0.005
+
+
+def _near(box, reference, fraction):
+    """Whether no component of `box` differs from `reference` by more than `fraction` of
+    its longest edge (None: never)."""
+    if reference is None:
+        return False
+    scale = float(np.linalg.norm(reference, axis=1).max())
+    return float(np.abs(np.asarray(box) - reference).max()) <= fraction * scale

@@ -55,3 +55,27 @@ def test_automatic_choice(monkeypatch):
             assert p["differentiation"] == "ik"
         bad += _check_accuracy(s, ref, pme, res, res.forces, tol, f"{kw}: {p}")
     assert not bad, "\n".join(bad)
+
+
+def test_set_box_keeps_the_error_model_while_the_box_is_near():
+    """NPT: set_box keeps the correlated model's table (indexed by the reciprocal lattice, so
+    valid for a box scaled with its atoms) within 5% and the cached estimate within 0.5%
+    (rebuilding both every step made a step 6x a compute at 9k atoms); beyond, each is made
+    again, and the kept estimate is the recomputed one to a few per cent."""
+    from pmewald import systems
+
+    s = systems.water_box(100, seed=34)
+    pme = PME(s.box, 5.0, tolerance=1e-4)
+    pme.compute(s.positions, s.charges, exclusions=s.exclusions)
+    table, estimate = pme._correlation, pme._cache_estimate
+    for f, same_table, same_estimate in ((1.002, True, True), (1.02, True, False), (1.08, False, False)):
+        pme.set_box(s.box * f)
+        res = pme.compute(s.positions * f, s.charges, exclusions=s.exclusions)
+        assert (pme._correlation is table) == same_table, f
+        assert (pme._cache_estimate is estimate) == same_estimate, f
+        if same_estimate:  # against the estimate made afresh for this box
+            kept = res.estimated_error
+            pme._cache_estimate = None
+            fresh = pme.compute(s.positions * f, s.charges, exclusions=s.exclusions).estimated_error
+            assert kept == pytest.approx(fresh, rel=0.05)
+        table, estimate = pme._correlation, pme._cache_estimate

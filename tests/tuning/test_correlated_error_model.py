@@ -13,10 +13,11 @@ rock-salt crystal, SPC/E-like water, peptide-like chains with partial charges in
 Known limit (docs/accuracy.md): on a crystal, whose atoms all sit alike in the mesh cells of
 a commensurate mesh, the functional's average over the mesh position does not hold (ik up to
 ~3x pessimistic), and the real-space and mesh errors of the displaced crystal are
-anti-correlated (measured: correlation -0.65, so their quadrature sum is 1.5-1.7x the
-total while each part alone is right to 10%); there the explicit cases assert only that the
-estimate is never optimistic by more than 1.5x, and the automatic ones measured <= tolerance
-and estimate / measured within [0.67, 2].
+anti-correlated (-0.4..-0.8), so their quadrature sum is up to 1.7x the total while each
+part alone is right to 10%. The automatic choice measures that correlation
+(tests/tuning/test_error_correlation.py) and meets the common criteria; with explicit
+parameters nothing is measured, and the crystal's explicit cases assert only that the
+estimate is never optimistic by more than 1.5x.
 
 Also: the structure factors the correlated model uses are the direct sums, and neither
 they nor the choice depend on how the atoms are split over the ranks.
@@ -46,11 +47,6 @@ CRYSTALS = {"nacl-displaced"}
 def test_sweep_automatic(name):
     rows = bench_accuracy.run_sweep("small", names=[name], explicit=False, diffs=("auto",))
     assert len(rows) == len(bench_accuracy.TOLERANCES)
-    if name in CRYSTALS:  # the known limit (module docstring): pessimistic up to 2x, never above the tolerance
-        bad = [bench_accuracy._line(r) for r in rows
-               if not (r["measured"] <= r["tolerance"] and 0.67 <= r["ratio"] <= 2.0)]
-        assert not bad, "\n".join(bad)
-        return
     bad = _failures(rows)
     assert not bad, "\n".join(bad)
 

@@ -148,7 +148,8 @@ def run_sweep(size="small", models=("correlated",), names=None, auto=True, expli
                 row = dict(base, model=model, mode=mode, tolerance=kw.get("tolerance"),
                            requested=kw.get("differentiation"), differentiation=p["differentiation"],
                            order=p["order"], mesh=list(p["mesh"]), alpha=p["alpha"], measured=err, estimated=est,
-                           ratio=est / err, real_share=(p["estimated_error_real"] / p["estimated_error_absolute"]) ** 2,
+                           ratio=est / err, real_share=p["estimated_error_real"] ** 2 / (p["estimated_error_real"] ** 2 + p["estimated_error_reciprocal"] ** 2),
+                           cross=p["estimated_error_correlation"], measured_at_choice=p["estimated_error_measured"],
                            seconds=round(dt, 3), modelled_cost=p["modelled_cost"])
                 row["ok"] = bool(lo <= row["ratio"] <= hi and (mode != "auto" or err <= kw["tolerance"]))
                 rows.append(row)
@@ -162,7 +163,9 @@ def _line(r):
             f"alpha {r['alpha']:.3f}        ")
     return (f"{r['system']:<16} {r['model'][:5]:<5} {r['mode']:<8} {what} -> {r['differentiation']} p{r['order']} "
             f"mesh {'x'.join(map(str, r['mesh'])):<11} measured {r['measured']:.2e} est {r['estimated']:.2e} "
-            f"ratio {r['ratio']:5.2f} real {r['real_share']:.2f} {'ok' if r['ok'] else 'FAIL'}")
+            f"ratio {r['ratio']:5.2f} real {r['real_share']:.2f} "
+            f"{'rho %+.2f' % r['cross'] if r.get('measured_at_choice') else 'model   '} "
+            f"{'ok' if r['ok'] else 'FAIL'}")
 
 
 def summary(rows):
@@ -181,14 +184,15 @@ def summary(rows):
 
 
 def markdown(rows):
-    lines = ["| system | N | box | model | mode | setting | chosen | measured | estimated | est/meas |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| system | N | box | model | mode | setting | chosen | measured | estimated | est/meas | rho |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         setting = (f"tol {r['tolerance']:.0e}, {r['requested']}" if r["mode"] == "auto"
                    else f"alpha {r['alpha']:.3f}")
         chosen = f"{r['differentiation']} p{r['order']} {'x'.join(map(str, r['mesh']))}"
         lines.append(f"| {r['system']} | {r['n']} | {r['box']} | {r['model']} | {r['mode']} | {setting} | {chosen} | "
-                     f"{r['measured']:.2e} | {r['estimated']:.2e} | {r['ratio']:.2f}{'' if r['ok'] else ' ✗'} |")
+                     f"{r['measured']:.2e} | {r['estimated']:.2e} | {r['ratio']:.2f}{'' if r['ok'] else ' ✗'} | "
+                     f"{'%+.2f' % r['cross'] if r.get('measured_at_choice') else '-'} |")
     return "\n".join(lines)
 
 

@@ -58,10 +58,10 @@ _TAIL_SIGMAS = 2.0
 # two errors likewise towards +1. The choice is made again with them when the correlation is
 # at least _CROSS_MIN in size or the mesh error differs from the model's by _RECIP_MIN or more.
 _MEASURE_REFERENCE = 0.1
-_NO_PLAN = {"cross": 0.0, "recip_factor": 1.0}  # what the choice plans with otherwise
 _MEASURE_SIGMAS = 2.0
 _CROSS_MIN = 0.1
 _RECIP_MIN = 0.1
+_NO_PLAN = {"cross": 0.0, "recip_factor": 1.0}  # what the choice plans with otherwise
 # Nothing is measured when the mesh estimate is below this fraction of the real-space one:
 # the cross term is then at most 0.4 |rho| of the real-space error's square.
 _MEASURE_SHARE = 0.2
@@ -322,6 +322,7 @@ class Tuning:
         beyond = tuning.real_space_error(p["alpha"], tuning.tail_radius(p["alpha"], rc), sq2, model["n_atoms"],
                                          self._real_volume() or abs(np.linalg.det(self._box)), k)
         rho = min(1.0, max(-1.0, upper((e_r * e_k).sum(axis=1)) / norm))
+
         def rounded(x):  # three digits in units of the Coulomb constant: the same in any units
             return float(f"{x / k:.3e}") * k
 

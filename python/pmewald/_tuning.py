@@ -415,13 +415,14 @@ class Tuning:
         first one's), else the first one."""
         if self._correlation is None or not self._real_space:
             return raw
-        e = self._estimate(sum_q2, n_atoms)[1]
-        if e["recip"] < _MEASURE_SHARE * e["real"]:
+        self._measured = None  # a new choice: what was measured before (another box) is the model's here
+        model = self._estimate(sum_q2, n_atoms)[1]
+        if model["recip"] < _MEASURE_SHARE * model["real"]:
             return raw  # the mesh error is too small a part to matter (<4% of the total's square)
         got = self._measure_errors(pos, q, idv, sum_q2, n_atoms)
         if got is None:
             return raw
-        model = self._estimate(sum_q2, n_atoms)[1]["recip"]
+        model = model["recip"]
         self._measured = (self._measure_key(sum_q2, n_atoms), got)
         factor = float(f"{got['recip'] / model:.2e}") if model > 0 else 1.0
         if abs(got["cross"]) < _CROSS_MIN and abs(factor - 1.0) < _RECIP_MIN:

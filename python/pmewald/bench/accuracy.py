@@ -142,13 +142,14 @@ def run_sweep(size="small", models=("correlated",), names=None, auto=True, expli
                 res = pme.compute(s.positions, s.charges, exclusions=s.exclusions)
                 dt = time.perf_counter() - t0
                 p = pme.parameters
+                real = p["estimated_error_real"]
                 err = rel_rms(res.forces, ref)
                 est = float(res.estimated_error)
                 lo, hi = AUTO_RANGE if mode == "auto" else EXPLICIT_RANGE
                 row = dict(base, model=model, mode=mode, tolerance=kw.get("tolerance"),
                            requested=kw.get("differentiation"), differentiation=p["differentiation"],
                            order=p["order"], mesh=list(p["mesh"]), alpha=p["alpha"], measured=err, estimated=est,
-                           ratio=est / err, real_share=p["estimated_error_real"] ** 2 / (p["estimated_error_real"] ** 2 + p["estimated_error_reciprocal"] ** 2),
+                           ratio=est / err, real_share=real ** 2 / (real ** 2 + p["estimated_error_reciprocal"] ** 2),
                            cross=p["estimated_error_correlation"], measured_at_choice=p["estimated_error_measured"],
                            seconds=round(dt, 3), modelled_cost=p["modelled_cost"])
                 row["ok"] = bool(lo <= row["ratio"] <= hi and (mode != "auto" or err <= kw["tolerance"]))

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "comm/communicators.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "base/timers.hpp"
 #include "realspace/erfc_table.hpp"
@@ -270,10 +271,10 @@ migration.)doc");
                 for (auto p = self.offsets()[i]; p < self.offsets()[i + 1]; ++p) l.append(self.partners()[p]);
               out.append(l);
             }
-            return py::make_tuple(self.rerouted(), out);
+            return py::make_tuple(self.changed(), out);
           },
           py::arg("ids"), py::arg("pairs"),
-          "Collective. Returns (rerouted, partner ids of each local atom).");
+          "Collective. Returns (changed: the lists were rerouted or emptied, partner ids of each local atom).");
 
   r.def(
       "pair_batch",

@@ -65,8 +65,11 @@ void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const s
     valid_ = false;
     agree_or_throw(comm_, err);  // throws on every rank
   }
-  rerouted_ = false;
+  changed_ = false;
   if (!all[0]) return;  // nothing changed anywhere: keep the lists
+  // From here on the lists change (rerouted, or emptied when no rank has pairs any
+  // more): a structure built on the old lists (the pair list) must be rebuilt.
+  changed_ = true;
   valid_ = false;
   any_ = all[1] != 0;
   off_.assign(n_local + 1, 0);
@@ -76,7 +79,6 @@ void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const s
     fingerprint_ = fp;
     return;
   }
-  rerouted_ = true;
 
   // Round A: every rank registers its atoms (id -> this rank) at their
   // directory ranks and sends each pair to the directory ranks of both ids.

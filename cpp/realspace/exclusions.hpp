@@ -36,14 +36,15 @@ class ExclusionList {
   const std::int64_t* offsets() const { return any_ ? off_.data() : nullptr; }
   const std::int64_t* partners() const { return any_ ? ids_.data() : nullptr; }
   bool any() const { return any_; }
-  // Whether the last update() routed (false: the cached lists were reused).
-  bool rerouted() const { return rerouted_; }
+  // Whether the last update() changed the lists: rerouted them, or emptied them
+  // because no rank has pairs any more (false: the cached lists were reused).
+  bool changed() const { return changed_; }
 
  private:
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   SparseExchange nbx_dir_, nbx_origin_;
-  bool valid_ = false, any_ = false, rerouted_ = false;
+  bool valid_ = false, any_ = false, changed_ = false;
   std::uint64_t fingerprint_ = 0;
   std::vector<std::int64_t> off_, ids_;
 };

@@ -26,8 +26,8 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
   exclusions_.update(ids, n, exclusions, m);
   t = timers_.lap("exclusions", t);
   // A fresh search, as with potentials (the list has no sets pass); exclusions
-  // rerouted here make the list's next call rebuild.
-  if (list_skin_ > 0 && exclusions_.rerouted()) list_stale_ = true;
+  // changed here make the list's next call rebuild.
+  if (list_skin_ > 0 && exclusions_.changed()) list_stale_ = true;
   // The atoms migrate once, one column standing for all sets: each atom's largest
   // |q|, NaN where some set's charge is not finite (the migration's check refuses
   // that on every rank); the sets' charges follow along its plan.

@@ -309,12 +309,12 @@ SolverResult PMESolver::compute(const double* positions, const double* charges, 
   // list's own migration); this one is the reciprocal part's, by current position.
   // The list's rebuild vote rides on its Allreduce.
   // A call with potentials searches afresh (the list's sweep has no potentials
-  // pass); exclusions rerouted in such a call make the list's next call rebuild.
+  // pass); exclusions changed in such a call make the list's next call rebuild.
   const bool use_list = list_skin_ > 0 && !potentials;
-  if (list_skin_ > 0 && potentials && exclusions_.rerouted()) list_stale_ = true;
+  if (list_skin_ > 0 && potentials && exclusions_.changed()) list_stale_ = true;
   int vote = 0;
   if (use_list) {
-    vote = list_->vote(positions, ids, n, list_skin_) | (exclusions_.rerouted() || list_stale_ ? 1 : 0);
+    vote = list_->vote(positions, ids, n, list_skin_) | (exclusions_.changed() || list_stale_ ? 1 : 0);
     list_stale_ = false;
     t = timers_.lap("real_space", t);
     migration_.forward(positions, charges, ids, n, nullptr, nullptr, vote);

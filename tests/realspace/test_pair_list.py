@@ -131,3 +131,70 @@ def test_bad_skin_raises_everywhere(comm):
     rc = 0.5 * min(heights) - 0.25
     p = pmewald.PME(BOX, rc, mesh=(16, 16, 16), comm=comm, skin=1.0)
     assert p.parameters["skin_used"] == pytest.approx(0.25)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3])
+@pytest.mark.timeout(120)
+def test_exclusion_changes_between_reused_calls(comm):
+    """An object reusing its pair list (skin="auto") gets the same result as a fresh object
+    after the exclusions change in any way between calls: dropped (None), emptied ((0, 2)),
+    restored, halved, added to, and with the atoms renamed (new ids, the same pairs), in plain,
+    potentials and charge-sets calls. Issue 26: dropping every exclusion after the list was
+    built kept the old ones applied (360 waters: E = -0.4641 instead of -73.477), on any rank
+    count, because the emptied lists were reported unchanged and the list was not rebuilt."""
+    from pmewald import systems
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    w = systems.water_box(120, seed=5)  # 360 atoms
+    cutoff = 0.45 * float(np.min(np.diag(w.box)))
+    mine = np.arange(rank, w.n_atoms, size)
+    pos, q = w.positions[mine], w.charges[mine]
+    full = w.exclusions
+    # Extra pairs: each water's O with the nearest atom of the next molecule (within the cutoff).
+    d = np.linalg.norm(_min_image(w.box, w.positions[3::3][:, None] - w.positions[None, 0::3]), axis=2)
+    extra = np.array([[w.ids[3 * (m + 1)], w.ids[0]] for m in range(len(d)) if d[m, 0] < cutoff][:5], dtype=np.int64)
+    assert len(extra) == 5
+    states = {"full": full, "none": None, "empty": np.zeros((0, 2), np.int64), "half": full[::2],
+              "added": np.concatenate([full, extra])}
+    renamed = {int(i): 7 * int(i) + 1000 for i in w.ids}
+    rename = np.vectorize(lambda i: renamed[int(i)], otypes=[np.int64])
+
+    def exclusions(name, ids_renamed):
+        e = states[name]
+        if e is None:
+            return None
+        e = rename(e).reshape(-1, 2) if ids_renamed and len(e) else e
+        return np.ascontiguousarray(e[rank::size])
+
+    def call(pme, kind, name, ids_renamed):
+        ids = rename(w.ids[mine]) if ids_renamed else w.ids[mine]
+        ex = exclusions(name, ids_renamed)
+        if kind == "sets":
+            return pme.compute(pos, np.stack([q, -0.5 * q], axis=1), ids=ids, exclusions=ex)
+        return pme.compute(pos, q, ids=ids, exclusions=ex, potentials=kind == "potentials")
+
+    def fresh():
+        return pmewald.PME(w.box, cutoff, alpha=3.0 / cutoff, mesh=(20, 20, 20), comm=comm, skin=0)
+
+    reused = pmewald.PME(w.box, cutoff, alpha=3.0 / cutoff, mesh=(20, 20, 20), comm=comm)  # skin="auto"
+    steps = [("plain", "full", False), ("plain", "full", False), ("plain", "none", False), ("plain", "full", False),
+             ("plain", "empty", False), ("plain", "full", False), ("plain", "half", False),
+             ("plain", "added", False), ("plain", "full", False), ("potentials", "full", False),
+             ("potentials", "none", False), ("plain", "none", False), ("plain", "full", False),
+             ("sets", "full", False), ("sets", "empty", False), ("plain", "empty", False),
+             ("plain", "full", False), ("plain", "full", True), ("plain", "none", True), ("plain", "half", True),
+             ("potentials", "added", True), ("plain", "added", True), ("sets", "none", True), ("plain", "full", True)]
+    for step, (kind, name, ids_renamed) in enumerate(steps):
+        r = call(reused, kind, name, ids_renamed)
+        r0 = call(fresh(), kind, name, ids_renamed)
+        what = (step, kind, name, ids_renamed)
+        assert np.allclose(r.energy, r0.energy, rtol=1e-12, atol=0), (what, r.energy, r0.energy)
+        for t in r0.terms:
+            assert np.allclose(r.terms[t], r0.terms[t], rtol=1e-12, atol=1e-12 * np.abs(r0.energy).max()), (what, t)
+        _close(comm, r.forces, r0.forces, (what, "forces"))
+        _close(comm, r.virial, r0.virial, (what, "virial"))
+        if kind == "potentials":
+            _close(comm, r.potentials, r0.potentials, (what, "potentials"))
+        if name in ("none", "empty"):
+            assert np.all(np.asarray(r.terms["exclusion"]) == 0), what
+    assert reused.timings()["pair_list_builds"] >= 8  # the list was in use, and rebuilt

@@ -688,6 +688,14 @@ def test_mpi_exclusion_lists_routed_once_and_cached(comm):
         ex.update(ids[idx], bad)
     rerouted, lists4 = ex.update(ids[idx], mine2)
     assert rerouted and lists4 == lists3
+    # Dropped on every rank: the lists change (to none), which a reused pair list must see
+    # (issue 26: an emptied list was reported unchanged, and the old exclusions stayed).
+    changed, lists5 = ex.update(ids[idx], np.zeros((0, 2), np.int64))
+    assert changed and all(not l for l in lists5)
+    changed, _ = ex.update(ids[idx], np.zeros((0, 2), np.int64))
+    assert not changed
+    changed, lists6 = ex.update(ids[idx], mine2)
+    assert changed and lists6 == lists3
 
 
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])

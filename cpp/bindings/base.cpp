@@ -10,6 +10,8 @@
 #include "base/config.hpp"
 #include "base/kokkos_runtime.hpp"
 #include "base/threads.hpp"
+#include "comm/thread_placement.hpp"
+#include "comm/communicators.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"
 
@@ -41,7 +43,11 @@ void bind_base(py::module_& m) {
         [](py::object comm) {
           MPI_Comm c = comm_from_python(comm);
           ensure_kokkos_initialized();
-          const ThreadPlacement p = thread_placement(c);
+          ThreadPlacement p;
+          {
+            py::gil_scoped_release nogil;  // collective: other Python threads may need the GIL
+            p = thread_placement(c);
+          }
           py::dict d;
           d["threads_per_rank"] = p.threads_per_rank;
           d["ranks_on_node"] = p.ranks_on_node;
@@ -54,7 +60,42 @@ void bind_base(py::module_& m) {
           return d;
         },
         py::arg("comm") = py::none(),
-        "Collective: the job's threads and cores on its busiest node (base/threads.hpp), as a dict.");
+        "Collective: the job's threads and cores on its busiest node (comm/thread_placement.hpp), as a dict.");
+  // Communicators (comm/communicators.hpp): every one the package creates comes from here.
+  m.def("duplicate_communicator",
+        [](py::object comm) {
+          MPI_Comm c = comm_from_python(comm);
+          MPI_Comm dup = MPI_COMM_NULL;
+          {
+            py::gil_scoped_release nogil;
+            dup = duplicate_communicator(c);
+          }
+          return comm_to_python(dup);
+        },
+        py::arg("comm"),
+        "Collective: a duplicate of comm, created safely while other threads create theirs "
+        "(comm/communicators.hpp). The caller owns it (Free() it on every rank).");
+  m.def("ranks_on_node",
+        [](py::object comm) {
+          MPI_Comm c = comm_from_python(comm);
+          py::gil_scoped_release nogil;
+          MPI_Comm node = node_communicator(c);
+          int n = 1;
+          MPI_Comm_size(node, &n);
+          free_comm(node);
+          return n;
+        },
+        py::arg("comm"), "Collective: how many ranks of comm share this rank's node.");
+  m.def("communicator_creation_stats",
+        []() {
+          const CreationStats s = communicator_creation_stats();
+          py::dict d;
+          d["created"] = s.created;
+          d["retries"] = s.retries;
+          return d;
+        },
+        "This process's communicators created by the core, and the attempts retried because "
+        "another thread held the creation lock on some member rank.");
   m.def("agree_or_throw",
         [](py::object comm, const std::string& local_error) {
           MPI_Comm c = comm_from_python(comm);

@@ -13,6 +13,7 @@
 
 #include "comm/exchange.hpp"
 #include "comm/halo.hpp"
+#include "comm/communicators.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/pycomm.hpp"

@@ -6,6 +6,7 @@
 #include "base/compute_model.hpp"
 #include "base/errors.hpp"
 #include "base/timers.hpp"
+#include "comm/communicators.hpp"
 #include "comm/mpi_helpers.hpp"
 
 namespace pmewald {
@@ -378,7 +379,7 @@ CollectiveExecutor<T>::CollectiveExecutor(std::shared_ptr<const ExchangePlan> pl
   const ExchangePlan& p = *this->plan_;
   // Collective over the whole communicator: every rank calls, each with the
   // colour of its own component (its smallest rank), so members agree.
-  check_mpi(MPI_Comm_split(p.comm(), p.component_root(), p.rank(), &subcomm_), "MPI_Comm_split");
+  subcomm_ = split_communicator(p.comm(), p.component_root(), p.rank());
   MPI_Comm_rank(subcomm_, &sub_rank_);
   MPI_Comm_size(subcomm_, &sub_size_);
   // Sub-communicator ranks of the partners (O(partners): no list of the component).

@@ -13,22 +13,6 @@ void check_mpi(int err, const char* what) {
   throw std::runtime_error(std::string(what) + " failed: " + std::string(msg, len));
 }
 
-void free_comm(MPI_Comm& comm) {
-  if (comm == MPI_COMM_NULL || comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF) return;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm);
-  comm = MPI_COMM_NULL;
-}
-
-Comm::Comm(MPI_Comm parent) {
-  check_mpi(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-}
-
-Comm::~Comm() { free_comm(comm_); }
-
 void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);

@@ -11,25 +11,6 @@
 namespace pmewald {
 inline namespace comm {
 
-// Owns a duplicate of a caller's communicator, so the library's messages never
-// mix with the caller's. Freed on destruction unless MPI is already finalized.
-class Comm {
- public:
-  explicit Comm(MPI_Comm parent);
-  ~Comm();
-  Comm(const Comm&) = delete;
-  Comm& operator=(const Comm&) = delete;
-
-  MPI_Comm get() const { return comm_; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0;
-  int size_ = 1;
-};
-
 // Throws if an MPI call failed.
 void check_mpi(int err, const char* what);
 
@@ -41,9 +22,6 @@ void agree_or_throw(MPI_Comm comm, const std::string& local_error);
 
 // Collective: true on every rank when `value` is identical on all ranks.
 bool same_on_all_ranks(MPI_Comm comm, const std::vector<double>& value);
-
-// Frees a communicator if it is valid and MPI is still running.
-void free_comm(MPI_Comm& comm);
 
 }  // namespace comm
 }  // namespace pmewald

@@ -12,6 +12,8 @@
 
 #include "base/kokkos_runtime.hpp"
 #include "base/threads.hpp"
+#include "comm/thread_placement.hpp"
+#include "comm/communicators.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "fft/pencil_pipeline.hpp"
 #include "fft/stage_plan.hpp"
@@ -57,7 +59,7 @@ class PencilFFT {
   PencilFFT(MPI_Comm comm, const Int3& mesh, const FFTOptions& options)
       : comm_(comm), mesh_(mesh), options_(options) {
     ensure_kokkos_initialized();
-    warn_if_oversubscribed(comm_.get());  // once per process, rank 0 (base/threads.hpp)
+    warn_if_oversubscribed(comm_.get());  // once per process, rank 0 (comm/thread_placement.hpp)
   }
   ~PencilFFT() = default;
   void reset_counters() {

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "comm/communicators.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "realspace/erfc_table.hpp"
 #include "base/errors.hpp"

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicators.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "comm/exchange.hpp"
 #include "fft/rfft3d.hpp"

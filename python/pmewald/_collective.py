@@ -7,6 +7,20 @@ message) and none is left waiting. :func:`agree` does that in one small
 path folds its atom count and charge sums into it); only when some rank failed
 does a second round find the lowest failing rank and broadcast its error.
 
+Every collective here, and every one the package makes, is a buffer-based call on NumPy
+arrays (``Allreduce``, ``Exscan``, ``Bcast``...) or a pickling ``bcast``/``allgather``,
+which release the GIL while they wait. Never the lowercase *reductions* (``allreduce``,
+``reduce``, ``scan``, ``exscan``): mpi4py runs those on a private duplicate of the
+communicator that it creates, on the first such call, with ``MPI_Comm_dup`` while holding
+the GIL, and two threads on two ranks then deadlock across ranks (issue 26: rank 0's thread
+A holds its GIL in that dup waiting for rank 1's A, whose GIL rank 1's thread B holds the same
+way). :func:`allsum`, :func:`allmax` and :func:`exscan_sum` are the replacements. Every
+communicator the package creates comes from the core (``_core.duplicate_communicator``,
+``_core.ranks_on_node``), which creates it while every member rank holds its process's
+creation lock (Open MPI 4.1 deadlocks when two threads of a process create communicators at
+once: ``cpp/comm/communicators.hpp``). ``tests/structure/test_collectives.py`` checks both
+rules on the package's source.
+
 The error types that keep their type on every rank are those below; anything else
 (an exception raised by a user's array-like, say) becomes a ``RuntimeError`` naming
 the original type. ``KeyboardInterrupt`` and ``SystemExit`` are not agreed (they are
@@ -21,6 +35,8 @@ import weakref
 
 import numpy as np
 from mpi4py import MPI
+
+from . import _core
 
 _AGREED_TYPES = (ValueError, TypeError, MemoryError, OverflowError, IndexError, ZeroDivisionError,
                  NotImplementedError, RuntimeError)
@@ -72,7 +88,7 @@ def raise_agreed(comm, error):
     lowest failing rank, its type kept for the types above. `error`: this rank's
     exception or None."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    first = comm.allreduce(size if error is None else rank, op=MPI.MIN)
+    first = int(allmin(comm, [size if error is None else rank])[0])
     info = comm.bcast(_describe(error) if rank == first else None, root=first)
     name, msg = info
     if size > 1 and not _REPORTED.search(msg):
@@ -96,6 +112,36 @@ def agree(comm, error=None, values=()):
     if buf[0] != 0:
         raise_agreed(comm, error)
     return buf[1:]
+
+
+def _reduced(comm, values, op, dtype):
+    buf = np.array(values, dtype=dtype).reshape(-1)
+    comm.Allreduce(MPI.IN_PLACE, buf, op=op)
+    return buf
+
+
+def allsum(comm, values, dtype=np.float64):
+    """Collective: the element-wise sums of `values` (a number or a sequence) over the ranks, as
+    an array (float64 by default; np.int64 for exact counts)."""
+    return _reduced(comm, values, MPI.SUM, dtype)
+
+
+def allmax(comm, values, dtype=np.float64):
+    """Collective: the element-wise maxima of `values` over the ranks, as an array."""
+    return _reduced(comm, values, MPI.MAX, dtype)
+
+
+def allmin(comm, values, dtype=np.float64):
+    """Collective: the element-wise minima of `values` over the ranks, as an array."""
+    return _reduced(comm, values, MPI.MIN, dtype)
+
+
+def exscan_sum(comm, count):
+    """Collective: the sum of the integer `count` over the ranks before this one (0 on rank 0)."""
+    send = np.array([count], dtype=np.int64)
+    out = np.zeros(1, dtype=np.int64)
+    comm.Exscan(send, out, op=MPI.SUM)
+    return int(out[0]) if comm.Get_rank() > 0 else 0
 
 
 def agreed(comm, fn):
@@ -127,7 +173,7 @@ def duplicate(comm, owner):
     build: one rank inside the free, the other in the next collective). Queued duplicates
     are freed at exit (before mpi4py finalizes MPI), where every rank is at the same point,
     or by :func:`free_released_communicators`."""
-    dup = comm.Dup()
+    dup = _core.duplicate_communicator(comm)  # safe while other threads create theirs
     weakref.finalize(owner, _RELEASED.append, dup)
     return dup
 

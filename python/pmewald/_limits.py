@@ -134,14 +134,12 @@ def available_bytes(node_ranks=1):
 
 
 def node_ranks(comm):
-    """Collective: how many ranks of `comm` share this rank's node (its memory)."""
-    from mpi4py import MPI
+    """Collective: how many ranks of `comm` share this rank's node (its memory). The node's
+    communicator is made by the core, safely while other threads create theirs
+    (pmewald._collective)."""
+    from . import _core
 
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return local.Get_size()
-    finally:
-        local.Free()
+    return _core.ranks_on_node(comm)
 
 
 def check_fits(what, elements, nbytes, nranks, ranks_on_node):

@@ -11,8 +11,8 @@ Local checks here; pme.py agrees them over the ranks.
 from __future__ import annotations
 
 import numpy as np
-from mpi4py import MPI
 
+from ._collective import allmax, exscan_sum
 from ._validate import MAX_WRAPS, float_array
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -41,11 +41,11 @@ def check_request(potentials, probes, box):
 def probe_ids(comm, idv, n_probes, total_probes):
     """Collective: ids for this rank's probes, above every atom's id on every rank, numbered
     in rank order (the global probe index is ``id - base``). Returns (ids, base)."""
-    top = comm.allreduce(int(idv.max()) if len(idv) else -1, op=MPI.MAX)
+    top = int(allmax(comm, int(idv.max()) if len(idv) else -1, np.int64)[0])
     if top > _INT64_MAX - total_probes - 1:
         raise ValueError("probes need ids above the largest atom id, which is too close to 2^63 - 1")
     base = top + 1
-    offset = comm.exscan(n_probes) or 0
+    offset = exscan_sum(comm, n_probes)
     return np.arange(base + offset, base + offset + n_probes, dtype=np.int64), base
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from mpi4py import MPI
 
+from ._collective import allsum
 from ._validate import as_box, checked_box
 
 # The gap rule (docs/slab.md): the relative RMS force error of EW3DC is C exp(-g_min gap),
@@ -115,7 +115,7 @@ class Slab:
         virial, rms force and, when present, potentials, energies, fields and probes)."""
         z = pos[:, 2]
         local = np.array([float((q * z).sum()), float((q * z * z).sum()), float(q.sum())])
-        m, s, qt = comm.allreduce(local, op=MPI.SUM)
+        m, s, qt = allsum(comm, local)
         c = 2.0 * math.pi * k / self.volume
         energy = c * (m * m - qt * s - qt * qt * self.length ** 2 / 12.0)
         res.energy += energy
@@ -125,7 +125,7 @@ class Slab:
         forces = res.forces.copy()
         forces[:, 2] += q * field_z
         res.forces = forces
-        f2 = comm.allreduce(float((forces * forces).sum()), op=MPI.SUM)
+        f2 = float(allsum(comm, float((forces * forces).sum()))[0])
         res.rms_force = math.sqrt(f2 / res.n_atoms)
         res.estimated_error = res.estimated_error_absolute / res.rms_force if res.rms_force > 0 else math.inf
         if res.potentials is not None:

@@ -33,6 +33,8 @@ import math
 
 import numpy as np
 
+from ._collective import allsum
+
 # Orders the automatic choice (order=None) considers.
 _ORDERS = (4, 8)
 # Largest index half-width of the charge structure-factor table of the correlated error
@@ -186,7 +188,7 @@ class Tuning:
         local = tuning.local_structure_factors(self._box, pos, q, half)
         total = np.empty_like(local)
         self._comm.Allreduce(local, total, op=MPI.SUM)
-        sum_q4 = float(self._comm.allreduce(float((q ** 4).sum())))
+        sum_q4 = float(allsum(self._comm, float((q ** 4).sum()))[0])
         corr = tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
         corr.set_real_factors(*self._real_factors(pos, q, idv, sum_q2))
         self._correlation_box = self._box.copy()  # set_box keeps the table near this box
@@ -251,7 +253,7 @@ class Tuning:
         hashes to 0 modulo N // _TAIL_SAMPLE, gathered to every rank in the order of their ids,
         so the same on any rank count and split."""
         comm = self._comm
-        n_atoms = int(comm.allreduce(len(q)))
+        n_atoms = int(allsum(comm, len(q), np.int64)[0])
         stride = max(1, n_atoms // _TAIL_SAMPLE)
         pick = _sample_hash(idv) % np.uint64(stride) == 0
         parts = comm.allgather((idv[pick], pos[pick], q[pick]))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _charge_sets, _core, _potentials, _slab
-from ._collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
+from ._collective import agree, agreed, check_comm, duplicate, exscan_sum, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
 from ._tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, Tuning
@@ -613,7 +613,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
         if not math.isfinite(sum_q2):
             raise ValueError("charges are too large: the sum of their squares overflows")
         if idv is None:
-            offset = comm.exscan(len(q)) or 0
+            offset = exscan_sum(comm, len(q))
             idv = np.arange(offset, offset + len(q), dtype=np.int64)
         want = n_want > 0 or n_probes > 0
         if m_sum > 0:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ._collective import agree, require_mpi
+from ._collective import agree, allsum, require_mpi
 from ._validate import float_array
 
 __all__ = ["QEq", "QEqResult", "per_atom"]
@@ -119,7 +119,7 @@ class QEq:
         self._last = None  # (ids, charges) of the previous solution on this rank
 
     def _dot(self, a, b):
-        return self._comm.allreduce(float(np.dot(a, b)), op=MPI.SUM)
+        return float(allsum(self._comm, float(np.dot(a, b)))[0])
 
     def _sums(self, *vectors):
         buf = np.array([float(v.sum()) for v in vectors])

@@ -28,6 +28,8 @@ import time
 
 import numpy as np
 
+from .mpi_timing import slowest, total
+
 DEFAULT_MESHES = ["32x32x32", "64x64x64", "96x96x96", "128x128x128", "60x54x45"]
 REMAPS_FWD = ["in->x", "x->y", "y->z", "z->out"]
 
@@ -60,7 +62,7 @@ class _Pair:
         self.fft.forward(self.a, out=self.b)
         self.fft.backward(self.b, out=self.a2)
         t = time.perf_counter() - t0
-        return self.comm.allreduce(t, op=MPI.MAX)
+        return slowest(self.comm, t)
 
 
 def _interleaved(timers, repeats, warmup=2):
@@ -83,15 +85,15 @@ def _remap_summary(fft, comm, repeats):
         r = s[name]
         execs = max(r["executions"], 1)
         out[name] = {
-            "messages": comm.allreduce(r["messages_sent"]) // execs if r["executions"] else 0,
-            "bytes": comm.allreduce(r["bytes_sent"]) // execs if r["executions"] else 0,
-            "active_ranks": comm.allreduce(int(r["active"])),
-            "pack_s": comm.allreduce(r["pack_seconds"]) / repeats,
-            "wait_s": comm.allreduce(r["wait_seconds"]) / repeats,
-            "unpack_s": comm.allreduce(r["unpack_seconds"]) / repeats,
-            "self_s": comm.allreduce(r["self_seconds"]) / repeats,
+            "messages": total(comm, r["messages_sent"]) // execs if r["executions"] else 0,
+            "bytes": total(comm, r["bytes_sent"]) // execs if r["executions"] else 0,
+            "active_ranks": total(comm, int(r["active"])),
+            "pack_s": total(comm, r["pack_seconds"]) / repeats,
+            "wait_s": total(comm, r["wait_seconds"]) / repeats,
+            "unpack_s": total(comm, r["unpack_seconds"]) / repeats,
+            "self_s": total(comm, r["self_seconds"]) / repeats,
         }
-    out["fft_s"] = comm.allreduce(s["fft"]["forward_seconds"] + s["fft"]["backward_seconds"]) / repeats
+    out["fft_s"] = total(comm, s["fft"]["forward_seconds"] + s["fft"]["backward_seconds"]) / repeats
     return out
 
 

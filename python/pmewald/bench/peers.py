@@ -67,6 +67,7 @@ from . import peers_report as report
 from .peers_lammps import K_REAL, run_lammps, write_lammps_data
 from .peers_openmm import maxrss_mb as _maxrss_mb
 from .peers_openmm import worker_openmm
+from .mpi_timing import slowest, total
 from .peers_report import PME_PHASES
 
 # GROMACS thread layouts per core count: (thread-MPI ranks, OpenMP threads, variant name).
@@ -195,7 +196,7 @@ def worker_pme(job):
             continue
         t0 = time.perf_counter()
         res = pme.compute(pos, q, ids, ex)           # warm-up
-        t_warm = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        t_warm = slowest(comm, time.perf_counter() - t0)
         # Fewer calls for slow settings: about job["budget_s"] seconds each, 3 to job["steps"] calls.
         steps = max(3, min(job["steps"], int(job.get("budget_s", 1e9) / max(t_warm, 1e-9))))
         pme.reset_timings()
@@ -204,13 +205,13 @@ def worker_pme(job):
             comm.Barrier()
             t0 = time.perf_counter()
             res = pme.compute(pos, q, ids, ex)
-            walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+            walls.append(slowest(comm, time.perf_counter() - t0))
         tm = pme.timings()
         calls = max(tm.get("calls", 1), 1)
-        phases = {k: comm.allreduce(tm.get(k, 0.0) / calls, op=MPI.MAX) for k in PME_PHASES}
-        phases_mean = {k: comm.allreduce(tm.get(k, 0.0) / calls) / P for k in PME_PHASES}
-        cpp_sum = comm.allreduce(sum(tm.get(k, 0.0) for k in PME_PHASES) / calls, op=MPI.MAX)
-        extra = {k: comm.allreduce(tm.get(k, 0.0) / calls, op=MPI.MAX)
+        phases = {k: slowest(comm, tm.get(k, 0.0) / calls) for k in PME_PHASES}
+        phases_mean = {k: total(comm, tm.get(k, 0.0) / calls) / P for k in PME_PHASES}
+        cpp_sum = slowest(comm, sum(tm.get(k, 0.0) for k in PME_PHASES) / calls)
+        extra = {k: slowest(comm, tm.get(k, 0.0) / calls)
                  for k in ("fft_comm_wait", "fft_pack_unpack", "fft_1d", "ghost_comm_wait")}
         # The bare C++ call (no argument checks, reductions, result object) for the overhead.
         solver = pme._solver
@@ -221,7 +222,7 @@ def worker_pme(job):
             comm.Barrier()
             t0 = time.perf_counter()
             solver.compute(pos, q, idv, exv)
-            raw.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+            raw.append(slowest(comm, time.perf_counter() - t0))
         p = pme.parameters
         row = dict(cfg, comm_mode=job["comm_mode"], ranks=P, mesh=list(p["mesh"]), alpha=p["alpha"],
                    order=p["order"], differentiation=p["differentiation"], estimated_error=p["estimated_error"], wall_s=statistics.median(walls), wall_mean_s=statistics.fmean(walls), steps=steps,
@@ -233,7 +234,7 @@ def worker_pme(job):
             row["fft_pair_s"] = statistics.median(
                 _core.fftw_serial_r2c_pair_times(tuple(p["mesh"]), job["fft_repeats"]))
             row["fft_pair_kind"] = "r2c"
-        row["maxrss_mb"] = comm.allreduce(_maxrss_mb(), op=MPI.MAX)
+        row["maxrss_mb"] = slowest(comm, _maxrss_mb())
         forces = comm.gather(res.forces, root=0)
         if rank == 0 and job.get("forces_out"):
             f = np.concatenate(forces) / K_REAL

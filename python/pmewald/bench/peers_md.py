@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from .mpi_timing import slowest
+
 
 def trajectory(positions, steps, sigma, seed=0):
     """``steps + 1`` frames: ``positions`` and a Gaussian random walk from it."""
@@ -75,7 +77,7 @@ def pme_loop(pme, frames, lo, hi, q, ids, ex, comm):
         comm.Barrier()
         t0 = time.perf_counter()
         pme.compute(xl, q, ids, ex)
-        times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        times.append(slowest(comm, time.perf_counter() - t0))
     return res0, times
 
 

@@ -9,9 +9,12 @@ more than one rank, so a user of mpi4py gets the behaviour ``python -m mpi4py``
 documents, whether or not they launched through it.
 
 How: at import, pmewald wraps ``sys.excepthook`` (Python calls it only for an
-exception that nothing caught, just before the interpreter exits). The wrapper first
-runs the previous hook, so the traceback is printed as usual, then says why and calls
-``MPI_Abort(MPI_COMM_WORLD, 1)``. Exceptions that are caught (``try``/``except``,
+exception that nothing caught, just before the interpreter exits) and ``threading.excepthook``
+(the same for an exception that ends a thread: a worker thread that dies leaves the other
+ranks' matching threads waiting just the same, e.g. the "already running a call in another
+thread" error of an object called from two threads, which may come on some ranks only). The
+wrapper first runs the previous hook, so the traceback is printed as usual, then says why and
+calls ``MPI_Abort(MPI_COMM_WORLD, 1)``. Exceptions that are caught (``try``/``except``,
 pytest's per-test handling) never reach it; ``SystemExit`` (``sys.exit``) does not
 either. It is not installed on one rank, in an interactive session, or when MPI is
 not running.
@@ -24,10 +27,12 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 ENV = "PMEWALD_ABORT_ON_EXCEPTION"
 _enabled = False
 _previous = None
+_previous_thread = None
 
 
 def abort_on_uncaught_exception(enable: bool = True) -> bool:
@@ -39,15 +44,17 @@ def abort_on_uncaught_exception(enable: bool = True) -> bool:
     next collective, as ``python -m mpi4py`` does. Off restores the previous
     ``sys.excepthook``. See docs/reliability.md.
     """
-    global _enabled, _previous
+    global _enabled, _previous, _previous_thread
     was = _enabled
     if enable and not _enabled:
-        _previous = sys.excepthook
-        sys.excepthook = _hook
+        _previous, _previous_thread = sys.excepthook, threading.excepthook
+        sys.excepthook, threading.excepthook = _hook, _thread_hook
         _enabled = True
     elif not enable and _enabled:
         if sys.excepthook is _hook:
             sys.excepthook = _previous
+        if threading.excepthook is _thread_hook:
+            threading.excepthook = _previous_thread
         _enabled = False
     return was
 
@@ -61,7 +68,16 @@ def _hook(exc_type, exc, tb):
             _abort(exc_type)
 
 
-def _abort(exc_type):
+def _thread_hook(args):
+    previous = _previous_thread or threading.__excepthook__
+    try:
+        previous(args)
+    finally:
+        if _enabled and args.exc_type is not SystemExit:  # a thread's SystemExit ends only the thread
+            _abort(args.exc_type, f" in thread {args.thread.name if args.thread else '?'}")
+
+
+def _abort(exc_type, where=""):
     from mpi4py import MPI
 
     if not MPI.Is_initialized() or MPI.Is_finalized():
@@ -73,7 +89,7 @@ def _abort(exc_type):
         sys.stdout.flush()
     except Exception:  # noqa: BLE001 - a closed stdout must not stop the abort
         pass
-    sys.stderr.write(f"pmewald: uncaught {exc_type.__name__} on rank {world.Get_rank()} of {world.Get_size()}: "
+    sys.stderr.write(f"pmewald: uncaught {exc_type.__name__}{where} on rank {world.Get_rank()} of {world.Get_size()}: "
                      f"calling MPI_Abort so that the other ranks do not wait forever (as python -m mpi4py "
                      f"does; {ENV}=0 turns this off)\n")
     sys.stderr.flush()

@@ -39,6 +39,8 @@ import pytest
 import pmewald
 from pmewald import reference, systems
 
+from mpi_scripts import mpirun
+
 XI = -2.837297479480619  # a charge in a cube with its neutralising background: E = xi q^2 / (2L)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -92,30 +94,6 @@ def nearest_pair(s):
 def charges(n, seed):
     s = systems.random_charges(n, np.array([9.0, 9.5, 10.0]), neutral=True, seed=seed, min_distance=1.0)
     return s
-
-
-def mpirun(nranks, script, timeout, env=None, cwd=None):
-    """Run `script` under its own ``mpirun -n nranks`` with a hard time limit (every rank
-    dumps its stack 10 s before it). Idle ranks yield the CPU: the scripts run more
-    threads than this machine has cores."""
-    from conftest import _mpi_env
-
-    e = _mpi_env()
-    e.update({"OMPI_MCA_mpi_yield_when_idle": "1"}, **(env or {}))
-    path = os.path.join(cwd, "script.py")
-    with open(path, "w") as f:
-        f.write(f"import faulthandler\nfaulthandler.dump_traceback_later({max(1, timeout - 10)}, exit=True)\n")
-        f.write(textwrap.dedent(script))
-    cmd = ["mpirun", "-n", str(nranks), sys.executable, path]
-    p = subprocess.Popen(cmd, cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)
-        out, _ = p.communicate()
-        pytest.fail(f"mpirun -n {nranks} did not finish within {timeout} s (a hang):\n{out}")
-    return p.returncode, out
 
 
 # --------------------------------------------------------------------------- 1. commit on success
@@ -666,10 +644,17 @@ ABORT_SCRIPT = """
     from mpi4py import MPI
     import pmewald
 
+    import threading
+
     comm = MPI.COMM_WORLD
     if comm.Get_rank() == 1:
         if sys.argv[1] == "sigint":
             signal.raise_signal(signal.SIGINT)     # Ctrl-C on one rank: KeyboardInterrupt
+        if sys.argv[1] == "thread":                # a worker thread dies; the main thread waits on
+            def work():
+                raise RuntimeError("rank 1 gives up")
+            threading.Thread(target=work, name="worker").start()
+            time.sleep(60)
         raise RuntimeError("rank 1 gives up")
     comm.Barrier()                                  # the others wait for rank 1 forever
 """
@@ -678,11 +663,13 @@ ABORT_SCRIPT = """
 @pytest.mark.timeout(120)
 def test_uncaught_exception_aborts_the_job(tmp_path):
     """An uncaught exception or Ctrl-C on one rank of three ends the whole job at once
-    (MPI_Abort, as python -m mpi4py does), instead of hanging in MPI_Finalize; with the
-    policy turned off the job hangs (killed here after a few seconds)."""
+    (MPI_Abort, as python -m mpi4py does), instead of hanging in MPI_Finalize, and so does an
+    exception that ends a worker thread while the main thread goes on; with the policy turned
+    off the job hangs (killed here after a few seconds)."""
     import time
 
-    for how, marker in (("raise", "rank 1 gives up"), ("sigint", "KeyboardInterrupt")):
+    for how, marker in (("raise", "rank 1 gives up"), ("sigint", "KeyboardInterrupt"),
+                        ("thread", "RuntimeError in thread worker")):
         t0 = time.time()
         rc, out = mpirun(3, ABORT_SCRIPT.replace("sys.argv[1]", repr(how)), timeout=40, cwd=str(tmp_path))
         assert rc != 0 and marker in out and "calling MPI_Abort" in out, out

@@ -185,7 +185,10 @@ class PME(Tuning, _charge_sets.ChargeSets):
         ``zz`` is that of scaling the atoms' z. docs/slab.md.
     slab_gap : float or "auto"
         The vacuum gap added in z (a length). ``"auto"`` (default): from the tolerance, the
-        gap whose force error is half of it (``parameters["slab_gap"]``).
+        gap whose force error is half of it (``parameters["slab_gap"]``), chosen again by
+        :meth:`set_box` when the new cell needs a longer one. The estimated error includes
+        the gap's own error, measured on the charges (``parameters["estimated_error_slab_gap"]``;
+        docs/slab.md, "The estimate"), so an explicit gap that is too short shows.
     skin : float or "auto"
         The real-space pair list is reused across :meth:`compute` calls: pairs are searched
         within ``cutoff + skin`` and the stored pairs re-evaluated at the new positions (only
@@ -352,6 +355,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
             self._skin, self._skin_auto = sk, isinstance(skin, str)
             self._skin_active = 0.0 if self._skin_auto else sk
             self._slab = sl  # None, or the slab geometry and dipole correction (_slab.py)
+            self._slab_gap_error = None  # its gap's absolute RMS force error (_slab_estimate)
             self._precision_request = precision
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
             if sl is not None:
@@ -500,7 +504,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
             if sl is None:
                 b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
             else:  # the same gap on the new slab box
-                sl = agreed(self._comm, lambda: self._slab.rebuilt(box, self._cutoff))
+                sl = agreed(self._comm, lambda: self._slab.rebuilt(box, self._cutoff, self._tolerance))
                 b = sl.extended
             same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
             c = canonical_box(b)
@@ -508,6 +512,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
                 self._solver.set_box(c)
             self._user_box, self._box = (b, c) if sl is None else (sl.box, c)
             self._slab = sl
+            self._slab_gap_error = None  # measured again on the next call (_slab_estimate)
             if self._cache_estimate is not None and not _near(c, self._cache_estimate[2], _ESTIMATE_BOX_CHANGE):
                 self._cache_estimate = None
                 self.__dict__.pop("_sets_estimates", None)  # the charge sets' (_charge_sets)
@@ -646,12 +651,26 @@ class PME(Tuning, _charge_sets.ChargeSets):
                 res.forces = res.forces[:len(q)]
             if self._slab is not None:
                 res = self._slab.correct(comm, res, pos, q, self._k, pts)
-                self._last_estimate["estimated_error"] = res.estimated_error  # relative to the corrected forces
+                self._slab_estimate(res, pos, q, estimate)
             return res
         except BaseException:
             for name, value in saved.items():  # nothing of a failed call is kept
                 setattr(self, name, value)
             raise
+
+    def _slab_estimate(self, res, pos, q, estimate):
+        """Collective: a slab's estimate, relative to the corrected forces, with the gap's error
+        in quadrature: measured on this call's atoms (Slab.gap_force_error) at the first call
+        for this box and gap, kept until set_box."""
+        if estimate:
+            if self._slab_gap_error is None:
+                self._slab_gap_error = self._slab.gap_force_error(self._comm, pos, q, self._k)
+            gap = self._slab_gap_error
+            res.estimated_error_absolute = math.hypot(res.estimated_error_absolute, gap)
+            res.estimated_error = res.estimated_error_absolute / res.rms_force if res.rms_force > 0 else math.inf
+            self._last_estimate["estimated_error_absolute"] = res.estimated_error_absolute
+            self._last_estimate["estimated_error_slab_gap"] = gap / res.rms_force if res.rms_force > 0 else math.inf
+        self._last_estimate["estimated_error"] = res.estimated_error
 
     def _run(self, solver, pos, q, idv, ex, potentials=False):
         """solver.compute, refusing a non-finite result (identical on every rank: the

@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from pme_cases import MODES, gather_rows, rel_rms, split_atoms
 from pmewald import PME, _slab, reference2d
-from slab_cases import make_slab, slab_reference
+from slab_cases import ew3dc, make_slab, slab_reference
 
 CUTOFF = 3.8  # below half the in-plane heights of the test slabs
 
@@ -72,6 +72,63 @@ def test_error_falls_with_the_gap_as_the_rule_says():
     auto = PME(box, 4.0, tolerance=1e-5, slab=True, comm=MPI.COMM_SELF).compute(pos, flat.charges)
     assert rel_rms(lammps.forces, fref) > 1e-3
     assert rel_rms(auto.forces, fref) < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["neutral-ortho", "dipolar-tilted", "charged-tilted"])
+def test_gap_error_is_the_exact_image_term(kind):
+    """Slab.gap_force_error is the RMS of EW3DC's own force error, the exact 3-D Ewald sum on
+    the extended box plus the correction against the 2-D sum (tests/slab_cases.py::ew3dc), to
+    1e-5 relative (the modes beyond _slab.gap_modes's range: measured at most 2.4e-6), for gaps
+    from a quarter of the cell (errors of 5%) to 10."""
+    s, ref = slab_reference(kind)
+    for gap in (2.0, 5.0, 10.0):
+        slab = _slab.Slab.build(s.box, 1e-5, gap)
+        exact = ew3dc(s.box, s.positions, s.charges, gap)[1] - ref.forces
+        want = math.sqrt(float((exact ** 2).sum()) / s.n_atoms)
+        got = slab.gap_force_error(MPI.COMM_SELF, s.positions, s.charges, 1.0)
+        assert got == pytest.approx(want, rel=1e-5), (gap, got, want)
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.timeout(240)
+def test_estimate_includes_the_gap(comm):
+    """Issue 31: estimated_error includes the gap's error, so it is within [0.67, 1.5] of the
+    force error against the 2-D reference for explicit gaps of 2-45 (errors 4e-2 to 5e-6 at
+    tolerance 1e-5), and after set_box scales the slab in-plane by 1.5 and 2 with an explicit
+    gap (kept) and with the automatic one (chosen again for the wider cell: its rule error
+    there exceeds GAP_KEEP x its share); on 1 and 2 ranks (round-robin split)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    s, ref = slab_reference("dipolar-tilted")
+    mine = np.arange(rank, s.n_atoms, size)
+
+    def measured(res, forces):
+        return rel_rms(gather_rows(comm, mine, res.forces, s.n_atoms), forces)
+
+    for gap in (2.0, 5.0, 10.0, 20.0, 45.0):
+        pme = _pme(s, comm=comm, slab_gap=gap)
+        res = pme.compute(s.positions[mine], s.charges[mine])
+        err = measured(res, ref.forces)
+        assert 0.67 <= res.estimated_error / err <= 1.5, (gap, res.estimated_error, err)
+        assert pme.parameters["estimated_error"] == res.estimated_error
+        if gap <= 10.0:  # the gap's part dominates
+            assert pme.parameters["estimated_error_slab_gap"] > 0.9 * res.estimated_error, gap
+    for scale in (1.5, 2.0):
+        box, pos = s.box.copy(), s.positions.copy()
+        box[:2, :2] *= scale
+        pos[:, :2] *= scale
+        wide = reference2d.ewald2d(box, pos, s.charges).forces
+        for gap in ("auto", 5.0):
+            pme = _pme(s, comm=comm, slab_gap=gap)
+            pme.compute(s.positions[mine], s.charges[mine])
+            pme.set_box(box)
+            res = pme.compute(pos[mine], s.charges[mine])
+            err = measured(res, wide)
+            assert 0.67 <= res.estimated_error / err <= 1.5, (scale, gap, res.estimated_error, err)
+            if gap == "auto":
+                assert pme.parameters["slab_gap"] == pytest.approx(_slab.auto_gap(box[:2, :2], 1e-5))
+                assert err < 1e-5, (scale, err)
+            else:
+                assert pme.parameters["slab_gap"] == 5.0
 
 
 @pytest.mark.parametrize("diff", ["ad", "ik"])

@@ -113,6 +113,28 @@ def test_qeq_matches_dense_solve(comm):
 
 @pytest.mark.mpi(ranks=[1, 2])
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("tiny", [1e-12, 1e-200])
+def test_tiny_hardness_matches_dense_solve(comm, tiny):
+    """One hardness far below the others' (1e-12 and 1e-200) is a well-posed problem while the
+    Coulomb part keeps it definite (with two, here it is not: refused as "not positive definite",
+    naming the hardness): the charges match the dense
+    solve to 1e-8 and sum to the total charge to 1e-12 (with the hardness itself as the
+    preconditioner they were off by 4e-4 and 8e-5, and 1e-200 overflowed into "charges are
+    too large": qeq.PRECONDITIONER_FLOOR)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    s, ex, A, chi, J = comm.bcast(_case(False) if rank == 0 else None)
+    J = J.copy()
+    J[0] = tiny
+    qref, _ = _dense(A, chi, J, 0.0, np.zeros(3), s.positions)
+    mine = np.arange(rank, s.n_atoms, size)
+    res = QEq(PME(BOX, CUTOFF, comm=comm, **TIGHT), tolerance=1e-11).solve(s.positions[mine], chi[mine], J[mine])
+    assert res.converged
+    assert np.abs(res.charges - qref[mine]).max() <= 1e-8
+    assert abs(comm.allreduce(float(res.charges.sum()))) <= 1e-12
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.timeout(120)
 def test_qeq_bad_input_is_agreed(comm):
     """Bad input on one rank: the same ValueError on every rank; per_atom maps elements."""
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -124,13 +146,19 @@ def test_qeq_bad_input_is_agreed(comm):
     bad_J = J[mine].copy()
     if last:
         bad_J[0] = 0.0
+    ids = s.ids[mine]
     for what, match, args, kw in [
         ("hardness zero", "hardness must be positive", (chi[mine], bad_J), {}),
+        ("string ids", "ids must be integers", (chi[mine], J[mine]), dict(ids=ids.astype(str) if last else ids)),
+        ("fractional ids", "ids must be integers", (chi[mine], J[mine]), dict(ids=ids + 0.5 if last else ids)),
+        ("ids short", r"ids must have shape \(", (chi[mine], J[mine]), dict(ids=ids[:-1] if last else ids)),
         ("chi short", "electronegativity has", (chi[mine][:-1] if last else chi[mine], J[mine]), {}),
         ("field", "external_field must be", (chi[mine], J[mine]), dict(external_field=[1.0, 2.0] if last else None)),
     ]:
         with pytest.raises(ValueError, match=match):
             qeq.solve(s.positions[mine], *args, **kw)
+    res = qeq.solve(s.positions[mine], chi[mine], J[mine], ids=ids)  # still usable after the refusals
+    assert res.converged and abs(comm.allreduce(float(res.charges.sum()))) < 1e-12
     if size > 1:
         with pytest.raises(ValueError, match="same on every rank"):
             qeq.solve(s.positions[mine], chi[mine], J[mine], total_charge=float(rank))

@@ -6,7 +6,7 @@
 // halo_lists (comm/halo), the real FFT's plan_stages and remap_lists (fft/), and the
 // ghost-atom partners of brick_neighborhood (geometry/neighborhood) with the number of
 // atoms a uniform density puts in each partner's reach. So message counts and sizes
-// are those of the real plans (tests/test_plan_census.py compares them with the plans
+// are those of the real plans (tests/scale/test_plan_census.py compares them with the plans
 // of a run). Pure: no MPI. Per rank O(partners + mesh points it moves), so a machine
 // of 65,536 virtual ranks is counted in seconds.
 #pragma once

@@ -18,6 +18,8 @@ from mpi4py import MPI
 
 from . import _potentials
 from ._validate import check_atoms as _check_atoms_1d
+from ._result import ZERO_PARTS, TERMS, PMEResult, estimate_report, set_potentials
+from ._tuning import TUNING_STATE
 from ._validate import float_array
 
 # Error estimates kept per (n_atoms, sum q^2, parameters, correlation): one per set.
@@ -60,8 +62,6 @@ class ChargeSets:
     """PME's charge-sets call (mixed into pmewald.PME)."""
 
     def _compute_sets(self, pos, q, idv, ex, n_atoms, want, pts, n_probes, estimate):
-        from .pme import _TUNING_STATE  # (pme imports this module)
-
         comm = self._comm
         m = q.shape[1]
         with np.errstate(over="ignore"):
@@ -75,7 +75,7 @@ class ChargeSets:
         # one with the largest sum of squared charges (the first of equal ones).
         lead = int(np.argmax(sum_q2))
         q_lead = np.ascontiguousarray(q[:, lead])
-        saved = {name: getattr(self, name) for name in _TUNING_STATE}
+        saved = {name: getattr(self, name) for name in TUNING_STATE}
         try:
             if self._error_model == "correlated" and self._correlation is None:
                 self._correlation = self._charge_correlation(pos, q_lead, idv, float(sum_q2[lead]))
@@ -119,8 +119,6 @@ class ChargeSets:
         return cache[key]
 
     def _sets_result(self, raw, q, n_atoms, sum_q, sum_q2, lead, estimate, want, n_probes):
-        from .pme import _TERMS, PMEResult
-
         m, n = q.shape[1], len(q)
         rms = np.sqrt(raw["sum_force2"] / n_atoms)
         est_abs, est_rel = np.zeros(m), np.zeros(m)
@@ -133,62 +131,27 @@ class ChargeSets:
             else:
                 est_abs[c], parts[c] = math.nan, {"real": math.nan, "recip": math.nan}
             est_rel[c] = est_abs[c] / rms[c] if rms[c] > 0 else math.inf
-        self._last_estimate = {"estimated_error": float(est_rel[lead]),
-                               "estimated_error_absolute": float(est_abs[lead]),
-                               "estimated_error_real": parts[lead]["real"],
-                               "estimated_error_reciprocal": parts[lead]["recip"],
-                               "estimated_error_correlation": parts[lead].get("cross", 0.0),
-                               "estimated_error_measured": parts[lead].get("measured", False)}
+        self._last_estimate = estimate_report(float(est_rel[lead]), float(est_abs[lead]), parts[lead])
         forces = raw["forces"]  # (n + probes, m, 3)
         res = PMEResult(energy=np.asarray(raw["energy"]), forces=np.ascontiguousarray(forces[:n].transpose(1, 0, 2)),
                         virial=np.asarray(raw["virial"]),
-                        terms={t: np.asarray(raw["terms"].get(t, np.zeros(m))) for t in _TERMS},
+                        terms={t: np.asarray(raw["terms"].get(t, np.zeros(m))) for t in TERMS},
                         estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms, n_atoms=n_atoms,
                         total_charge=np.asarray(sum_q, dtype=float))
         if want:
             phi = np.ascontiguousarray(raw["potentials"].T)  # (m, n + probes)
             field = np.ascontiguousarray(raw["fields"].transpose(1, 0, 2))
-            _set_potentials(res, q, phi, field, n)
+            set_potentials(res, q, phi, field, n)
         return res
 
     def _zero_sets_result(self, n_local, n_atoms, m, want, n_probes):
         """Every set's charges zero: exactly zero everything; nothing tuned."""
-        from .pme import _TERMS, PMEResult
-
-        self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
-                               "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0}
+        self._last_estimate = estimate_report(0.0, 0.0, ZERO_PARTS)
         res = PMEResult(energy=np.zeros(m), forces=np.zeros((m, n_local, 3)), virial=np.zeros((m, 3, 3)),
-                        terms={t: np.zeros(m) for t in _TERMS}, estimated_error=np.zeros(m),
+                        terms={t: np.zeros(m) for t in TERMS}, estimated_error=np.zeros(m),
                         estimated_error_absolute=np.zeros(m), rms_force=np.zeros(m), n_atoms=n_atoms,
                         total_charge=np.zeros(m))
         if want:
-            _set_potentials(res, np.zeros((n_local, m)), np.zeros((m, n_local + n_probes)),
+            set_potentials(res, np.zeros((n_local, m)), np.zeros((m, n_local + n_probes)),
                             np.zeros((m, n_local + n_probes, 3)), n_local)
         return res
-
-
-def _set_potentials(res, q, phi, field, n):
-    """The per-set potentials, energies and fields of the atoms (first n) and probes."""
-    res.potentials = phi[:, :n]
-    res.energies = 0.5 * q.T * phi[:, :n]
-    res.fields = field[:, :n]
-    res.probe_potentials = phi[:, n:]
-    res.probe_fields = field[:, n:]
-
-
-def one_set(res, s):
-    """Set s of a charge-sets result as the PMEResult of a call with that set alone."""
-    import dataclasses
-
-    if np.ndim(res.energy) != 1:
-        raise ValueError("charge_set: this result is not of charges of shape (n, m)")
-
-    def pick(v):
-        return v[s] if isinstance(v, np.ndarray) else v
-
-    out = dataclasses.replace(res, **{f.name: pick(getattr(res, f.name)) for f in dataclasses.fields(res)
-                                      if f.name not in ("terms", "n_atoms")})
-    out.terms = {t: float(v[s]) for t, v in res.terms.items()}
-    for name in ("energy", "estimated_error", "estimated_error_absolute", "rms_force", "total_charge"):
-        setattr(out, name, float(getattr(out, name)))
-    return out

@@ -4,7 +4,7 @@ Global sizes (mesh volumes, byte counts) are 64-bit throughout; what is limited 
 what one rank holds:
 
 - elements: the exchange layer indexes a rank's arrays with 32-bit integers
-  (``Index`` in cpp/exchange.hpp), so every array a rank stores (its ghosted brick,
+  (``Index`` in cpp/comm/exchange_plan.hpp), so every array a rank stores (its ghosted brick,
   its FFT pencils) must hold at most 2^31 - 1 elements;
 - memory: the arrays a solver or FFT allocates on a rank (a lower bound: the grids,
   spectra and FFT work buffers) must fit in the memory available to that rank.

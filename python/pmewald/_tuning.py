@@ -20,7 +20,7 @@ parameters, timings). The contract between the two:
 - it owns ``_choice`` (the cost model's answer for the current parameters),
   ``_cache_estimate``, ``_energy_error`` and ``_recheck`` (set by set_box: tune again on
   the next call), which PME saves and restores with the rest of its tuning state
-  (``pme._TUNING_STATE``) when a call fails.
+  (``TUNING_STATE``) when a call fails.
 
 Every call here is collective where it runs the solver and deterministic across rank counts
 (targets rounded by :func:`_for_choice`, force scales to two digits), so every rank makes
@@ -36,6 +36,11 @@ import numpy as np
 from ._collective import allsum
 
 # Orders the automatic choice (order=None) considers.
+# The tuning state (_tune, _build, _use): saved before a call and restored when the
+# call fails, so a failed first call leaves the object as it was.
+TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
+                "_cache_estimate", "_energy_error", "_correlation", "_precision", "_pair_force2", "_measured",
+                "_mesh_target", "_correlation_box")
 _ORDERS = (4, 8)
 # Largest index half-width of the charge structure-factor table of the correlated error
 # model (tuning.local_structure_factors): |x_d| <= 24, a transform of at most 100^3 points.

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .reference import cell_heights, minimum_image
+from ._cell import cell_heights, minimum_image
 
 # Positions beyond this many box lengths from the origin are refused: wrapping them
 # into the cell would keep no significant digits of their place in it.

@@ -194,7 +194,7 @@ class OpenMMProblem:
         """r_i - r_j of the scaled pairs (the minimum image where OpenMM uses it)."""
         d = pos[self.scaled_pairs[:, 0]] - pos[self.scaled_pairs[:, 1]]
         if self.exceptions_periodic:
-            from .reference import minimum_image
+            from ._cell import minimum_image
 
             d = minimum_image(self.box if box is None else box, d)
         return d

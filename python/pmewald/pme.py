@@ -21,7 +21,6 @@ and compute's checks; the work is in _tuning, _potentials, _charge_sets, _slab a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +28,8 @@ from . import _charge_sets, _core, _potentials, _slab
 from ._collective import agree, agreed, check_comm, duplicate, exscan_sum, require_mpi, same_everywhere
 from ._limits import check_fits, node_ranks, solver_footprint
 from ._threads import Busy, Rules
-from ._tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, Tuning
+from ._result import ZERO_PARTS, TERMS, PMEResult, estimate_report
+from ._tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, TUNING_STATE, Tuning
 from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
 _MODES = ("pt2pt", "nonblocking", "collective", "auto")
@@ -38,96 +38,8 @@ _POLL = (256, 100.0)
 _DIFFS = ("auto", "ad", "ik")
 _ERROR_MODELS = ("correlated", "uncorrelated")
 _PRECISIONS = ("auto", "double", "mixed")
-_TERMS = ("real", "reciprocal", "self", "background", "exclusion")
-# skin="auto": this fraction of the cutoff (docs/performance.md has the measurements).
+# skin="auto": this fraction of the cutoff (docs/realspace.md, "The skin", has the measurements).
 AUTO_SKIN_FRACTION = 0.1
-# The tuning state (_tune, _build, _use): saved before a call and restored when the
-# call fails, so a failed first call leaves the object as it was.
-_TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
-                 "_cache_estimate", "_energy_error", "_correlation", "_precision", "_pair_force2", "_measured",
-                 "_mesh_target", "_correlation_box")
-
-
-@dataclass
-class PMEResult:
-    """Result of :meth:`PME.compute`.
-
-    With charges of shape (n, m) (m charge sets, :meth:`PME.compute`) every per-set quantity
-    gains a leading set axis: ``energy``, ``rms_force``, ``total_charge``,
-    ``estimated_error`` and ``estimated_error_absolute`` (m,), ``forces`` (m, n_local, 3),
-    ``virial`` (m, 3, 3), each ``terms`` value (m,), ``potentials`` and ``energies``
-    (m, n_local), ``fields`` (m, n_local, 3), ``probe_potentials`` (m, p) and
-    ``probe_fields`` (m, p, 3); :meth:`charge_set` gives one set as a plain result.
-
-    Attributes
-    ----------
-    energy : float
-        Total electrostatic energy, global, identical on every rank.
-    forces : ndarray (n_local, 3)
-        Forces on this rank's atoms, in the order they were passed.
-    virial : ndarray (3, 3)
-        Global virial ``W = -dE/d(eps)`` for the homogeneous strain
-        ``r -> (1 + eps) r`` of positions and box rows. For pair forces
-        ``W_ab = sum_pairs r_ij,a F_ij,b``; ``trace(W) == energy`` for the total
-        Coulomb energy. The stress (ASE's sign convention) is ``-W / V``. With
-        ``slab=True``: xx, yy, xy of the lateral strain (cell and atoms), xz, yz and zz of
-        the atoms' coordinates alone (docs/slab.md); the trace is then not the energy.
-    terms : dict
-        ``real`` (erfc pairs), ``reciprocal`` (mesh sum), ``self``
-        (``-k alpha/sqrt(pi) sum q^2``), ``background`` (``-k pi Q^2/(2 V alpha^2)``
-        for net charge Q), ``exclusion`` (``-k sum_excluded q_i q_j erf(alpha r)/r``,
-        removing the reciprocal-space part of excluded pairs); with ``slab=True`` also
-        ``slab`` (the dipole correction, docs/slab.md). They sum to ``energy``.
-    estimated_error : float
-        Estimated relative RMS force error of this result,
-        ``estimated_error_absolute / sqrt(mean |F|^2)``.
-    estimated_error_absolute : float
-        Estimated absolute RMS force error per atom (LAMMPS's measure, in force units).
-    rms_force : float
-        ``sqrt(sum_i |F_i|^2 / N)`` over all atoms.
-    potentials : ndarray (n_local,) or None
-        With ``potentials=True`` (or ``probes``): the electrostatic potential at each of this
-        rank's atoms, ``phi_i = dE/dq_i`` at fixed positions, of every term: real-space pairs,
-        reciprocal mesh (the convolved mesh interpolated with the atom's B-spline weights),
-        self ``-2 k alpha q_i / sqrt(pi)``, background ``-k pi Q / (V alpha^2)`` and the
-        exclusion corrections (so an excluded partner does not contribute). Energy per
-        charge (with ``coulomb_constant``: e.g. eV/e). With ``real_space=False`` the
-        real-space pairs are left out, as in the energy.
-    energies : ndarray (n_local,) or None
-        Per-atom energies ``q_i phi_i / 2``; they sum (over all ranks) to ``energy``.
-    fields : ndarray (n_local, 3) or None
-        The electric field at each atom, the force per charge: real-space pairs and
-        exclusions from the partners' charges, the reciprocal part interpolated from the
-        mesh with unit weight, so it is defined for ``q_i = 0`` (there: the field of all the
-        other charges) and ``forces == charges[:, None] * fields`` (to rounding). As in the
-        forces, the mesh part of a charged atom includes its own small self-term (the
-        interpolation error, of the size of the force error).
-    probe_potentials : ndarray (p,) or None
-        The potential at this rank's ``probes`` (points without charge), in their order.
-    probe_fields : ndarray (p, 3) or None
-        The field at this rank's ``probes``.
-
-    """
-
-    energy: float
-    forces: np.ndarray
-    virial: np.ndarray
-    terms: dict
-    estimated_error: float
-    estimated_error_absolute: float
-    rms_force: float
-    n_atoms: int = 0
-    total_charge: float = 0.0
-    potentials: np.ndarray = None
-    energies: np.ndarray = None
-    fields: np.ndarray = None
-    probe_potentials: np.ndarray = None
-    probe_fields: np.ndarray = None
-
-    def charge_set(self, s) -> "PMEResult":
-        """Of a result with charges of shape (n, m): set ``s`` as the result of a call with
-        ``charges[:, s]`` alone (floats and arrays without the set axis)."""
-        return _charge_sets.one_set(self, s)
 
 
 class PME(Tuning, _charge_sets.ChargeSets):
@@ -356,6 +268,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
             self._skin_active = 0.0 if self._skin_auto else sk
             self._slab = sl  # None, or the slab geometry and dipole correction (_slab.py)
             self._slab_gap_error = None  # its gap's absolute RMS force error (_slab_estimate)
+            self._last_estimate = estimate_report()  # parameters' estimate keys, None until a call
             self._precision_request = precision
             self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
             if sl is not None:
@@ -488,7 +401,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
                  precision=self._precision, precision_request=self._precision_request,
                  skin_used=self._solver.skin if self._solver is not None else None,
                  slab=self._slab is not None, slab_gap=self._slab.gap if self._slab is not None else None)
-        p.update(getattr(self, "_last_estimate", {"estimated_error": None, "estimated_error_absolute": None}))
+        p.update(self._last_estimate)
         return p
 
     def set_box(self, box):
@@ -625,7 +538,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
             return self._compute_sets(pos, q, idv, ex, n_atoms, want, pts, int(n_probes), estimate)
         if sum_q2 == 0.0:
             return self._zero_result(len(q), n_atoms, want, len(pts))
-        saved = {name: getattr(self, name) for name in _TUNING_STATE}
+        saved = {name: getattr(self, name) for name in TUNING_STATE}
         try:
             if self._error_model == "correlated" and self._correlation is None:
                 self._correlation = self._charge_correlation(pos, q, idv, sum_q2)
@@ -710,12 +623,9 @@ class PME(Tuning, _charge_sets.ChargeSets):
     def _zero_result(self, n_local, n_atoms, potentials=False, n_probes=0) -> PMEResult:
         """All charges zero: exactly zero energy, forces, virial (and potentials and fields,
         which are linear in the charges); nothing tuned."""
-        self._last_estimate = {"estimated_error": 0.0, "estimated_error_absolute": 0.0,
-                               "estimated_error_real": 0.0, "estimated_error_reciprocal": 0.0,
-                               "estimated_error_float": 0.0, "estimated_error_correlation": 0.0,
-                              "estimated_error_measured": False}
+        self._last_estimate = estimate_report(0.0, 0.0, ZERO_PARTS)
         res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
-                        terms={t: 0.0 for t in _TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
+                        terms={t: 0.0 for t in TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
                         rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
         if potentials:
             for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
@@ -731,13 +641,8 @@ class PME(Tuning, _charge_sets.ChargeSets):
             math.nan, {"real": math.nan, "recip": math.nan, "float": math.nan})
         rms = math.sqrt(raw["sum_force2"] / n_atoms)
         est_rel = est_abs / rms if rms > 0 else math.inf
-        self._last_estimate = {"estimated_error": est_rel, "estimated_error_absolute": est_abs,
-                               "estimated_error_real": parts["real"],
-                               "estimated_error_reciprocal": parts["recip"],
-                               "estimated_error_float": parts["float"],
-                               "estimated_error_correlation": parts.get("cross", math.nan),
-                               "estimated_error_measured": parts.get("measured", False)}
-        terms = {t: float(raw["terms"].get(t, 0.0)) for t in _TERMS}
+        self._last_estimate = estimate_report(est_rel, est_abs, parts)
+        terms = {t: float(raw["terms"].get(t, 0.0)) for t in TERMS}
         return PMEResult(energy=float(raw["energy"]), forces=raw["forces"], virial=np.asarray(raw["virial"]),
                          terms=terms, estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms,
                          n_atoms=n_atoms, total_charge=sum_q)

@@ -5,9 +5,11 @@ with real-space and reciprocal-space cutoffs chosen from a requested accuracy
 so that results are converged to about 1e-13 relative.  It depends on NumPy
 and the Python standard library only.
 
-Longer than 600 lines because it is one independent reference: its own erfc, periodic
-images, real and reciprocal sums and exclusion terms, sharing no code with the solver it
-validates (splitting it would only add imports between its parts).
+Longer than 600 lines because it is one independent reference: its own erfc, real and
+reciprocal sums and exclusion terms, sharing no code with the solver it validates but the cell
+algebra of ``pmewald._cell`` (heights, image shifts, minimum image: tested on its own against a
+brute-force image search), which the solver's input checks use too (splitting it would only add
+imports between its parts).
 
 Conventions
 -----------
@@ -73,6 +75,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._cell import MAX_GRID as _MAX_GRID
+from ._cell import as_box, cell_heights, image_shifts, minimum_image, minimum_image_shifts
+
 __all__ = ["EwaldResult", "ewald", "erfc", "minimum_image", "cell_heights"]
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -80,8 +85,6 @@ _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 
 # Work-array size (number of float64 elements per temporary) used for chunking.
 _CHUNK_ELEMENTS = 1 << 20
-# Largest image / k-vector enumeration grid accepted (guards against absurd alpha).
-_MAX_GRID = 4.0e6
 
 
 # --------------------------------------------------------------------------
@@ -219,122 +222,6 @@ def erfc(x):
 
 
 # --------------------------------------------------------------------------
-# Geometry helpers
-# --------------------------------------------------------------------------
-
-def _as_box(box):
-    """Return the 3x3 float box (rows = lattice vectors) and its volume."""
-    b = np.asarray(box, dtype=float)
-    if b.shape == (3,):
-        b = np.diag(b)
-    if b.shape != (3, 3):
-        raise ValueError(f"box must be a length-3 or 3x3 array, got shape {b.shape}")
-    if not np.all(np.isfinite(b)):
-        raise ValueError("box must be finite")
-    vol = abs(float(np.linalg.det(b)))
-    scale = float(np.prod(np.linalg.norm(b, axis=1)))
-    if scale == 0.0 or vol <= 1e-12 * scale:
-        raise ValueError("box is degenerate (zero volume)")
-    return b, vol
-
-
-def cell_heights(box):
-    """Perpendicular heights of the cell: distances between opposite faces.
-
-    Parameters
-    ----------
-    box : array_like
-        3x3 array with lattice vectors as rows (or length-3 orthorhombic).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``heights[k] = V / |h_l x h_m|``, the spacing of the lattice planes
-        spanned by the two lattice vectors other than ``h_k``.
-    """
-    b, vol = _as_box(box)
-    areas = np.array([
-        np.linalg.norm(np.cross(b[1], b[2])),
-        np.linalg.norm(np.cross(b[2], b[0])),
-        np.linalg.norm(np.cross(b[0], b[1])),
-    ])
-    return vol / areas
-
-
-def _image_shifts(box, radius, half_extent=0.5):
-    """Integer lattice shifts n that can bring a displacement within ``radius``.
-
-    Displacements have fractional coordinates in ``[-half_extent,
-    half_extent]``; returns an (m, 3) float array of integer shifts ``n`` such
-    that some such displacement ``(d + n) @ box`` may have length < radius.
-    """
-    heights = cell_heights(box)
-    nmax = np.floor(radius / heights + half_extent).astype(int)
-    if float(np.prod(2.0 * nmax + 1.0)) > _MAX_GRID:
-        raise ValueError("real-space cutoff spans too many periodic images; "
-                         "alpha is too small for this box")
-    rngs = [np.arange(-m, m + 1) for m in nmax]
-    grid = np.stack(np.meshgrid(*rngs, indexing="ij"), axis=-1).reshape(-1, 3)
-    grid = grid.astype(float)
-    # lower bound 1: slabs between lattice planes
-    lb1 = np.max(np.maximum(np.abs(grid) - half_extent, 0.0) * heights, axis=1)
-    # lower bound 2: distance of the cell-image centre minus circumradius
-    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)],
-                       dtype=float) * half_extent
-    circ = float(np.max(np.linalg.norm(corners @ box, axis=1)))
-    lb2 = np.linalg.norm(grid @ box, axis=1) - circ
-    keep = np.maximum(lb1, lb2) < radius
-    return grid[keep]
-
-
-def minimum_image(box, displacements):
-    """Minimum-image displacement vectors in an arbitrary (triclinic) cell.
-
-    Unlike rounding fractional coordinates, this searches all lattice
-    images that can be shorter, so it is correct for strongly skewed cells.
-
-    Parameters
-    ----------
-    box : array_like
-        3x3 array with lattice vectors as rows (or length-3 orthorhombic).
-    displacements : array_like, shape (m, 3) or (3,)
-        Cartesian displacement vectors.
-
-    Returns
-    -------
-    numpy.ndarray
-        The shortest lattice-equivalent vectors, same shape as the input.
-    """
-    b, _ = _as_box(box)
-    d = np.asarray(displacements, dtype=float)
-    single = d.ndim == 1
-    d = np.atleast_2d(d)
-    frac = d @ np.linalg.inv(b)
-    frac -= np.round(frac)
-    best = (frac + _minimum_image_shifts(b, frac)) @ b
-    return best[0] if single else best
-
-
-def _minimum_image_shifts(box, frac):
-    """Integer shifts n minimising |(frac + n) @ box| for rows frac in [-1/2, 1/2]^3."""
-    nshift = np.zeros_like(frac)
-    if frac.shape[0] == 0:
-        return nshift
-    d0 = frac @ box
-    best_r2 = np.einsum("ij,ij->i", d0, d0)
-    rmax = math.sqrt(float(np.max(best_r2)))
-    for n in _image_shifts(box, rmax * (1.0 + 1e-12) + 1e-300):
-        if not np.any(n):
-            continue
-        v = (frac + n) @ box
-        r2 = np.einsum("ij,ij->i", v, v)
-        better = r2 < best_r2 * (1.0 - 1e-14)
-        nshift[better] = n
-        best_r2[better] = r2[better]
-    return nshift
-
-
-# --------------------------------------------------------------------------
 # Ewald sum
 # --------------------------------------------------------------------------
 
@@ -435,7 +322,7 @@ def _real_space(box, frac, q, alpha, rc, skip=None):
     virial = np.zeros((3, 3))
     energy = 0.0
     rc2 = rc * rc
-    nshifts = _image_shifts(box, rc)
+    nshifts = image_shifts(box, rc)
     shifts = nshifts @ box
     c_exp = _TWO_OVER_SQRT_PI * alpha
 
@@ -565,7 +452,7 @@ def _exclusion_terms(box, frac, q, ex, alpha, rc, nshifts):
     i, j = ex[:, 0], ex[:, 1]
     d = frac[i] - frac[j]          # same arithmetic as the real-space loop
     d -= np.round(d)
-    nmin = _minimum_image_shifts(box, d)
+    nmin = minimum_image_shifts(box, d)
     v = (d + nmin) @ box
     r2 = np.einsum("ij,ij->i", v, v)
     if np.any(r2 == 0.0):
@@ -630,7 +517,7 @@ def ewald(box, positions, charges, *, exclusions=None, coulomb_constant=1.0,
         Energy, forces, virial (``W = -dE/d(eps)``, see module docstring)
         and the energy terms.
     """
-    b, vol = _as_box(box)
+    b, vol = as_box(box)
     pos = np.asarray(positions, dtype=float)
     if pos.ndim == 1 and pos.size == 3:
         pos = pos.reshape(1, 3)
@@ -659,7 +546,7 @@ def ewald(box, positions, charges, *, exclusions=None, coulomb_constant=1.0,
     pos_w = frac @ b
 
     ex = _check_exclusions(exclusions, n)
-    nshifts = _image_shifts(b, rc)
+    nshifts = image_shifts(b, rc)
     e_bare, e_ex_real, e_comb, f_ex, w_ex, skip = _exclusion_terms(
         b, frac, q, ex, alpha, rc, nshifts)
     e_loop, f_real, w_real, _ = _real_space(b, frac, q, alpha, rc, skip)

@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from .reference import minimum_image
+from ._cell import minimum_image
 
 __all__ = [
     "System",

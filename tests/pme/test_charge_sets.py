@@ -221,3 +221,21 @@ def test_bad_charge_sets_are_agreed(comm):
     zero = pme.compute(s.positions[mine], 0.0 * q, potentials=True)
     assert zero.energy.shape == (3,) and not zero.energy.any() and not zero.forces.any()
     assert zero.potentials.shape == (3, len(mine)) and not zero.potentials.any()
+
+
+def test_parameters_have_the_same_keys_on_every_path():
+    """Issue 27: one estimate report (pmewald._result.estimate_report) for the single-set,
+    charge-sets and all-zero paths, so parameters has the same keys before a call and after
+    each kind of call (before: 7, 7, 6 and 4 estimate keys)."""
+    from pmewald._result import ESTIMATE_KEYS
+
+    s = systems.random_charges(60, np.array([9.0, 9.5, 10.0]), neutral=True, seed=4)
+    pme = PME(s.box, 4.0, tolerance=1e-4, comm=MPI.COMM_SELF)
+    keys = set(pme.parameters)
+    assert set(ESTIMATE_KEYS) <= keys and pme.parameters["estimated_error"] is None
+    calls = {"single": s.charges, "sets": np.stack([s.charges, 0.5 * s.charges], axis=1),
+             "zero": np.zeros(s.n_atoms), "zero sets": np.zeros((s.n_atoms, 2))}
+    for what, q in calls.items():
+        pme.compute(s.positions, q)
+        assert set(pme.parameters) == keys, (what, set(pme.parameters) ^ keys)
+        assert pme.parameters["estimated_error"] is not None, what

@@ -88,7 +88,7 @@ def reciprocal_reference(box, pos, q, alpha, k=1.0):
     Uses the reference module's converged k-space sum (private helpers of
     pmewald.reference, the same code the public ewald() runs).
     """
-    b, vol = reference._as_box(box)
+    b, vol = reference.as_box(box)
     kc = 2.0 * alpha * reference._splitting_width(1e-14)
     e_rec, f_rec, w_rec = reference._reciprocal_space(b, vol, np.asarray(pos, float),
                                                       np.asarray(q, float), alpha, kc)

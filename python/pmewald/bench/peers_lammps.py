@@ -21,7 +21,7 @@ def bonds_of(s, max_bond=1.55):
     1.0-1.45 A, 1-3 pairs 1.63 A and more in the water and chain builders), checked: the pairs at
     most three bonds apart must be exactly ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0``
     excludes what pmewald does."""
-    from ..reference import minimum_image
+    from .._cell import minimum_image
     from ..systems import _bond_exclusions
 
     ex = np.asarray(s.exclusions, dtype=np.int64).reshape(-1, 2)

@@ -13,7 +13,7 @@ calls, models a busy-polling loop, not a test made between pieces of work).
 
 ``--modelled-compute``: the computation's simulated time is modelled (units of work x
 seconds per unit, calibrated once per system by native one-rank runs,
-:mod:`pmewald.bench.compute_costs`) instead of timed by SimGrid, so the step times are
+:mod:`pmewald.bench.scale.compute_costs`) instead of timed by SimGrid, so the step times are
 deterministic and independent of this machine's load (results in
 ``build-smpi/overlap-results-modelled/``).
 """
@@ -86,7 +86,7 @@ def main(argv=None):
     results = bs.ROOT / "build-smpi" / ("overlap-results-modelled" if args.modelled_compute else "overlap-results")
     costs = None
     if args.modelled_compute:
-        from pmewald.bench import compute_costs
+        from pmewald.bench.scale import compute_costs
         costs = compute_costs.calibrate(system, params)
         print(f"modelled computation: {costs}")
     for platform in args.platforms:

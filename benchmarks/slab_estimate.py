@@ -2,7 +2,7 @@
 
 For three slabs of benchmarks/slab_gap.py (random, dipolar and laterally modulated charges) at
 tolerance 1e-5: the measured relative RMS force error of ``PME(..., slab=True)`` against the
-2-D Ewald sum (pmewald.reference2d) and ``parameters["estimated_error"]``, (1) for explicit
+2-D Ewald sum (pmewald.reference.slab) and ``parameters["estimated_error"]``, (1) for explicit
 gaps of 2-45 and (2) after ``set_box`` scales the slab in-plane by 1.1-2 (positions scaled
 with it), with the automatic gap (chosen again when its rule error in the new cell exceeds
 _slab.GAP_KEEP x its share) and with an explicit gap of 5 (kept). Prints Markdown tables
@@ -16,7 +16,8 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from pmewald import PME, reference2d
+from pmewald import PME
+from pmewald.reference import slab as reference2d
 from slab_gap import rel, slab
 
 TOL = 1e-5

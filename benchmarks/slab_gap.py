@@ -2,7 +2,7 @@
 
 1. The error of the EW3DC method itself (no mesh error): the 3-D direct Ewald sum
    (pmewald.reference, converged to 1e-13) on the box extended by a gap, plus the
-   Yeh-Berkowitz correction, against the 2-D Ewald sum (pmewald.reference2d), as a relative
+   Yeh-Berkowitz correction, against the 2-D Ewald sum (pmewald.reference.slab), as a relative
    RMS force error, for several slabs and gaps; ``C = error x exp(g_min gap)`` (g_min the
    shortest in-plane reciprocal vector) is what the gap rule bounds (GAP_PREFACTOR); the
    errors shown are the first draw's, C the largest over three draws.
@@ -19,7 +19,9 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from pmewald import PME, _slab, reference, reference2d
+from pmewald import PME, reference
+from pmewald.reference import slab as reference2d
+from pmewald.pme import slab as _slab
 
 
 def slab(lx, ly, lz, n, how, seed):

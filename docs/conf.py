@@ -39,9 +39,9 @@ root_doc = "index"
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 
 # Optional integrations: their API pages are built only when the module imports
-# (pmewald.ase needs ASE, pmewald.openmm needs OpenMM), so the site builds with or
+# (pmewald.interfaces.ase needs ASE, pmewald.interfaces.openmm needs OpenMM), so the site builds with or
 # without the extras installed.
-OPTIONAL_API = {"api/ase.md": "pmewald.ase", "api/openmm.md": "pmewald.openmm"}
+OPTIONAL_API = {"api/ase.md": "pmewald.interfaces.ase", "api/openmm.md": "pmewald.interfaces.openmm"}
 optional_modules = {}
 for page, module in OPTIONAL_API.items():
     try:

@@ -48,7 +48,7 @@ def main(argv=None, comm=None):
     from ase.md.verlet import VelocityVerlet
     from mpi4py import MPI
 
-    from pmewald.ase import BornMayer, PMECalculator
+    from pmewald.interfaces.ase import BornMayer, PMECalculator
 
     comm = MPI.COMM_WORLD if comm is None else comm
     rank = comm.Get_rank()

@@ -21,7 +21,8 @@ def main(argv=None, comm=None):
 
     from mpi4py import MPI
 
-    from pmewald.openmm import compare_with_openmm, water_box_system
+    from pmewald.interfaces.openmm import compare_with_openmm
+    from pmewald.systems.openmm import water_box_system
 
     comm = MPI.COMM_WORLD if comm is None else comm
     system, positions = water_box_system(args.molecules, cutoff=args.cutoff,

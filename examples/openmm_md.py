@@ -31,7 +31,8 @@ def main(argv=None, comm=None):
     from mpi4py import MPI
     from openmm import unit
 
-    from pmewald.openmm import from_openmm, water_box_system
+    from pmewald.interfaces.openmm import from_openmm
+    from pmewald.systems.openmm import water_box_system
 
     comm = MPI.COMM_WORLD if comm is None else comm
     system, x = water_box_system(args.molecules, cutoff=args.cutoff, bonded=True)

@@ -78,6 +78,10 @@ hash_of() { # hash of the named files' paths and contents
   find "$@" -type f -not -path '*/__pycache__/*' -not -name '*.so' 2>/dev/null | LC_ALL=C sort | xargs sha1sum | sha1sum | cut -c1-40
 }
 
+module_list() { # hash of the Python package's file names (the editable install maps each one)
+  find python -name '*.py' -not -path '*/__pycache__/*' | LC_ALL=C sort | sha1sum | cut -c1-12
+}
+
 ensure_venv() {
   local base_py="${PMEWALD_PYTHON:-python3}"
   if [ ! -x "$PY" ]; then
@@ -139,7 +143,9 @@ ensure_kokkos_openmp() {
 
 ensure_package() {
   local want have extra=()
-  want="$(hash_of CMakeLists.txt pyproject.toml cmake cpp)"
+  # The editable install lists the package's modules by path: a module added, moved or
+  # removed needs a reinstall as a C++ change does.
+  want="$(hash_of CMakeLists.txt pyproject.toml cmake cpp)-$(module_list)"
   if [ "$KOKKOS_VARIANT" = openmp ]; then
     local kokkos
     kokkos="$(ensure_kokkos_openmp)"

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pmewald import reference, reference2d
+from pmewald import reference
+from pmewald.reference import slab as reference2d
 
 # kind -> (in-plane rows a, b (xy), slab height Lz, atoms, charges)
 _KINDS = {

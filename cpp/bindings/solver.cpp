@@ -1,5 +1,5 @@
 // Python view of the PME solver: NumPy arrays in, NumPy arrays and dicts out.
-// Validation of user input and parameter choice live in python/pmewald/pme.py.
+// Validation of user input and parameter choice live in python/pmewald/pme/solver.py.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -28,6 +28,8 @@ PairPrecision parse_precision(const std::string& p) {
 
 }  // namespace
 
+// Longer than 150 lines because it is a list of independent declarations (one .def per bound
+// class, method or function, each with its docstring); there are no steps to split.
 void bind_solver(py::module_& m) {
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
@@ -231,7 +233,7 @@ void bind_solver(py::module_& m) {
       "What one PMESolver compute call sends, rank by rank, from the plan geometry alone (solver/"
       "plan_census.hpp): per exchange its name, element size, forward/reverse executions per call, the "
       "forward messages as CSR over senders (start, dst, elements), each rank's self piece and its "
-      "connected component (size, place). Pure: no MPI; used by pmewald.comm_model.");
+      "connected component (size, place). Pure: no MPI; used by pmewald.bench.scale.comm_model.");
 }
 
 }  // namespace pmewald::bindings

@@ -31,7 +31,7 @@ constexpr double kRoundMagic = 6755399441055744.0;
 
 // Two atoms closer than this (alpha r below 1e-10; rc / 1e10 or so) are taken as one
 // position: r is computed as sqrt(r2 - coincident2), NaN for them, so the call's
-// result is not finite and the caller names the pair (python/pmewald/pme.py). For
+// result is not finite and the caller names the pair (python/pmewald/pme/solver.py). For
 // any other pair r2 - coincident2 rounds to r2 (exact below ~1e-2 rc apart), so the
 // results do not change.
 inline double coincident2(double alpha) { return 1e-20 / (alpha * alpha); }

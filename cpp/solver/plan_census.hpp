@@ -1,5 +1,5 @@
 // What one PMESolver::compute call sends, rank by rank, from the plan geometry alone:
-// the input of the communication model (python/pmewald/comm_model.py, docs/scaling.md).
+// the input of the communication model (python/pmewald/bench/scale/comm_model.py, docs/scaling.md).
 //
 // The census is built from the functions the solver's own plans come from: the
 // processor grid and bricks (geometry/decomposition), the halo's HaloLayout and

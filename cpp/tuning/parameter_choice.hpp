@@ -87,11 +87,11 @@ struct Choice {
 // real_volume > 0: the volume the atoms fill, for the real-space estimate's density (a slab
 // in a box extended by vacuum: its own volume); 0: the box's.
 // cross in [-1, 1]: the correlation of the real-space and mesh force errors (measured on a
-// sample of the atoms, pmewald._tuning); the total is then
+// sample of the atoms, pmewald.pme.tuning); the total is then
 // sqrt(real^2 + recip^2 + 2 cross real recip) and the reciprocal budget of an alpha the
 // largest recip that keeps it within target (reciprocal_budget). 0: independent errors.
 // recip_factor > 0: the reciprocal estimates are this times the model's (the ratio of the
-// mesh error measured on a sample to the model's, pmewald._tuning); the mesh bound is not
+// mesh error measured on a sample to the model's, pmewald.pme.tuning); the mesh bound is not
 // scaled (it is an energy requirement on the model's estimate).
 // Throws ValueError when no candidate reaches the target with a mesh up to 512 per axis.
 Choice choose_cheapest(const Mat3& box, double cutoff, double target, double sum_q2, int n_atoms,

@@ -31,10 +31,10 @@ import numpy as np
 
 from . import _core
 from . import geometry
-from ._collective import agree, agreed, check_comm, require_mpi, same_everywhere
-from ._limits import check_fits, fft_footprint, node_ranks
-from ._threads import Busy, Rules
-from ._validate import as_int
+from ._mpi.collective import agree, agreed, check_comm, require_mpi, same_everywhere
+from ._checks.limits import check_fits, fft_footprint, node_ranks
+from ._mpi.threads import Busy, Rules
+from ._checks.validate import as_int
 
 __all__ = ["DistributedFFT", "DistributedRealFFT", "COMM_MODES"]
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ._collective import agree, allmax, allsum, require_mpi
-from ._validate import float_array, int_array
+from ._mpi.collective import agree, allmax, allsum, require_mpi
+from ._checks.validate import float_array, int_array
 
 __all__ = ["QEq", "QEqResult", "per_atom"]
 

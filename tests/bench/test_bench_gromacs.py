@@ -1,4 +1,4 @@
-"""GROMACS in the peer harness (pmewald.bench.peers_gromacs): the topology's exclusions are
+"""GROMACS in the peer harness (pmewald.bench.peers.gromacs): the topology's exclusions are
 exactly the system's, the units are converted right, and ``gmx mdrun -rerun`` gives
 pmewald's forces and energy to PME accuracy on 1 thread and on 2 thread-MPI ranks.
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pmewald import PME, systems
-from pmewald.bench import peers_gromacs as gro
+from pmewald.bench.peers import gromacs as gro
 
 gmx_missing = pytest.mark.skipif(gro.gmx_binary() is None,
                                  reason="gmx not found (Debian package gromacs, installed by scripts/dev.sh setup)")

@@ -1,5 +1,5 @@
 """The peer harness's MD-loop mode (``python -m pmewald.bench peers --mode md``,
-pmewald.bench.peers_md): the random walk, the ``skin`` pass-through, and a 2-step run on a
+pmewald.bench.peers.md): the random walk, the ``skin`` pass-through, and a 2-step run on a
 tiny water box for pmewald and every peer installed here (LAMMPS ``lmp``, OpenMM, GROMACS
 ``gmx``), each with a measured error and per-step times."""
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pmewald import PME
-from pmewald.bench import peers_gromacs, peers_md
+from pmewald.bench.peers import gromacs as peers_gromacs, md as peers_md
 
 
 def test_trajectory_is_a_small_gaussian_walk_from_the_system():

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from pmewald.bench import peers_report
+from pmewald.bench.peers import report as peers_report
 
 
 def test_bench_peers_help():

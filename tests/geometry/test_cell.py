@@ -1,4 +1,4 @@
-"""pmewald._cell: the cell algebra that the solver's input checks and the references share
+"""pmewald.geometry.cell: the cell algebra that the solver's input checks and the references share
 (heights, lattice shifts within a radius, minimum image), against definitions and brute force."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pmewald import _cell, systems
+from pmewald import systems
+from pmewald.geometry import cell as _cell
 
 STRONG = systems.triclinic_box(1.0, "strong")
 

@@ -1,4 +1,4 @@
-"""pmewald.ase.PMECalculator: agreement with pmewald.PME, stress sign, MPI convention, NVE MD."""
+"""pmewald.interfaces.ase.PMECalculator: agreement with pmewald.PME, stress sign, MPI convention, NVE MD."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from ase.calculators.mixing import SumCalculator  # noqa: E402
 
 import pmewald  # noqa: E402
 from pmewald import systems, units  # noqa: E402
-from pmewald.ase import BornMayer, PMECalculator  # noqa: E402
+from pmewald.interfaces.ase import BornMayer, PMECalculator  # noqa: E402
 
 FIXED = dict(alpha=0.55, mesh=(24, 24, 24), order=5)
 

@@ -1,4 +1,4 @@
-"""pmewald.openmm: problem built from an OpenMM System, agreement with OpenMM's Reference PME."""
+"""pmewald.interfaces.openmm: problem built from an OpenMM System, agreement with OpenMM's Reference PME."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,8 @@ import pytest
 openmm = pytest.importorskip("openmm")
 
 from pmewald import units  # noqa: E402
-from pmewald.openmm import compare_with_openmm, from_openmm, water_box_system  # noqa: E402
+from pmewald.interfaces.openmm import compare_with_openmm, from_openmm  # noqa: E402
+from pmewald.systems.openmm import water_box_system  # noqa: E402
 from pmewald.systems import water_box  # noqa: E402
 
 

@@ -224,10 +224,10 @@ def test_bad_charge_sets_are_agreed(comm):
 
 
 def test_parameters_have_the_same_keys_on_every_path():
-    """Issue 27: one estimate report (pmewald._result.estimate_report) for the single-set,
+    """Issue 27: one estimate report (pmewald.pme.result.estimate_report) for the single-set,
     charge-sets and all-zero paths, so parameters has the same keys before a call and after
     each kind of call (before: 7, 7, 6 and 4 estimate keys)."""
-    from pmewald._result import ESTIMATE_KEYS
+    from pmewald.pme.result import ESTIMATE_KEYS
 
     s = systems.random_charges(60, np.array([9.0, 9.5, 10.0]), neutral=True, seed=4)
     pme = PME(s.box, 4.0, tolerance=1e-4, comm=MPI.COMM_SELF)

@@ -1,5 +1,5 @@
 """2-D periodic slabs: ``PME(..., slab=True)`` (issue 17, item 3), the EW3DC method of
-python/pmewald/_slab.py, against the 2-D Ewald reference (pmewald.reference2d).
+python/pmewald/pme/slab.py, against the 2-D Ewald reference (pmewald.reference.slab).
 
 Energies and forces converge to the reference with the gap and the tolerance (orthorhombic
 and xy-tilted, neutral, dipolar and charged); phi_i = dE/dq_i with the correction; the
@@ -17,7 +17,9 @@ import pytest
 from mpi4py import MPI
 
 from pme_cases import MODES, gather_rows, rel_rms, split_atoms
-from pmewald import PME, _slab, reference2d
+from pmewald import PME
+from pmewald.reference import slab as reference2d
+from pmewald.pme import slab as _slab
 from slab_cases import ew3dc, make_slab, slab_reference
 
 CUTOFF = 3.8  # below half the in-plane heights of the test slabs

@@ -1,11 +1,11 @@
-"""Tests of the 2-D periodic Ewald reference (pmewald.reference2d): independent of alpha,
+"""Tests of the 2-D periodic Ewald reference (pmewald.reference.slab): independent of alpha,
 forces the gradient of the energy, and equal to the 3-D direct Ewald sum of the box extended
 by a large vacuum gap with the Yeh-Berkowitz correction (the two share no code but erfc)."""
 
 import numpy as np
 import pytest
 
-from pmewald import reference2d
+from pmewald.reference import slab as reference2d
 from slab_cases import ew3dc, make_slab, slab_reference
 
 

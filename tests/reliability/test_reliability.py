@@ -398,7 +398,7 @@ def test_garbage_collection_on_one_rank_makes_no_mpi_call(comm):
     free_released_communicators() on every rank at the same point."""
     import gc
 
-    from pmewald import _collective
+    from pmewald._mpi import collective as _collective
 
     s = charges(12, seed=3)
     idx = mine(s.n_atoms, comm)
@@ -469,7 +469,7 @@ def test_mesh_beyond_a_ranks_limit_is_refused_clearly(comm):
         msg = expect_agreed(comm, make, ValueError, r"2\^31 - 1.*more ranks")
         assert "-" not in re.sub(r"2\^31 - 1", "", msg.split("elements")[0]), msg  # no overflowed count
     # the global volume itself is no limit: on 64 (virtual) ranks every rank fits
-    from pmewald._limits import INDEX_LIMIT, solver_footprint
+    from pmewald._checks.limits import INDEX_LIMIT, solver_footprint
 
     for r in (0, 17, 63):
         elements, nbytes = solver_footprint((2048, 2048, 2048), 64, r, 5, "ik")

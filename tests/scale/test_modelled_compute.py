@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from pmewald.bench import compute_costs
+from pmewald.bench.scale import compute_costs
 from pmewald.bench import scale as bench_scale
 
 pytestmark = pytest.mark.skipif(shutil.which("smpirun") is None,

@@ -1,4 +1,4 @@
-"""The plan census and the communication model (solver/plan_census.hpp, pmewald.comm_model).
+"""The plan census and the communication model (solver/plan_census.hpp, pmewald.bench.scale.comm_model).
 
 - The census of a compute call, built from the plan geometry alone, counts exactly the
   messages and bytes the solver's own timers count on 1-4 real ranks (FFT remaps and
@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from pmewald import _core, comm_model
+from pmewald import _core
+from pmewald.bench.scale import comm_model
 
 BOX = np.diag([23.0, 21.0, 19.0])
 MESH = (24, 20, 18)

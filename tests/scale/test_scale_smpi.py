@@ -8,7 +8,7 @@ FFT pencil (ranks without k-space), spline order 5 on bricks 2-3 points wide (ha
 partners beyond the neighbours), runs on 64 simulated ranks of the fat-tree platform in
 every communication mode. Its energies and every force agree with the one-rank run to
 1e-10, and the FFT and halo messages the solver counted on every rank are the plan
-census's (pmewald.comm_model: the model's counts are the real plans').
+census's (pmewald.bench.scale.comm_model: the model's counts are the real plans').
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from pmewald import comm_model
+from pmewald.bench.scale import comm_model
 from pmewald.bench import scale as bench_scale
 
 pytestmark = pytest.mark.skipif(shutil.which("smpirun") is None,
@@ -49,7 +49,7 @@ def test_64_simulated_ranks_agree_with_one(driver, tmp_path):
     assert all(r["ranks_without_kspace"] > 0 for r in many["runs"]), "some pencils should be empty"
     assert many["system"]["atoms"] == one["system"]["atoms"] == SYSTEM.atoms
     for mode in bench_scale.MODES:
-        a, b = bench_scale._run(one, mode), bench_scale._run(many, mode)
+        a, b = bench_scale.run_of(one, mode), bench_scale.run_of(many, mode)
         assert bench_scale.energy_error(a, b) < 1e-10, (mode, a["energy"], b["energy"])
         err = bench_scale.force_error(tmp_path / f"P1.{mode}.bin", tmp_path / f"P64.{mode}.bin")
         assert err < 1e-10, (mode, err)
@@ -62,7 +62,7 @@ def test_64_simulated_ranks_agree_with_one(driver, tmp_path):
     fft_msgs = sum(tr[k]["messages"] for k in remaps)
     fft_bytes = sum(tr[k]["bytes"] for k in remaps)
     for mode in bench_scale.MODES:
-        ph = bench_scale._run(many, mode)["phases"]
+        ph = bench_scale.run_of(many, mode)["phases"]
         assert ph["fft_messages"]["max"] == fft_msgs.max() and ph["fft_messages"]["mean"] == pytest.approx(fft_msgs.mean())
         assert ph["fft_bytes"]["max"] == fft_bytes.max()
         assert ph["ghost_messages"]["max"] == tr["halo"]["messages"].max()

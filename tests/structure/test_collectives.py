@@ -5,7 +5,7 @@ Two rules, checked on the source (docs/reliability.md, "Threads"):
 - no lowercase mpi4py *reduction* (``allreduce``, ``reduce``, ``scan``, ``exscan``) anywhere in
   the package: mpi4py runs them on a private duplicate of the communicator that it creates on the
   first such call with ``MPI_Comm_dup`` while holding the GIL (two threads on two ranks hung in
-  2 of 10 runs with mpi4py alone, pmewald's threads test in 1 of 5). pmewald._collective has
+  2 of 10 runs with mpi4py alone, pmewald's threads test in 1 of 5). pmewald._mpi.collective has
   ``allsum``, ``allmax``, ``allmin`` and ``exscan_sum`` on NumPy buffers instead;
 - no communicator is created in Python (``Dup``, ``Split``, ``Split_type``, ``Create*``...) nor in
   C++ outside cpp/comm/communicators.cpp: every one comes from the core's guarded creation, which
@@ -47,7 +47,7 @@ def python_violations(source: str, name: str = "<source>") -> list[str]:
         # `np.maximum.reduce`, `functools.reduce`: reductions of other things, not of a communicator.
         if attr in LOWERCASE_REDUCTIONS and "comm" in recv.lower():
             out.append(f"{name}:{node.lineno}: {recv}.{attr}() (a lowercase mpi4py reduction: use "
-                       "pmewald._collective.allsum/allmax/allmin/exscan_sum)")
+                       "pmewald._mpi.collective.allsum/allmax/allmin/exscan_sum)")
         if attr in COMM_CONSTRUCTORS and "comm" in recv.lower():
             out.append(f"{name}:{node.lineno}: {recv}.{attr}() (communicators come from the core: "
                        "_core.duplicate_communicator, _core.ranks_on_node)")

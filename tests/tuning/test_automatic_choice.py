@@ -1,4 +1,4 @@
-"""The automatic parameter choice of ``pmewald.PME`` (issue 6; python/pmewald/_tuning.py):
+"""The automatic parameter choice of ``pmewald.PME`` (issue 6; python/pmewald/pme/tuning.py):
 differentiation="auto" and order=None follow the cost model, explicit values are honoured,
 the choice survives a small set_box, and the accuracy criteria of issue 4 hold either way.
 The same choice on every rank count is asserted by tests/pme/test_pme.py's test_accuracy_mpi
@@ -17,7 +17,7 @@ def test_automatic_choice(monkeypatch):
     """differentiation="auto" and order=None: the cost model decides (ik where it is the
     cheaper), explicit values are honoured, the parameters property reports the choice,
     and the accuracy criteria of the sweep hold either way."""
-    import pmewald._tuning as tuning_module
+    import pmewald.pme.tuning as tuning_module
     from pmewald._core import tuning
 
     s, ref = _reference_cached("triclinic-charged")

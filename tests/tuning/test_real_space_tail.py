@@ -20,7 +20,8 @@ import pytest
 from mpi4py import MPI
 
 import pmewald
-from pmewald import _tuning, reference, systems
+from pmewald import reference, systems
+from pmewald.pme import tuning as _tuning
 from pmewald._core import tuning
 
 

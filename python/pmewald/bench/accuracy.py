@@ -87,7 +87,7 @@ def sweep_systems(size="small"):
 
 
 def _cutoff(s, size):
-    from .._cell import cell_heights
+    from ..geometry.cell import cell_heights
 
     return min(9.0 if size == "full" else 6.0, 0.45 * float(cell_heights(s.box).min()))
 
@@ -100,7 +100,7 @@ def explicit_cases(s, rc, orders=(4, 5, 6, 7, 8), spacings=(1.2, 0.8, 0.55)):
     """(alpha, mesh, order, diff): the orders, ad and ik, a mesh per spacing (units of 1 / 2 alpha, a
     little wider for higher orders) each."""
     from .._core import tuning
-    from .._cell import cell_heights
+    from ..geometry.cell import cell_heights
 
     alpha = math.sqrt(math.log(4.0 / 1e-5)) / rc
     h = cell_heights(s.box)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .._collective import allmax, allsum
+from .._mpi.collective import allmax, allsum
 
 
 def slowest(comm, x: float) -> float:

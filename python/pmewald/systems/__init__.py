@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._cell import minimum_image
+from ..geometry.cell import minimum_image
 
 __all__ = [
     "System",

@@ -6,7 +6,7 @@ computes the B-spline stencils once and runs each set's spread, FFTs, solve and 
 shared plans. The result holds every per-set quantity with the set as its leading axis:
 ``energy`` (m,), ``forces`` (m, n, 3), ``virial`` (m, 3, 3), each ``terms`` entry (m,),
 ``potentials`` (m, n) and so on; ``PMEResult.charge_set(s)`` is set s as the result of a
-call with ``charges[:, s]`` alone. Local checks here; pme.py agrees them over the ranks.
+call with ``charges[:, s]`` alone. Local checks here; pme/solver.py agrees them over the ranks.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from . import _potentials
-from ._validate import check_atoms as _check_atoms_1d
-from ._result import ZERO_PARTS, TERMS, PMEResult, estimate_report, set_potentials
-from ._tuning import TUNING_STATE
-from ._validate import float_array
+from . import potentials as _potentials
+from .._checks.validate import check_atoms as _check_atoms_1d
+from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report, set_potentials
+from .tuning import TUNING_STATE
+from .._checks.validate import float_array
 
 # Error estimates kept per (n_atoms, sum q^2, parameters, correlation): one per set.
 _ESTIMATE_CACHE = 256
@@ -28,7 +28,7 @@ _ESTIMATE_CACHE = 256
 
 def is_sets(charges) -> bool:
     """Whether ``charges`` has more than one axis (charge sets; more than two is refused in
-    check_atoms): decided locally, agreed in pme.py. Something numpy cannot shape (ragged
+    check_atoms): decided locally, agreed in pme/solver.py. Something numpy cannot shape (ragged
     lists) is not sets: the 1-D check refuses it, naming the charges."""
     try:
         return np.ndim(charges) >= 2

@@ -3,7 +3,7 @@ that builds a charges-only ``NonbondedForce`` PME system (exclusions as exceptio
 chargeProd 0) on the CPU platform and times ``getState(getForces=True)`` per
 ``ewaldErrorTolerance``, the reciprocal part in its own force group (each group timed alone
 for the split); in the MD-loop mode ``setPositions`` + ``getState`` per frame on one
-``Context`` (:mod:`pmewald.bench.peers_md`).
+``Context`` (:mod:`pmewald.bench.peers.md`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from . import peers_md as md
+from . import md
 
 K_OPENMM = 138.935456        # OpenMM's ONE_4PI_EPS0 (kJ/mol nm e^-2)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .reference import erfc
+from . import erfc
 
 __all__ = ["Ewald2DResult", "ewald2d", "in_plane_cell"]
 

@@ -2,8 +2,8 @@
 
 Each function converts one kind of argument (atoms, boxes) or raises ValueError (TypeError
 where the caller says so) naming it, and :func:`coincident_pair` names the atoms that made a
-result infinite; nothing here communicates: pme.py and fft.py run these checks
-through :func:`pmewald._collective.agree`, so every rank raises what one rank found.
+result infinite; nothing here communicates: pme/solver.py and fft.py run these checks
+through :func:`pmewald._mpi.collective.agree`, so every rank raises what one rank found.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._cell import cell_heights, minimum_image
+from ..geometry.cell import cell_heights, minimum_image
 
 # Positions beyond this many box lengths from the origin are refused: wrapping them
 # into the cell would keep no significant digits of their place in it.

@@ -24,13 +24,14 @@ import math
 
 import numpy as np
 
-from . import _charge_sets, _core, _potentials, _slab
-from ._collective import agree, agreed, check_comm, duplicate, exscan_sum, require_mpi, same_everywhere
-from ._limits import check_fits, node_ranks, solver_footprint
-from ._threads import Busy, Rules
-from ._result import ZERO_PARTS, TERMS, PMEResult, estimate_report
-from ._tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, TUNING_STATE, Tuning
-from ._validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
+from . import charge_sets as _charge_sets, potentials as _potentials, slab as _slab
+from .. import _core
+from .._mpi.collective import agree, agreed, check_comm, duplicate, exscan_sum, require_mpi, same_everywhere
+from .._checks.limits import check_fits, node_ranks, solver_footprint
+from .._mpi.threads import Busy, Rules
+from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report
+from .tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, TUNING_STATE, Tuning
+from .._checks.validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
 _MODES = ("pt2pt", "nonblocking", "collective", "auto")
 # Default progress-call intervals of overlap=True: (pair rows, microseconds); docs/overlap.md.
@@ -266,7 +267,7 @@ class PME(Tuning, _charge_sets.ChargeSets):
             # without a list), the list from the second on (_compute).
             self._skin, self._skin_auto = sk, isinstance(skin, str)
             self._skin_active = 0.0 if self._skin_auto else sk
-            self._slab = sl  # None, or the slab geometry and dipole correction (_slab.py)
+            self._slab = sl  # None, or the slab geometry and dipole correction (pme/slab.py)
             self._slab_gap_error = None  # its gap's absolute RMS force error (_slab_estimate)
             self._last_estimate = estimate_report()  # parameters' estimate keys, None until a call
             self._precision_request = precision

@@ -171,7 +171,7 @@ def whole_shifts(box, positions, exclusions):
     is moved to the periodic image nearest the atom it was reached from in a walk over the
     exclusion graph. GROMACS's domain decomposition takes the spread of a molecule's excluded
     pairs for the minimum cell size, so molecules must not be split across the box."""
-    from .._cell import minimum_image
+    from ...geometry.cell import minimum_image
 
     n = len(positions)
     nbr = [[] for _ in range(n)]

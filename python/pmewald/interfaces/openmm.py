@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import units
-from .pme import PME
+from .. import units
+from ..pme import PME
 
 __all__ = ["OpenMMProblem", "from_openmm", "compare_with_openmm", "ComparisonResult"]
 
@@ -194,7 +194,7 @@ class OpenMMProblem:
         """r_i - r_j of the scaled pairs (the minimum image where OpenMM uses it)."""
         d = pos[self.scaled_pairs[:, 0]] - pos[self.scaled_pairs[:, 1]]
         if self.exceptions_periodic:
-            from ._cell import minimum_image
+            from ..geometry.cell import minimum_image
 
             d = minimum_image(self.box if box is None else box, d)
         return d
@@ -371,49 +371,14 @@ def compare_with_openmm(system, positions, box=None, comm=None, context=None) ->
         alpha=problem.alpha, mesh=problem.mesh, order=problem.order, cutoff=problem.cutoff)
 
 
-def water_box_system(n_molecules=64, cutoff=0.6, alpha=None, mesh=None, ewald_error_tolerance=5e-4, seed=0,
-                     bonded=False, scaled_pairs=False):
-    """An OpenMM System for :func:`pmewald.systems.water_box` (converted to nm) and its positions.
+def __getattr__(name):
+    # A forward of a name that moved (not a dependency of the interface): water_box_system is a
+    # test system, now pmewald.systems.openmm.water_box_system.
+    if name == "water_box_system":
+        import warnings
 
-    NonbondedForce with PME (charges from the water box; LJ on oxygen, SPC/E-like sigma
-    0.3166 nm, epsilon 0.650 kJ/mol), exceptions with chargeProd 0 for the three
-    intramolecular pairs. ``bonded=True`` adds harmonic O-H bonds and H-O-H angles
-    (flexible water for MD). ``scaled_pairs=True`` gives the H-H exception a non-zero
-    chargeProd (half of q_H^2) to exercise the scaled-exception path.
-    Returns ``(system, positions_nm)``.
-    """
-    import openmm
-
-    from .systems import water_box
-
-    wb = water_box(n_molecules, seed=seed)
-    box = wb.box / 10.0
-    pos = wb.positions / 10.0
-    system = openmm.System()
-    system.setDefaultPeriodicBoxVectors(*[openmm.Vec3(*row) for row in box])
-    nb = openmm.NonbondedForce()
-    nb.setNonbondedMethod(openmm.NonbondedForce.PME)
-    nb.setCutoffDistance(cutoff)
-    nb.setUseDispersionCorrection(False)
-    nb.setEwaldErrorTolerance(ewald_error_tolerance)
-    if alpha is not None:
-        nb.setPMEParameters(alpha, *mesh)
-    for k, q in enumerate(wb.charges):
-        oxygen = k % 3 == 0
-        system.addParticle(15.999 if oxygen else 1.008)
-        nb.addParticle(float(q), 0.3166 if oxygen else 0.1, 0.650 if oxygen else 0.0)
-    for i, j in wb.exclusions:
-        qq = 0.0
-        if scaled_pairs and i % 3 and j % 3:
-            qq = 0.5 * wb.charges[i] * wb.charges[j]
-        nb.addException(int(i), int(j), qq, 0.1, 0.0)
-    system.addForce(nb)
-    if bonded:
-        bonds, angles = openmm.HarmonicBondForce(), openmm.HarmonicAngleForce()
-        for m in range(0, len(wb.charges), 3):
-            bonds.addBond(m, m + 1, 0.1, 345000.0)
-            bonds.addBond(m, m + 2, 0.1, 345000.0)
-            angles.addAngle(m + 1, m, m + 2, math.radians(109.47), 383.0)
-        system.addForce(bonds)
-        system.addForce(angles)
-    return system, pos
+        from ..systems.openmm import water_box_system
+        warnings.warn("pmewald.interfaces.openmm.water_box_system moved to pmewald.systems.openmm",
+                      DeprecationWarning, stacklevel=2)
+        return water_box_system
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,7 @@
 Usage::
 
     from ase.build import bulk
-    from pmewald.ase import PMECalculator
+    from pmewald.interfaces.ase import PMECalculator
 
     atoms = bulk("NaCl", "rocksalt", a=5.64, cubic=True).repeat(3)
     atoms.set_initial_charges([+1 if s == "Na" else -1 for s in atoms.get_chemical_symbols()])
@@ -43,8 +43,8 @@ from __future__ import annotations
 import numpy as np
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
-from . import units
-from .pme import PME
+from .. import units
+from ..pme import PME
 
 __all__ = ["PMECalculator", "BornMayer", "voigt_stress"]
 

@@ -19,7 +19,7 @@ sees the same stretch of machine time:
 * GROMACS (Debian's ``gmx``): a Coulomb-only topology with the system's exclusions,
   ``gmx mdrun -rerun`` per ``--gromacs-settings`` entry (ewald-rtol, fourierspacing,
   pme-order) on ``-ntmpi 1 -ntomp 1`` and, on 2 cores, ``-ntmpi 2`` and ``-ntomp 2``
-  (:mod:`pmewald.bench.peers_gromacs`);
+  (:mod:`pmewald.bench.peers.gromacs`);
 * pmewald (``mpirun -n P``, each comm_mode when P > 1), ``PME.compute`` timed per call, with
   ``pme.timings()`` per phase; plus pmewald ``ik`` with LAMMPS's own G, grid and order (the
   like-for-like reciprocal comparison).
@@ -37,14 +37,14 @@ Physics is identical in all codes: point charges, Ewald sum, for water the three
 intramolecular pairs excluded (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exceptions).
 Units: LAMMPS ``real``; errors are unit-free.
 
-``--mode md`` times an MD loop instead (:mod:`pmewald.bench.peers_md`: a random walk of
+``--mode md`` times an MD loop instead (:mod:`pmewald.bench.peers.md`: a random walk of
 ``--md-steps`` frames, one evaluation per frame, each code reusing what it keeps between
 steps).
 
 Writes ``results.json``, ``results.md`` (tables) and ``<system>_<P>rank.png`` (time vs
 measured error per code) into ``--out``. This module runs the codes; LAMMPS's files and log
-are :mod:`pmewald.bench.peers_lammps`, GROMACS's :mod:`pmewald.bench.peers_gromacs`, OpenMM's
-worker :mod:`pmewald.bench.peers_openmm`, the tables and plots :mod:`pmewald.bench.peers_report`.
+are :mod:`pmewald.bench.peers.lammps`, GROMACS's :mod:`pmewald.bench.peers.gromacs`, OpenMM's
+worker :mod:`pmewald.bench.peers.openmm`, the tables and plots :mod:`pmewald.bench.peers.report`.
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import peers_gromacs as gromacs
-from . import peers_md as md
-from . import peers_report as report
-from .peers_lammps import K_REAL, run_lammps, write_lammps_data
-from .peers_openmm import maxrss_mb as _maxrss_mb
-from .peers_openmm import worker_openmm
-from .mpi_timing import slowest, total
-from .peers_report import PME_PHASES
+from . import gromacs
+from . import md
+from . import report
+from .lammps import K_REAL, run_lammps, write_lammps_data
+from .openmm import maxrss_mb as _maxrss_mb
+from .openmm import worker_openmm
+from ..mpi_timing import slowest, total
+from .report import PME_PHASES
 
 # GROMACS thread layouts per core count: (thread-MPI ranks, OpenMP threads, variant name).
 GMX_LAYOUTS = {1: [(1, 1, "gromacs")], 2: [(2, 1, "gromacs-tmpi"), (1, 2, "gromacs-omp")]}
@@ -112,7 +112,7 @@ class _Progress:
 # ----------------------------------------------------------------- systems
 
 def make_system(kind, size, seed=0):
-    from .. import systems
+    from ... import systems
 
     if kind == "nacl":
         n = max(2, int(round((size / 8.0) ** (1.0 / 3.0))))
@@ -145,8 +145,8 @@ def worker_pme(job):
     """Run under mpirun: time pmewald for each config of the job; rank 0 writes the result."""
     from mpi4py import MPI
 
-    from .. import _core
-    from ..pme import PME
+    from ... import _core
+    from ...pme import PME
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
@@ -250,8 +250,8 @@ def worker_pme(job):
 
 def worker_validate(job):
     """pmewald at the reference settings vs pmewald.reference.ewald on a small system."""
-    from ..pme import PME
-    from ..reference import ewald
+    from ...pme import PME
+    from ...reference import ewald
 
     d = np.load(job["system"])
     ex = d["exclusions"] if len(d["exclusions"]) else None
@@ -561,7 +561,7 @@ def add_parser(sub):
                    help="GROMACS ewald-rtol, fourierspacing (nm) and pme-order per setting")
     p.add_argument("--gmx", default="gmx", help="the GROMACS binary (Debian: gmx, mixed precision)")
     p.add_argument("--mode", choices=["single", "md"], default="single",
-                   help="single: repeated calls at the same positions; md: the MD loop of pmewald.bench.peers_md "
+                   help="single: repeated calls at the same positions; md: the MD loop of pmewald.bench.peers.md "
                         "(a random walk of --md-steps steps of --md-sigma A, one evaluation per step)")
     p.add_argument("--md-steps", type=int, default=20)
     p.add_argument("--md-sigma", type=float, default=0.01, help="Gaussian step per coordinate, Angstrom")
@@ -581,13 +581,3 @@ def _worker_main(argv):
     kind, path = argv
     job = json.loads(Path(path).read_text())
     {"pme": worker_pme, "openmm": worker_openmm, "validate": worker_validate}[kind](job)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
-        _worker_main(sys.argv[2:])
-    else:
-        ap = argparse.ArgumentParser(prog="python -m pmewald.bench.peers")
-        sp = ap.add_subparsers(dest="what", required=True)
-        add_parser(sp)
-        sys.exit(bench_peers(ap.parse_args(sys.argv[1:])))

@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from ._collective import allsum
-from ._validate import as_box, checked_box
+from .._mpi.collective import allsum
+from .._checks.validate import as_box, checked_box
 
 # The gap rule (docs/slab.md): the relative RMS force error of EW3DC is C exp(-g_min gap),
 # g_min the shortest in-plane reciprocal vector; C measured (benchmarks/slab_gap.py) up to

@@ -17,7 +17,7 @@ one force evaluation each, as an integrator would call them. Per code:
   in a user's run (``rerun`` of the frames would rebuild it on every frame and prints no
   timing breakdown); time per step = Pair + Kspace + Neigh + Comm from the breakdown;
 * GROMACS: ``mdrun -rerun`` of the frames, which searches neighbours on every frame
-  (:mod:`pmewald.bench.peers_gromacs`).
+  (:mod:`pmewald.bench.peers.gromacs`).
 
 The per-step figure is the mean over the timed steps (what a run of that many steps costs,
 list rebuilds included); the median is kept too.
@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from .mpi_timing import slowest
+from ..mpi_timing import slowest
 
 
 def trajectory(positions, steps, sigma, seed=0):
@@ -43,7 +43,7 @@ def trajectory(positions, steps, sigma, seed=0):
 
 def pme_accepts(name):
     """Whether :class:`pmewald.PME` takes the keyword ``name``."""
-    from ..pme import PME
+    from ...pme import PME
 
     return name in inspect.signature(PME.__init__).parameters
 

@@ -2,7 +2,7 @@
 probe, the force scale and the energy check (docs/accuracy.md).
 
 :class:`Tuning` is a base class of :class:`pmewald.PME`: its methods are the tuning half of
-the solver object, kept here so that ``pme.py`` is the face (construction, compute, set_box,
+the solver object, kept here so that ``pme/solver.py`` is the face (construction, compute, set_box,
 parameters, timings). The contract between the two:
 
 - it reads what PME's constructor and :meth:`PME.set_box` set: ``_box`` (canonical),
@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from ._collective import allsum
+from .._mpi.collective import allsum
 
 # Orders the automatic choice (order=None) considers.
 # The tuning state (_tune, _build, _use): saved before a call and restored when the
@@ -107,7 +107,7 @@ class Tuning:
         is scanned when `scan_alpha`, else the current one is kept. `mesh_target` bounds
         the ad reciprocal estimate of the mesh (an energy requirement). Targets go in
         units of the Coulomb constant, rounded, so the choice is the same in any units."""
-        from ._core import tuning
+        from .._core import tuning
 
         order = order if order is not None else self._fixed["order"]
         r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
@@ -153,7 +153,7 @@ class Tuning:
         first two are cached, since the reciprocal estimate sums over the mesh (~0.1 s at a
         200k-point mesh); _build clears the cache, set_box once the box has moved by more
         than pme._ESTIMATE_BOX_CHANGE since it was made."""
-        from ._core import tuning
+        from .._core import tuning
 
         p = self._params
         key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self._correlation))
@@ -186,7 +186,7 @@ class Tuning:
         to six digits, so neither does the choice made with it."""
         from mpi4py import MPI
 
-        from ._core import tuning
+        from .._core import tuning
 
         kmax = 2 * math.pi * _CORRELATION_HALF / float(np.linalg.norm(self._box, axis=1).max())
         half = tuple(int(h) for h in tuning.correlation_half_widths(self._box, kmax, _CORRELATION_HALF))
@@ -203,7 +203,7 @@ class Tuning:
         """(alpha * cutoff nodes, factors): the sampled real-space truncation error
         (:meth:`_sampled_real_errors`) relative to the Kolafa-Perram estimate, rounded to
         three digits (the reduction's order does not show), at least 1 (collective)."""
-        from ._core import tuning
+        from .._core import tuning
 
         nodes, sampled, n_atoms = self._sampled_real_errors(pos, q, idv, sum_q2)
         vol = self._real_volume() or abs(np.linalg.det(self._box))
@@ -228,7 +228,7 @@ class Tuning:
         Kolafa-Perram estimate of what lies beyond the shell, is the squared estimate."""
         from mpi4py import MPI
 
-        from ._core import tuning
+        from .._core import tuning
 
         comm, rc = self._comm, self._cutoff
         n_atoms, _, samples, qs = self._tail_sample(pos, q, idv)
@@ -283,7 +283,7 @@ class Tuning:
         or unit shows."""
         from mpi4py import MPI
 
-        from ._core import tuning
+        from .._core import tuning
 
         p, k, rc = self._params, self._k, self._cutoff
         rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
@@ -484,7 +484,7 @@ class Tuning:
         of large terms, and for those whose forces vanish by symmetry (a single charge, a
         perfect crystal), whose force-based choice says nothing about the energy.
         """
-        from ._core import tuning
+        from .._core import tuning
 
         self._energy_error = None
         self._mesh_target = None
@@ -526,7 +526,7 @@ class Tuning:
         part only, ad): the probe's mesh when it is coarse enough for the extrapolation (its
         FFT plans exist already), else one about 0.75x (0.6x) as fine, else, when no coarser
         mesh is allowed, one 1.5x (2x) as fine; None when neither exists."""
-        from ._core import tuning
+        from .._core import tuning
 
         p = self._params
         tries = [] if probe_mesh is None else [tuple(probe_mesh)]

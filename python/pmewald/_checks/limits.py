@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 
-from . import geometry
+from .. import geometry
 
 INDEX_LIMIT = 2**31 - 1
 
@@ -136,8 +136,8 @@ def available_bytes(node_ranks=1):
 def node_ranks(comm):
     """Collective: how many ranks of `comm` share this rank's node (its memory). The node's
     communicator is made by the core, safely while other threads create theirs
-    (pmewald._collective)."""
-    from . import _core
+    (pmewald._mpi.collective)."""
+    from .. import _core
 
     return _core.ranks_on_node(comm)
 

@@ -24,7 +24,7 @@ rules on the package's source.
 The error types that keep their type on every rank are those below; anything else
 (an exception raised by a user's array-like, say) becomes a ``RuntimeError`` naming
 the original type. ``KeyboardInterrupt`` and ``SystemExit`` are not agreed (they are
-not ``Exception``): see the abort policy in :mod:`pmewald._abort`.
+not ``Exception``): see the abort policy in :mod:`pmewald._mpi.abort`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import _core
+from .. import _core
 
 _AGREED_TYPES = (ValueError, TypeError, MemoryError, OverflowError, IndexError, ZeroDivisionError,
                  NotImplementedError, RuntimeError)

@@ -24,7 +24,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import scale as bs
+from .build import ROOT, build_scale_driver
+from .simulate import driver_args
+from .study import System
 
 # kind -> the timings() phases whose time it is (at one rank).
 PHASE_OF = {
@@ -46,7 +48,7 @@ def build_native_driver(build_dir: Path | None = None, quiet: bool = True) -> Pa
     """scale/driver built with the system MPI (mpicxx) into build-native/, once per change."""
     if shutil.which("mpicxx") is None:
         raise RuntimeError("mpicxx not found (Debian: libopenmpi-dev; bash scripts/dev.sh setup installs it)")
-    return bs.build_scale_driver(Path(build_dir or bs.ROOT / "build-native"), ".pmewald-native-build",
+    return build_scale_driver(Path(build_dir or ROOT / "build-native"), ".pmewald-native-build",
                                  ["-DPMEWALD_SCALE_DRIVER=ON", "-DCMAKE_CXX_COMPILER=mpicxx"], quiet)
 
 
@@ -56,10 +58,10 @@ def _mpi_env() -> dict:
     return env
 
 
-def native_run(exe: Path, system: bs.System, params: dict, out: Path, steps: int = 1, timeout=None) -> dict:
+def native_run(exe: Path, system: System, params: dict, out: Path, steps: int = 1, timeout=None) -> dict:
     """The native driver on one rank (nonblocking, one warm-up call, ``steps`` timed calls)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    args = bs.driver_args(system, params, ("nonblocking",), 1, steps, out)
+    args = driver_args(system, params, ("nonblocking",), 1, steps, out)
     cmd = (["mpirun", "-n", "1"] if shutil.which("mpirun") else []) + [str(exe), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_mpi_env())
     if proc.returncode != 0 or not out.exists():
@@ -87,18 +89,18 @@ def costs_from_runs(runs: list[dict]) -> dict:
     return {"seconds_per_unit": per_unit, "units_per_call": units, "phase_min_s": phases}
 
 
-def costs_path(system: bs.System) -> Path:
-    return bs.ROOT / "build-smpi" / f"compute-costs-{system.name}.json"
+def costs_path(system: System) -> Path:
+    return ROOT / "build-smpi" / f"compute-costs-{system.name}.json"
 
 
-def calibrate(system: bs.System, params: dict, repeats: int = 5, force: bool = False, steps: int = 1) -> Path:
+def calibrate(system: System, params: dict, repeats: int = 5, force: bool = False, steps: int = 1) -> Path:
     """Writes (once; ``force`` redoes it) build-smpi/compute-costs-<system>.json from ``repeats``
     native one-rank runs, and returns its path."""
     path = costs_path(system)
     if path.exists() and not force:
         return path
     exe = build_native_driver()
-    work = bs.ROOT / "build-native" / "calibration"
+    work = ROOT / "build-native" / "calibration"
     runs, loads = [], []
     t0 = time.time()
     for k in range(repeats):
@@ -108,7 +110,7 @@ def calibrate(system: bs.System, params: dict, repeats: int = 5, force: bool = F
     doc.update(system=system.name, atoms=system.atoms, parameters=params, repeats=repeats,
                load_average=loads, wall_s=time.time() - t0,
                note="seconds per unit: min over the repeats of phase time / units, native one-rank runs "
-                    "(pmewald.bench.compute_costs.PHASE_OF names each kind's phases)")
+                    "(pmewald.bench.scale.compute_costs.PHASE_OF names each kind's phases)")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1))
     return path

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core
+from ... import _core
 
 MODES = ("pt2pt", "nonblocking", "collective")
 MODEL_VERSION = 2  # in the keys of cached predictions (bench scale): bump when step_time changes

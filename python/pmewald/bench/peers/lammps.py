@@ -21,8 +21,8 @@ def bonds_of(s, max_bond=1.55):
     1.0-1.45 A, 1-3 pairs 1.63 A and more in the water and chain builders), checked: the pairs at
     most three bonds apart must be exactly ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0``
     excludes what pmewald does."""
-    from .._cell import minimum_image
-    from ..systems import _bond_exclusions
+    from ...geometry.cell import minimum_image
+    from ...systems import _bond_exclusions
 
     ex = np.asarray(s.exclusions, dtype=np.int64).reshape(-1, 2)
     d = minimum_image(s.box, s.positions[ex[:, 0]] - s.positions[ex[:, 1]])
@@ -90,7 +90,7 @@ def _lammps_input(data, cutoff, acc, diff, steps, dump, water, md_sigma=None):
         lines += [f"dump d all custom 1 {dump} id fx fy fz", "dump_modify d sort id format float %.17g",
                   "run 0", "undump d"]
     if md_sigma:
-        # MD-loop mode (pmewald.bench.peers_md): LAMMPS's own loop, so its neighbour list (skin 2 A,
+        # MD-loop mode (pmewald.bench.peers.md): LAMMPS's own loop, so its neighbour list (skin 2 A,
         # rebuilt when an atom moved half of it) is reused as in a user's run: unit masses, 300 K
         # Gaussian velocities and the time step at which atoms move md_sigma A per step (rms).
         # nve/limit caps a step at 5 x the rms 3-D step: with unit masses the Coulomb-only forces

@@ -4,7 +4,7 @@ Boxes are half-open ``((lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))`` in global mesh
 indices. Ranks are laid out x-fastest in processor grids.
 """
 
-from ._core import geometry as _g
+from .._core import geometry as _g
 
 intersect = _g.intersect
 volume = _g.volume

@@ -5,15 +5,15 @@ field ``E_i`` at each atom (pme_solver.hpp). Probe points are handed to it as ex
 zero charge with ids above every atom's: a zero charge adds nothing to the mesh, the pairs, the
 energy, the forces or the virial, and the potential and field at such an atom are those of the
 point. Each rank's probes travel with its atoms (migration) and come back in the order passed.
-Local checks here; pme.py agrees them over the ranks.
+Local checks here; pme/solver.py agrees them over the ranks.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._collective import allmax, exscan_sum
-from ._validate import MAX_WRAPS, float_array
+from .._mpi.collective import allmax, exscan_sum
+from .._checks.validate import MAX_WRAPS, float_array
 
 _INT64_MAX = np.iinfo(np.int64).max
 

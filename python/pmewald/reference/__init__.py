@@ -7,7 +7,7 @@ and the Python standard library only.
 
 Longer than 600 lines because it is one independent reference: its own erfc, real and
 reciprocal sums and exclusion terms, sharing no code with the solver it validates but the cell
-algebra of ``pmewald._cell`` (heights, image shifts, minimum image: tested on its own against a
+algebra of ``pmewald.geometry.cell`` (heights, image shifts, minimum image: tested on its own against a
 brute-force image search), which the solver's input checks use too (splitting it would only add
 imports between its parts).
 
@@ -75,8 +75,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._cell import MAX_GRID as _MAX_GRID
-from ._cell import as_box, cell_heights, image_shifts, minimum_image, minimum_image_shifts
+from ..geometry.cell import MAX_GRID as _MAX_GRID
+from ..geometry.cell import as_box, cell_heights, image_shifts, minimum_image, minimum_image_shifts
 
 __all__ = ["EwaldResult", "ewald", "erfc", "minimum_image", "cell_heights"]
 

@@ -188,6 +188,8 @@ void bind_fftw_serial(py::module_& m, const char* name, const char* doc) {
 
 }  // namespace
 
+// Longer than 150 lines because it is a list of independent declarations (one .def per bound
+// class, method or function, each with its docstring); there are no steps to split.
 void bind_fft(py::module_& m, py::module_& testing) {
   py::class_<FFT3d>(m, "FFT3d", "Distributed 3-D complex FFT (C++ core of pmewald.DistributedFFT).")
       .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,

@@ -61,6 +61,8 @@ IArr as_int(const py::object& obj, const char* name, std::string& err) {
 
 }  // namespace
 
+// Longer than 150 lines because it is a list of independent declarations (one .def per bound
+// class, method or function, each with its docstring); there are no steps to split.
 void bind_realspace(py::module_& testing) {
   auto r = testing.def_submodule(
       "realspace", "The real-space Ewald part over MPI (migration, ghosts, pairs) and its kernels.");

@@ -76,6 +76,8 @@ const ChargeCorrelation* correlation_arg(const py::object& c) {
 
 }  // namespace
 
+// Longer than 150 lines because it is a list of independent declarations (one .def per bound
+// class, method or function, each with its docstring); there are no steps to split.
 void bind_tuning(py::module_& core) {
   auto t = core.def_submodule(
       "tuning", "Error estimates, the cost model and the parameter choice of smooth PME (no MPI).");

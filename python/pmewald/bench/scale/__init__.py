@@ -35,6 +35,12 @@ from .simulate import (COMM_ONLY, Progress, driver_args, energy_error, force_err
 from .study import (CORRECTNESS, CORRECTNESS_PARAMS, MODES, PLATFORMS, STRONG, System, _tag, choose_parameters,
                     result_path, sweep_plan, weak_system)
 
+# The study's names, importable from the package as the tests and benchmarks/ use them.
+__all__ = ["COMM_ONLY", "CORRECTNESS", "CORRECTNESS_PARAMS", "MODES", "PLATFORMS", "ROOT", "STRONG", "System",
+           "add_parser", "build_driver", "build_scale_driver", "census_of", "driver_args", "energy_error",
+           "force_error", "main", "report", "result_path", "run_of", "run_simulation", "smpirun_command",
+           "sweep_plan", "weak_system", "write_report"]
+
 # ---------------------------------------------------------------------------- command line
 
 

@@ -26,6 +26,18 @@ def _tree_hash(paths) -> str:
     return h.hexdigest()
 
 
+def check_source_checkout(root: Path | None = None) -> None:
+    """Raises RuntimeError, naming what is missing, unless `root` (default ROOT) is a source
+    checkout: the driver is built from ``CMakeLists.txt``, ``cpp/`` and ``scale/driver``, which an
+    installed wheel does not have (``--report`` alone needs none of them)."""
+    root = ROOT if root is None else root
+    missing = [p for p in ("CMakeLists.txt", "cpp", "scale/driver") if not (root / p).exists()]
+    if missing:
+        raise RuntimeError(f"python -m pmewald.bench scale builds its driver from a source checkout of pmewald; "
+                           f"{', '.join(missing)} not found under {root} (run it from a clone of the repository, "
+                           "or pass --report to rebuild the docs from existing results)")
+
+
 def build_driver(build_dir: Path | None = None, quiet: bool = True) -> Path:
     """Configures and builds scale/driver with smpicxx (CMake option PMEWALD_SMPI) into
     build-smpi/, once per change of the sources; returns the driver's path."""
@@ -40,6 +52,7 @@ def build_driver(build_dir: Path | None = None, quiet: bool = True) -> Path:
 def build_scale_driver(build_dir: Path, stamp_name: str, defines: list[str], quiet: bool = True) -> Path:
     """Configures (with ``defines``) and builds the pmewald_scale target into ``build_dir``,
     once per change of the sources (a hash in ``build_dir/stamp_name``); returns its path."""
+    check_source_checkout()
     exe = build_dir / "scale" / "pmewald_scale"
     stamp = build_dir / stamp_name
     want = _tree_hash(["CMakeLists.txt", "cmake", "cpp", "scale/driver"])

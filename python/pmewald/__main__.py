@@ -10,7 +10,7 @@ import argparse
 import sys
 
 
-MODES = ("pt2pt", "nonblocking", "collective")
+from ._mpi import COMM_MODES as MODES
 
 
 def _rank_block(n, comm):

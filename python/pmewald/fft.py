@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _core
 from . import geometry
+from ._mpi import COMM_MODES  # noqa: F401  (pmewald.fft.COMM_MODES: the accepted values of comm_mode)
 from ._mpi.collective import agree, agreed, check_comm, require_mpi, same_everywhere
 from ._checks.limits import check_fits, fft_footprint, node_ranks
 from ._mpi.threads import Busy, Rules
@@ -38,8 +39,6 @@ from ._checks.validate import as_int
 
 __all__ = ["DistributedFFT", "DistributedRealFFT", "COMM_MODES"]
 
-#: The accepted values of ``comm_mode``.
-COMM_MODES = ("pt2pt", "nonblocking", "collective")
 _PLANNERS = ("estimate", "measure", "patient", "exhaustive")
 _MAX_AXIS = 2**31 - 1
 

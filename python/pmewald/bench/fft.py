@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from .._mpi import COMM_MODES
 from .mpi_timing import slowest, total
 
 DEFAULT_MESHES = ["32x32x32", "64x64x64", "96x96x96", "128x128x128", "60x54x45"]
@@ -209,8 +210,8 @@ def _print_row(row, modes, P):
 def add_parser(sub):
     f = sub.add_parser("fft", help="distributed FFT vs FFTW's serial 3-D transform")
     f.add_argument("--meshes", type=_mesh, nargs="+", default=[_mesh(m) for m in DEFAULT_MESHES])
-    f.add_argument("--modes", nargs="+", default=["pt2pt", "nonblocking", "collective"],
-                   choices=["pt2pt", "nonblocking", "collective", "collective+self"])
+    f.add_argument("--modes", nargs="+", default=list(COMM_MODES),
+                   choices=[*COMM_MODES, "collective+self"])
     f.add_argument("--repeats", type=int, default=15)
     f.add_argument("--planner", default="measure", choices=["estimate", "measure", "patient"])
     f.add_argument("--transform", default="real", choices=["real", "complex"],

@@ -31,9 +31,10 @@ from .._checks.limits import check_fits, node_ranks, solver_footprint
 from .._mpi.threads import Busy, Rules
 from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report
 from .tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, TUNING_STATE, Tuning
+from .._mpi import COMM_MODES
 from .._checks.validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
 
-_MODES = ("pt2pt", "nonblocking", "collective", "auto")
+_MODES = COMM_MODES + ("auto",)
 # Default progress-call intervals of overlap=True: (pair rows, microseconds); docs/overlap.md.
 _POLL = (256, 100.0)
 _DIFFS = ("auto", "ad", "ik")

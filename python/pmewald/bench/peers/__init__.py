@@ -67,6 +67,7 @@ from . import report
 from .lammps import K_REAL, run_lammps, write_lammps_data
 from .openmm import maxrss_mb as _maxrss_mb
 from .openmm import worker_openmm
+from ..._mpi import COMM_MODES
 from ..mpi_timing import slowest, total
 from .report import PME_PHASES
 
@@ -547,8 +548,8 @@ def add_parser(sub):
                         "pmewald-<diff>-uncorr: the textbook estimate, for the before/after comparison at the "
                         "same measured error (issue 15)")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--modes", nargs="+", default=["pt2pt", "nonblocking", "collective"],
-                   choices=["pt2pt", "nonblocking", "collective"], help="pmewald comm modes on more than 1 rank")
+    p.add_argument("--modes", nargs="+", default=list(COMM_MODES),
+                   choices=list(COMM_MODES), help="pmewald comm modes on more than 1 rank")
     p.add_argument("--cutoff", type=float, default=10.0, help="real-space cutoff, Angstrom")
     p.add_argument("--steps", type=int, default=5, help="timed steps/evaluations per run")
     p.add_argument("--rounds", type=int, default=2, help="rounds over all codes; medians over rounds")

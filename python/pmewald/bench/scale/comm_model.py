@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import _core
+from ..._mpi import COMM_MODES
 
-MODES = ("pt2pt", "nonblocking", "collective")
+MODES = COMM_MODES
 MODEL_VERSION = 2  # in the keys of cached predictions (bench scale): bump when step_time changes
 THROTTLE = 32  # MPICH's MPIR_CVAR_ALLTOALL_THROTTLE
 

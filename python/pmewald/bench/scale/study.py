@@ -6,12 +6,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..._mpi import COMM_MODES
+
 PLATFORMS = {
     # name: (platform file, hosts in it)
     "fat_tree": ("scale/platforms/fat_tree_1024.xml", 1024),
     "dragonfly": ("scale/platforms/dragonfly_2048.xml", 2048),
 }
-MODES = ("pt2pt", "nonblocking", "collective")
+MODES = COMM_MODES
 
 # SMPI settings of every simulation, with the reason for each (docs/scaling.md repeats them).
 SMPI_CONFIG = [

@@ -133,6 +133,18 @@ def _exp_minus_square(x):
     return np.exp(-xh * xh) * np.exp(-(x - xh) * (x + xh))
 
 
+def _erf_series(xs, expm):
+    """erf(x) for small x >= 0 (below _ERFC_TAYLOR_LO), given exp(-x^2):
+    2/sqrt(pi) exp(-x^2) sum_n 2^n x^(2n+1) / (2n+1)!!  (no cancellation)."""
+    x2 = 2.0 * xs * xs
+    term = xs.copy()
+    acc = xs.copy()
+    for n in range(1, _ERFC_SERIES_TERMS):
+        term = term * x2 / (2 * n + 1)
+        acc += term
+    return _TWO_OVER_SQRT_PI * expm * acc
+
+
 def _erfc_nonneg(x):
     """erfc(x) and exp(-x^2) for a 1-D float array with x >= 0."""
     out = np.empty_like(x)
@@ -140,15 +152,7 @@ def _erfc_nonneg(x):
 
     small = x < _ERFC_TAYLOR_LO
     if np.any(small):
-        xs = x[small]
-        # erf(x) = 2/sqrt(pi) exp(-x^2) sum_n 2^n x^(2n+1) / (2n+1)!!  (no cancellation)
-        x2 = 2.0 * xs * xs
-        term = xs.copy()
-        acc = xs.copy()
-        for n in range(1, _ERFC_SERIES_TERMS):
-            term = term * x2 / (2 * n + 1)
-            acc += term
-        out[small] = 1.0 - _TWO_OVER_SQRT_PI * expm[small] * acc
+        out[small] = 1.0 - _erf_series(x[small], expm[small])
 
     mid = (~small) & (x < _ERFC_TAYLOR_HI)
     if np.any(mid):
@@ -179,14 +183,7 @@ def _erf_nonneg(x):
     out = 1.0 - ec
     small = x < _ERFC_TAYLOR_LO
     if np.any(small):
-        xs = x[small]
-        x2 = 2.0 * xs * xs
-        term = xs.copy()
-        acc = xs.copy()
-        for n in range(1, _ERFC_SERIES_TERMS):
-            term = term * x2 / (2 * n + 1)
-            acc += term
-        out[small] = _TWO_OVER_SQRT_PI * expm[small] * acc
+        out[small] = _erf_series(x[small], expm[small])
     return out, expm
 
 

@@ -164,3 +164,24 @@ def coincident_pair(box, positions, ids, exclusions, r0):
         return None
     (a, b), i = min(candidates)
     return a, b, positions[i]
+
+
+def is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def auto_or_length(value, name: str):
+    """None for ``"auto"``, else ``value`` as a non-negative finite float; a ValueError naming
+    `name` for anything else (booleans, other strings, NaN, negative numbers)."""
+    if is_auto(value):
+        return None
+    message = f"{name} must be 'auto' or a non-negative finite length, got {value!r}"
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        length = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    if not (math.isfinite(length) and length >= 0):
+        raise ValueError(message)
+    return length

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .._mpi.collective import allsum
-from .._checks.validate import as_box, checked_box
+from .._checks.validate import as_box, auto_or_length, checked_box
 
 # The gap rule (docs/slab.md): the relative RMS force error of EW3DC is C exp(-g_min gap),
 # g_min the shortest in-plane reciprocal vector; C measured (benchmarks/slab_gap.py) up to
@@ -122,18 +122,10 @@ class Slab:
                              f"(0, 0, Lz) with Lz > 0 (orthorhombic or xy-tilted), got {b.tolist()}")
         b = b.copy()
         b[0, 2] = b[1, 2] = b[2, 0] = b[2, 1] = 0.0
-        if isinstance(gap, str) and gap == "auto":
-            g, is_auto = auto_gap(b[:2, :2], tolerance), True
-        else:
-            try:
-                if isinstance(gap, (bool, np.bool_)):
-                    raise TypeError
-                g = float(gap)
-            except (TypeError, ValueError):
-                raise ValueError(f"slab_gap must be 'auto' or a non-negative finite length, got {gap!r}") from None
-            if not (math.isfinite(g) and g >= 0):
-                raise ValueError(f"slab_gap must be 'auto' or a non-negative finite length, got {gap!r}")
-            is_auto = False
+        g = auto_or_length(gap, "slab_gap")
+        is_auto = g is None
+        if is_auto:
+            g = auto_gap(b[:2, :2], tolerance)
         return cls(b, float(b[2, 2]), g, is_auto)
 
     def rebuilt(self, box, cutoff, tolerance):

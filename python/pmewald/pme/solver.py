@@ -24,24 +24,16 @@ import math
 
 import numpy as np
 
-from . import charge_sets as _charge_sets, potentials as _potentials, slab as _slab
+from . import charge_sets as _charge_sets, potentials as _potentials
 from .. import _core
 from .._mpi.collective import agree, agreed, check_comm, duplicate, exscan_sum, require_mpi, same_everywhere
 from .._checks.limits import check_fits, node_ranks, solver_footprint
 from .._mpi.threads import Busy, Rules
 from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report
-from .tuning import _NO_PLAN, MIXED_MAX_ALPHA_R, TUNING_STATE, Tuning
-from .._mpi import COMM_MODES
-from .._checks.validate import as_int, canonical_box, check_atoms, checked_box, coincident_pair
+from .tuning import _NO_PLAN, TUNING_STATE, Tuning
+from .options import Options
+from .._checks.validate import canonical_box, check_atoms, checked_box, coincident_pair
 
-_MODES = COMM_MODES + ("auto",)
-# Default progress-call intervals of overlap=True: (pair rows, microseconds); docs/overlap.md.
-_POLL = (256, 100.0)
-_DIFFS = ("auto", "ad", "ik")
-_ERROR_MODELS = ("correlated", "uncorrelated")
-_PRECISIONS = ("auto", "double", "mixed")
-# skin="auto": this fraction of the cutoff (docs/realspace.md, "The skin", has the measurements).
-AUTO_SKIN_FRACTION = 0.1
 
 
 class PME(Tuning, _charge_sets.ChargeSets):
@@ -190,103 +182,43 @@ class PME(Tuning, _charge_sets.ChargeSets):
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
         def check():
-            rc = float(cutoff)
-            if not (math.isfinite(rc) and rc > 0):
-                raise ValueError(f"cutoff must be a positive finite number, got {cutoff!r}")
-            tol = float(tolerance)
-            if not (0 < tol < 1):
-                raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
-            if not isinstance(slab, (bool, np.bool_)):
-                raise ValueError(f"slab must be True or False, got {slab!r}")
-            if not slab and not (isinstance(slab_gap, str) and slab_gap == "auto"):
-                raise ValueError(f"slab_gap={slab_gap!r} was given without slab=True")
-            sl = _slab.Slab.build(box, tol, slab_gap) if slab else None  # the solver's box: extended in z
-            b = checked_box(box if sl is None else sl.extended, rc)
-            a = None if alpha is None else float(alpha)
-            if a is not None and not (math.isfinite(a) and a > 0):
-                raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
-            p = None if order is None else as_int(order, "order")
-            if p is not None and not 3 <= p <= 10:
-                raise ValueError(f"order must be between 3 and 10, got {p}")
-            m = None
-            if mesh is not None:
-                m = tuple(as_int(v, "mesh") for v in np.broadcast_to(np.asarray(mesh, dtype=object), (3,)))
-                lowest = p if p is not None else 5
-                if any(v < lowest or v > 4096 for v in m):
-                    raise ValueError(f"mesh must have between order ({lowest}) and 4096 points per axis, got {m}")
-            if differentiation not in _DIFFS:
-                raise ValueError(f"differentiation must be 'auto', 'ad' or 'ik', got {differentiation!r}")
-            if comm_mode not in _MODES:
-                raise ValueError(f"comm_mode must be one of {', '.join(_MODES)}, got {comm_mode!r}")
-            if error_model not in _ERROR_MODELS:
-                raise ValueError(f"error_model must be 'correlated' or 'uncorrelated', got {error_model!r}")
-            if not isinstance(precision, str) or precision not in _PRECISIONS:
-                raise ValueError(f"precision must be 'auto', 'double' or 'mixed', got {precision!r}")
-            if precision == "mixed" and a is not None and not a * rc < MIXED_MAX_ALPHA_R:
-                raise ValueError(f"precision='mixed' needs alpha * cutoff < {MIXED_MAX_ALPHA_R:g} (the range of its "
-                                 f"erfc), got {a * rc:.6g}")
-            k = float(coulomb_constant)
-            if not (math.isfinite(k) and k > 0):
-                raise ValueError(f"coulomb_constant must be a positive finite number, got {coulomb_constant!r}")
-            if not isinstance(real_space, (bool, np.bool_)):
-                raise ValueError(f"real_space must be True or False, got {real_space!r}")
-            if overlap is not None and not isinstance(overlap, (bool, np.bool_)):
-                raise ValueError(f"overlap must be None, True or False, got {overlap!r}")
-            poll = _POLL if overlap_poll is None else overlap_poll
-            try:
-                rows, us = poll
-                rows, us = as_int(rows, "overlap_poll rows"), float(us)
-            except (TypeError, ValueError):
-                raise ValueError(f"overlap_poll must be (rows, microseconds), got {overlap_poll!r}")
-            if rows < 1 or not (math.isfinite(us) and us > 0):
-                raise ValueError(f"overlap_poll must be (rows >= 1, microseconds > 0), got {overlap_poll!r}")
-            if isinstance(skin, str) and skin == "auto":
-                sk = AUTO_SKIN_FRACTION * rc
-            else:
-                try:
-                    if isinstance(skin, (bool, np.bool_)):
-                        raise TypeError
-                    sk = float(skin)
-                except (TypeError, ValueError):
-                    raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
-                if not (math.isfinite(sk) and sk >= 0):
-                    raise ValueError(f"skin must be 'auto' or a non-negative finite length, got {skin!r}")
-            return b, rc, tol, a, m, p, k, (rows, us), sk, sl
+            return Options.parse(box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode,
+                                 coulomb_constant, real_space, error_model, overlap, overlap_poll, skin, slab,
+                                 slab_gap, precision)
 
         with Rules():
-            b, rc, tol, a, m, p, k, poll, sk, sl = agreed(user_comm, check)
-            ov = None if overlap is None else bool(overlap)
+            opts = agreed(user_comm, check)
             # Every later collective of this object runs on its own communicator.
             self._comm = duplicate(user_comm, self)
-            same_everywhere(self._comm, (b.tobytes(), rc, tol, a, m, p, differentiation, comm_mode, k,
-                                         bool(real_space), error_model, ov, poll, sk, sl is None, precision),
+            same_everywhere(self._comm, opts.agreement_key(),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
                             "real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap and precision")
             self._node_ranks = node_ranks(self._comm)
             # skin="auto": a fresh search on the first call (a single call costs what it did
             # without a list), the list from the second on (_compute).
-            self._skin, self._skin_auto = sk, isinstance(skin, str)
-            self._skin_active = 0.0 if self._skin_auto else sk
-            self._slab = sl  # None, or the slab geometry and dipole correction (pme/slab.py)
+            self._skin, self._skin_auto = opts.skin, opts.skin_auto
+            self._skin_active = 0.0 if self._skin_auto else opts.skin
+            self._slab = opts.slab  # None, or the slab geometry and dipole correction (pme/slab.py)
             self._slab_gap_error = None  # its gap's absolute RMS force error (_slab_estimate)
             self._last_estimate = estimate_report()  # parameters' estimate keys, None until a call
-            self._precision_request = precision
-            self._init_state(b, rc, tol, a, m, p, differentiation, comm_mode, k, bool(real_space), error_model, ov, poll)
-            if sl is not None:
-                self._user_box = sl.box
+            self._precision_request = opts.precision
+            self._init_state(opts)
+            if opts.slab is not None:
+                self._user_box = opts.slab.box
 
-    def _init_state(self, b, rc, tol, a, m, p, differentiation, comm_mode, k, real_space, error_model, overlap, poll):
+    def _init_state(self, opts: Options):
         self._busy = Busy("PME")
+        b, rc, a, m, p = opts.box, opts.cutoff, opts.alpha, opts.mesh, opts.order
         self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
-        self._box, self._cutoff, self._tolerance = canonical_box(b), rc, tol
+        self._box, self._cutoff, self._tolerance = canonical_box(b), rc, opts.tolerance
         self._fixed = {"alpha": a, "mesh": m, "order": p}
-        self._diff_request, self._comm_mode = differentiation, comm_mode
-        self._k, self._real_space = k, real_space
-        self._error_model = error_model
+        self._diff_request, self._comm_mode = opts.differentiation, opts.comm_mode
+        self._k, self._real_space = opts.coulomb_constant, opts.real_space
+        self._error_model = opts.error_model
         self._correlation = None  # tuning.ChargeCorrelation of the first call's charges (correlated model)
         self._correlation_box = None  # the (canonical) box it was made in
-        self._overlap, self._poll = overlap, poll
+        self._overlap, self._poll = opts.overlap, opts.poll
         self._solver = None
         self._params = None
         self._recheck = False
@@ -300,15 +232,15 @@ class PME(Tuning, _charge_sets.ChargeSets):
         # fraction of the budget): final with real_space=False (an engine doing its own pairs
         # needs it now), and the probe's alpha otherwise. The rest is chosen on the first
         # compute, when the charges are known; an explicit mesh fixes everything now.
-        self._alpha = a if a is not None else math.sqrt(math.log(4.0 / tol)) / rc
+        self._alpha = a if a is not None else math.sqrt(math.log(4.0 / opts.tolerance)) / rc
         self._order = p
-        self._differentiation = None if differentiation == "auto" else differentiation
+        self._differentiation = None if opts.differentiation == "auto" else opts.differentiation
         # The pair kernel's precision (None: "auto", decided by the first call's probe,
         # _tuning.Tuning._choose_precision); its input, the mixed kernel's sum over the
         # pairs of |f_pair|^2 at the last call (0 with double).
         req = self._precision_request
         self._precision = None if req == "auto" else req
-        if req == "auto" and (m is not None or not real_space):
+        if req == "auto" and (m is not None or not opts.real_space):
             self._precision = "double"
         self._pair_force2 = 0.0
         if m is not None:

@@ -42,7 +42,7 @@ def _flag(value, name: str) -> bool:
     return bool(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: a box array has no single truth value; compare agreement_key()
 class Options:
     """A PME object's checked options. ``box`` is the solver's box (with a slab: extended in z),
     ``slab`` the slab geometry (:class:`pmewald.pme.slab.Slab`) or None; ``alpha``, ``mesh`` and

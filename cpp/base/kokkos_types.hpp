@@ -12,9 +12,6 @@
 #include <mutex>
 #include <utility>
 
-#include <mutex>
-#include <utility>
-
 namespace pmewald {
 inline namespace base {
 

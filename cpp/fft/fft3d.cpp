@@ -1,5 +1,6 @@
 #include "fft/fft3d.hpp"
 
+#include "base/kokkos_runtime.hpp"
 #include "fft/fftw_plans.hpp"
 #include "fft/stage_plan.hpp"
 #include "geometry/decomposition.hpp"
@@ -21,11 +22,13 @@ FFT3d::FFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const Box3& out
 }
 
 void FFT3d::forward(const Complex* in, Complex* out) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   pipeline_->forward(in, true, out);
   executions_[0] += 1;
 }
 
 void FFT3d::backward(const Complex* in, Complex* out) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   pipeline_->backward(in, out);
   detail::scale_elements(out, inbox().volume(), 1.0 / (static_cast<double>(mesh_[0]) * mesh_[1] * mesh_[2]));
   executions_[1] += 1;

@@ -5,6 +5,7 @@
 #include "geometry/decomposition.hpp"
 #include "base/compute_model.hpp"
 #include "base/errors.hpp"
+#include "base/kokkos_runtime.hpp"
 #include "base/timers.hpp"
 #include "fft/fftw_plans.hpp"
 
@@ -202,6 +203,7 @@ void RealFFT3d::set_mode(CommMode mode) {
 }
 
 void RealFFT3d::forward(const double* in, Complex* out, Overlap* overlap) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   const double* rsrc = in + in_offset_;
   const bool from_storage = remap0_->identity();
   if (!from_storage) {
@@ -226,6 +228,7 @@ void RealFFT3d::backward_destroying_input(Complex* in, double* out, bool normali
 // The pipeline down to stage 1, then the real stage.
 void RealFFT3d::backward_impl(const Complex* in, double* out, bool normalise, bool may_destroy,
                               Overlap* overlap) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   const auto [cur, user] = pipeline_->backward(in, nullptr, overlap);
   // c2r overwrites its input: the caller's array only when allowed.
   Complex* src = cur;

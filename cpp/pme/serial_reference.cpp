@@ -6,6 +6,7 @@
 
 #include "base/errors.hpp"
 #include "base/fftw_planner.hpp"
+#include "base/kokkos_runtime.hpp"
 #include "pme/gather.hpp"
 #include "pme/kspace_solve.hpp"
 #include "pme/spread.hpp"
@@ -68,6 +69,7 @@ SerialReferenceResult serial_reference(const Mat3& box, View2<const double> posi
                                    const Int3& mesh, int order, Differentiation diff,
                                    double coulomb_constant, View2<double> forces,
                                    View1<double> potential) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   const std::size_t n = positions.extent(0);
   if (charges.extent(0) != n || forces.extent(0) != n || potential.extent(0) != n)
     throw ValueError("serial_reference: positions, charges, forces and potential lengths differ");

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "base/errors.hpp"
+#include "base/kokkos_runtime.hpp"
 #include "solver/pme_solver.hpp"
 
 namespace pmewald {
@@ -16,6 +17,7 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
                                                   const std::int64_t* ids, std::size_t n,
                                                   const std::int64_t* exclusions, std::size_t m, double* forces_out,
                                                   bool potentials, double* potentials_out, double* fields_out) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   if (!same_on_all_ranks(comm_.get(), {double(n_sets), potentials ? 1.0 : 0.0}))
     throw ValueError("compute_sets: the number of charge sets and potentials must be the same on every rank");
   if (n_sets < 1) throw ValueError("compute_sets: at least one charge set");

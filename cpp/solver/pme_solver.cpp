@@ -140,6 +140,7 @@ void PMESolver::configure_list() {
 }
 
 void PMESolver::adopt(const SolverOptions& next, const char* differs) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   agree_or_throw(comm_.get(), check_options(next));
   if (!same_on_all_ranks(comm_.get(), options_fingerprint(next))) throw ValueError(differs);
   opt_ = next;
@@ -297,6 +298,7 @@ void PMESolver::choose_mode() {
 SolverResult PMESolver::compute(const double* positions, const double* charges, const std::int64_t* ids,
                                 std::size_t n, const std::int64_t* exclusions, std::size_t m,
                                 double* forces_out, bool potentials, double* potentials_out, double* fields_out) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   SolverResult res;
   if (opt_.choose_mode && !modes_done_) choose_mode();
   double t = wall_seconds();

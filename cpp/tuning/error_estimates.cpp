@@ -8,6 +8,7 @@
 #include "pme/bspline.hpp"
 #include "base/errors.hpp"
 #include "base/kokkos_types.hpp"
+#include "base/kokkos_runtime.hpp"
 
 namespace pmewald {
 inline namespace tuning {
@@ -69,6 +70,7 @@ inline namespace tuning {
 ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& K, int p,
                                             Differentiation diff, double sum_q2, int n_atoms,
                                             double sum_q4, const ChargeCorrelation* correlation) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   if (n_atoms <= 0 || sum_q2 <= 0) return {0.0, 0.0};
   const ChargeCorrelation* corr = correlation != nullptr && !correlation->empty() ? correlation : nullptr;
   if (p < kMinOrder || p > kMaxOrder) throw ValueError("order must be in [3, 10]");

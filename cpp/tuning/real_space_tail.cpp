@@ -6,6 +6,7 @@
 
 #include "base/errors.hpp"
 #include "base/kokkos_types.hpp"
+#include "base/kokkos_runtime.hpp"
 
 namespace pmewald {
 inline namespace tuning {
@@ -17,6 +18,7 @@ double tail_radius(double alpha, double cutoff) {
 std::vector<double> local_tail_fields(const Mat3& box, double cutoff, const std::vector<double>& alphas,
                                       const double* samples, std::size_t n_samples, const double* positions,
                                       const double* charges, std::size_t n) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   if (!(cutoff > 0) || !std::isfinite(cutoff)) throw ValueError("cutoff must be positive and finite");
   double rmax = 0;
   for (double a : alphas) {

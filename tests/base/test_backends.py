@@ -64,6 +64,48 @@ def test_thread_facts(comm):
     assert shown["kokkos_threads"] == c["kokkos_threads"]
 
 
+@pytest.mark.mpi(ranks=[1])
+@pytest.mark.timeout(120)
+def test_python_threads_run_kernels_on_the_kernel_threads(comm):
+    """Kokkos 3.x's OpenMP backend runs kernels only from the thread that initialised it;
+    pmewald gives every other thread its own instance of the same size
+    (cpp/base/kokkos_runtime.hpp). On the OpenMP build (1 rank x 2 threads in
+    ``dev.sh test-openmp``) a Python thread sees the same kernel threads as the main thread,
+    and a PME built there, and one built on the main thread but computed there, give the
+    main thread's energy and forces (before: RuntimeError "Kokkos::OpenMP parallel_for
+    ERROR: in parallel or not initialized" in the thread). On Serial the same holds trivially."""
+    import threading
+
+    from pmewald import systems
+
+    s = systems.random_charges(120, [11.0, 12.0, 13.0], neutral=True, seed=4, min_distance=1.2)
+
+    def make():
+        return pmewald.PME(s.box, 5.0, alpha=0.6, mesh=(24, 24, 24), order=6, comm=comm)
+
+    main_obj = make()
+    want = main_obj.compute(s.positions, s.charges)
+    got, errors = {}, []
+
+    def in_thread():
+        try:
+            got["config"] = _core.build_config()
+            got["built_here"] = make().compute(s.positions, s.charges)
+            got["built_on_main"] = main_obj.compute(s.positions, s.charges)
+        except Exception as e:  # reported on the main thread
+            errors.append(repr(e))
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join()
+    assert not errors, errors
+    assert got["config"]["kokkos_threads"] == _core.build_config()["kokkos_threads"]
+    for key in ("built_here", "built_on_main"):
+        r = got[key]
+        assert abs(r.energy - want.energy) <= 1e-12 * abs(want.energy), key
+        np.testing.assert_allclose(r.forces, want.forces, rtol=0, atol=1e-12 * np.abs(want.forces).max())
+
+
 _FFT_SCRIPT = """
 import pmewald.fft as F
 from mpi4py import MPI

@@ -18,7 +18,7 @@ out. Per object: median pair seconds per call and the median step-by-step ratio 
 random charges (sizes ``--error-atoms``) at each tolerance, the automatic parameters of a
 double object and, at the same parameters, ``precision="mixed"``: measured
 ``sqrt(sum |F_mixed - F_double|^2 / sum |F_double|^2)`` (the float contribution alone),
-the model ``estimated_error_float / rms_force`` (``_tuning._MIXED_C`` u sqrt(2 S / sum F^2)),
+the model ``estimated_error_float / rms_force`` (``pmewald.pme.tuning._MIXED_C`` u sqrt(2 S / sum F^2)),
 their ratio, the energy's relative difference, the total error of both against a double
 reference at tolerance ``--reference`` (same cutoff) and ``estimated_error`` of the mixed
 result; and what ``precision="auto"`` chose.

@@ -38,9 +38,9 @@ def main():
     ex = s.exclusions if comm.rank == 0 else np.zeros((0, 2), np.int64)
     pme = pmewald.PME(s.box, 10.0, alpha=0.3, mesh=(80, 90, 120), order=5, differentiation="ik",
                       coulomb_constant=332.06371, comm=comm)
-    raw = pme._solver.compute(pos, q, ids, ex)
+    raw = pme._tuner.state.solver.compute(pos, q, ids, ex)
     pme.compute(pos, q, ids=ids, exclusions=ex)
-    pme._solver = _Stub(raw)
+    pme._tuner.state.solver = _Stub(raw)
     results = {}
     for label, kw in (("ids+exclusions", dict(ids=ids, exclusions=ex)), ("no ids", {})):
         blocks = []

@@ -5,7 +5,7 @@ water and nacl-displaced, the sizes of its ``full`` set) and alpha * cutoff in 3
 one compute with explicit alpha, order 8 and a mesh of 6 * alpha * L points per edge (so the
 reciprocal error is below 1e-8 and what is measured is the real-space truncation), its force
 error against ``pmewald.reference.ewald``, the real-space estimates of the correlated model
-(the default: the truncation force sampled on the system, ``_tuning._real_factors``) and of
+(the default: the truncation force sampled on the system, ``pmewald.pme.error_model.real_factors``) and of
 the uncorrelated one (Kolafa-Perram), and their ratios to the measured error. Serial;
 accuracy does not depend on the load::
 

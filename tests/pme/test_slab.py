@@ -46,7 +46,7 @@ def test_auto_gap_meets_the_tolerance(kind, tolerances):
         assert pme.parameters["slab_gap"] == pytest.approx(_slab.auto_gap(s.box[:2, :2], tol))
         assert pme.parameters["box"][2, 2] == s.box[2, 2]
     plain = res.forces.copy()
-    plain[:, 2] -= s.charges * (-4 * math.pi / np.linalg.det(pme._box)) * (
+    plain[:, 2] -= s.charges * (-4 * math.pi / np.linalg.det(pme._problem.box)) * (
         (s.charges * s.positions[:, 2]).sum() - s.charges.sum() * s.positions[:, 2])
     if kind != "neutral-ortho":
         assert rel_rms(plain, ref.forces) > 1e-3
@@ -256,7 +256,7 @@ def test_bad_slab_input_is_refused_everywhere(comm):
     assert res.energy == good.energy
     np.testing.assert_allclose(res.virial, good.virial, rtol=1e-14, atol=1e-14)
     pme.set_box(s.box * [[1.01], [1.01], [1.0]])  # a lateral strain keeps the gap
-    assert pme.parameters["slab_gap"] == 9.0 and pme._box[2, 2] == 15.0
+    assert pme.parameters["slab_gap"] == 9.0 and pme._problem.box[2, 2] == 15.0
 
 
 def test_qeq_on_a_slab():

@@ -713,7 +713,7 @@ FINALIZE_SCRIPT = """
         "DistributedFFT": lambda: pmewald.DistributedFFT((8, 8, 8)),
         "core FFT3d": lambda: pmewald._core.FFT3d(None, (8, 8, 8), ((0, 0, 0), (8, 8, 8)), ((0, 0, 0), (8, 8, 8)),
                                                   "pt2pt", "estimate"),
-        "core compute": lambda: pme._solver.compute(x, q, np.zeros(1, np.int64), np.zeros((0, 2), np.int64)),
+        "core compute": lambda: pme._tuner.state.solver.compute(x, q, np.zeros(1, np.int64), np.zeros((0, 2), np.int64)),
         "core agree": lambda: pmewald._core.agree_or_throw(None, ""),
     }
     for name, call in calls.items():

@@ -67,15 +67,15 @@ def test_set_box_keeps_the_error_model_while_the_box_is_near():
     s = systems.water_box(100, seed=34)
     pme = PME(s.box, 5.0, tolerance=1e-4)
     pme.compute(s.positions, s.charges, exclusions=s.exclusions)
-    table, estimate = pme._correlation, pme._cache_estimate
+    table, estimate = pme._tuner.state.correlation, pme._tuner.state.cache_estimate
     for f, same_table, same_estimate in ((1.002, True, True), (1.02, True, False), (1.08, False, False)):
         pme.set_box(s.box * f)
         res = pme.compute(s.positions * f, s.charges, exclusions=s.exclusions)
-        assert (pme._correlation is table) == same_table, f
-        assert (pme._cache_estimate is estimate) == same_estimate, f
+        assert (pme._tuner.state.correlation is table) == same_table, f
+        assert (pme._tuner.state.cache_estimate is estimate) == same_estimate, f
         if same_estimate:  # against the estimate made afresh for this box
             kept = res.estimated_error
-            pme._cache_estimate = None
+            pme._tuner.state.cache_estimate = None
             fresh = pme.compute(s.positions * f, s.charges, exclusions=s.exclusions).estimated_error
             assert kept == pytest.approx(fresh, rel=0.05)
-        table, estimate = pme._correlation, pme._cache_estimate
+        table, estimate = pme._tuner.state.correlation, pme._tuner.state.cache_estimate

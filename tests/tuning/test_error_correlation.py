@@ -3,7 +3,7 @@
 
 On a displaced crystal the two errors are anti-correlated (-0.4..-0.8 at the automatic
 choices), so their quadrature sum was 1.5-1.7x the total. The automatic choice measures the
-correlation on the tail sample at its parameters (``Tuning._measure_cross``) and chooses
+correlation on the tail sample at its parameters (``Tuner._measure_errors``) and chooses
 again with it. Checked here: the budget arithmetic, the measured correlation against one
 from independent references (a fine mesh and the direct Ewald sum), the estimate then
 within [0.67, 1.5] of the measured error and the tolerance met, and the same correlation

@@ -1,5 +1,5 @@
 """The real-space part of the correlated error model (issue 15): the truncated shell's field
-sampled on the system (``tuning.local_tail_fields``, ``Tuning._real_factors``).
+sampled on the system (``tuning.local_tail_fields``, ``error_model.real_factors``).
 
 - the field is the direct sum over the periodic images of the shell r_c < r < R(alpha)
   (triclinic cell, shell wider than half the cell: several images per pair);
@@ -21,8 +21,13 @@ from mpi4py import MPI
 
 import pmewald
 from pmewald import reference, systems
-from pmewald.pme import tuning as _tuning
+from pmewald.pme import error_model
 from pmewald._core import tuning
+
+
+def _sampled(pme, pos, q, ids, sum_q2):
+    """error_model.sampled_real_errors at pme's problem and current alpha."""
+    return error_model.sampled_real_errors(pme._problem, pme._tuner.state.alpha, pos, q, ids, sum_q2)
 
 
 def _direct_tail(box, rc, alpha, samples, pos, q):
@@ -116,7 +121,7 @@ def test_real_space_estimate_is_the_measured_truncation_error(name, make, rc):
         p = pme.parameters
         assert p["estimated_error_reciprocal"] < 0.1 * p["estimated_error_real"]
         measured = float(np.sqrt(((r.forces - ref.forces) ** 2).sum() / (ref.forces ** 2).sum()))
-        nodes, sampled, _ = pme._sampled_real_errors(s.positions, s.charges, s.ids, q2)
+        nodes, sampled, _ = _sampled(pme, s.positions, s.charges, s.ids, q2)
         got = sampled[nodes.index(round(alpha * rc, 6))] / r.rms_force / measured
         assert 0.97 <= got <= 1.1, (name, ar, got)
         ratio = p["estimated_error_absolute"] / r.rms_force / measured
@@ -127,15 +132,15 @@ def test_real_space_estimate_is_the_measured_truncation_error(name, make, rc):
 
 
 def one_sample(s):
-    return np.nonzero(_tuning._sample_hash(s.ids) % np.uint64(s.n_atoms // _tuning._TAIL_SAMPLE) == 0)[0]
+    return np.nonzero(error_model.sample_hash(s.ids) % np.uint64(s.n_atoms // error_model._TAIL_SAMPLE) == 0)[0]
 
 
 @pytest.mark.mpi(ranks=[2, 3])  # 3: an uneven split with an empty rank (4 added ~30 s for no new case)
 @pytest.mark.timeout(200)
 def test_real_factors_are_rank_and_mode_independent(comm, monkeypatch):
-    monkeypatch.setattr(_tuning, "_TAIL_SAMPLE", 40)  # a sample of ~1/5 of the atoms, not all of them
+    monkeypatch.setattr(error_model, "_TAIL_SAMPLE", 40)  # a sample of ~1/5 of the atoms, not all of them
     s = systems.displace(systems.rock_salt((3,) * 3), 0.2, seed=8)  # 216 ions
-    assert s.n_atoms // _tuning._TAIL_SAMPLE > 1
+    assert s.n_atoms // error_model._TAIL_SAMPLE > 1
     size, rank = comm.Get_size(), comm.Get_rank()
     owner = np.random.default_rng(size).integers(0, size, s.n_atoms)
     owner[: s.n_atoms // 3] = 0
@@ -146,17 +151,17 @@ def test_real_factors_are_rank_and_mode_independent(comm, monkeypatch):
     if rank == 0:
         one = pmewald.PME(s.box, 7.0, alpha=0.5, mesh=18, order=5, comm=MPI.COMM_SELF)
         one.compute(s.positions, s.charges, ids=s.ids)
-        solo = (list(one._correlation.real_nodes), list(one._correlation.real_factors),
-                one.parameters["estimated_error_real"], one._sampled_real_errors(s.positions, s.charges, s.ids, 216.0)[1])
+        solo = (list(one._tuner.state.correlation.real_nodes), list(one._tuner.state.correlation.real_factors),
+                one.parameters["estimated_error_real"], _sampled(one, s.positions, s.charges, s.ids, 216.0)[1])
     solo = comm.bcast(solo)
     assert max(solo[1]) > 1.05  # the sample raised the estimate (not Kolafa-Perram's)
     assert 0 < len(one_sample(s)) < s.n_atoms // 3
     for mode in ("pt2pt", "nonblocking", "collective"):
         pme = pmewald.PME(s.box, 7.0, alpha=0.5, mesh=18, order=5, comm=comm, comm_mode=mode)
         pme.compute(s.positions[mine], s.charges[mine], ids=s.ids[mine])
-        got = (list(pme._correlation.real_nodes), list(pme._correlation.real_factors),
+        got = (list(pme._tuner.state.correlation.real_nodes), list(pme._tuner.state.correlation.real_factors),
                pme.parameters["estimated_error_real"])
         assert got[:2] == solo[:2], mode
         assert got[2] == pytest.approx(solo[2], rel=1e-12), mode
-        sampled = pme._sampled_real_errors(s.positions[mine], s.charges[mine], s.ids[mine], 216.0)[1]
+        sampled = _sampled(pme, s.positions[mine], s.charges[mine], s.ids[mine], 216.0)[1]
         assert sampled == pytest.approx(solo[3], rel=1e-9), mode

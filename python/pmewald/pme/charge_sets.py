@@ -6,7 +6,12 @@ computes the B-spline stencils once and runs each set's spread, FFTs, solve and 
 shared plans. The result holds every per-set quantity with the set as its leading axis:
 ``energy`` (m,), ``forces`` (m, n, 3), ``virial`` (m, 3, 3), each ``terms`` entry (m,),
 ``potentials`` (m, n) and so on; ``PMEResult.charge_set(s)`` is set s as the result of a
-call with ``charges[:, s]`` alone. Local checks here; pme/solver.py agrees them over the ranks.
+call with ``charges[:, s]`` alone.
+
+A sets call takes the same path through :meth:`PME.compute` as a call with one set (checks,
+agreement, tuning, probes, the pair list's skin, the rollback of a failed call); what
+differs is here: the local checks (agreed in pme/solver.py), the per-set sums, which set the
+tuning sees, and the shape of the result.
 """
 
 from __future__ import annotations
@@ -16,14 +21,9 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from . import potentials as _potentials
 from .._checks.validate import check_atoms as _check_atoms_1d
-from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report, set_potentials
-from .tuning import TUNING_STATE
 from .._checks.validate import float_array
-
-# Error estimates kept per (n_atoms, sum q^2, parameters, correlation): one per set.
-_ESTIMATE_CACHE = 256
+from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report, set_potentials
 
 
 def is_sets(charges) -> bool:
@@ -58,100 +58,59 @@ def check_agreed(m_sum, m2_sum, size):
                          "every rank (shape (0, m) where a rank has no atoms)")
 
 
-class ChargeSets:
-    """PME's charge-sets call (mixed into pmewald.PME)."""
+def sums(comm, q):
+    """Collective: every set's total charge and sum of squared charges, (m,) each."""
+    m = q.shape[1]
+    with np.errstate(over="ignore"):
+        local = np.concatenate((q.sum(axis=0), (q * q).sum(axis=0)))
+    total = np.empty_like(local)
+    comm.Allreduce(local, total, op=MPI.SUM)
+    return total[:m], total[m:]
 
-    def _compute_sets(self, pos, q, idv, ex, n_atoms, want, pts, n_probes, estimate):
-        comm = self._comm
-        m = q.shape[1]
-        with np.errstate(over="ignore"):
-            local = np.concatenate((q.sum(axis=0), (q * q).sum(axis=0)))
-        total = np.empty_like(local)
-        comm.Allreduce(local, total, op=MPI.SUM)
-        sum_q, sum_q2 = total[:m], total[m:]
-        if not (sum_q2 > 0).any():
-            return self._zero_sets_result(len(q), n_atoms, m, want, len(pts))
-        # The tuning (first call, set_box) and the correlated error model see one set: the
-        # one with the largest sum of squared charges (the first of equal ones).
-        lead = int(np.argmax(sum_q2))
-        q_lead = np.ascontiguousarray(q[:, lead])
-        saved = {name: getattr(self, name) for name in TUNING_STATE}
-        try:
-            if self._error_model == "correlated" and self._correlation is None:
-                self._correlation = self._charge_correlation(pos, q_lead, idv, float(sum_q2[lead]))
-            self._probe_base = None
-            run = (pos, q, idv)
-            if n_probes > 0:  # probes: atoms of zero charge in every set
-                pids, self._probe_base = _potentials.probe_ids(comm, idv, len(pts), n_probes)
-                run = (np.ascontiguousarray(np.vstack((pos, pts))), np.vstack((q, np.zeros((len(pts), m)))),
-                       np.concatenate((idv, pids)))
-            if self._solver is None or self._recheck:
-                self._tune(pos, q_lead, idv, ex, n_atoms, float(sum_q2[lead]))
-            raw = self._run_sets(*run, ex, want)
-            if self._skin_auto and self._skin_active == 0.0:
-                self._solver.set_skin(self._skin)  # collective: every rank got here
-                self._skin_active = self._skin
-            return self._sets_result(raw, q, n_atoms, sum_q, sum_q2, lead, estimate, want, len(pts))
-        except BaseException:
-            for name, value in saved.items():  # nothing of a failed call is kept
-                setattr(self, name, value)
-            raise
 
-    def _run_sets(self, pos, q, idv, ex, potentials):
-        """solver.compute_sets, refusing a non-finite result (identical on every rank)."""
-        raw = self._solver.compute_sets(pos, q, idv, ex, potentials)
-        energy = raw["energy"]
-        if not (np.isfinite(energy).all() and np.isfinite(raw["sum_force2"]).all()
-                and np.isfinite(raw["virial"]).all()):
-            bad = energy[~np.isfinite(energy)]
-            self._refuse_non_finite({"energy": float(bad[0]) if len(bad) else math.nan}, pos, idv, ex)
-        return raw
+def lead(q, sum_q2):
+    """The set the tuning (first call, set_box) and the correlated error model see: the one
+    with the largest sum of squared charges (the first of equal ones), as (charges, sum)."""
+    c = int(np.argmax(sum_q2))
+    return np.ascontiguousarray(q[:, c]), float(sum_q2[c]), c
 
-    def _set_estimate(self, sum_q2, n_atoms):
-        """_estimate for one set's sum of squared charges, cached per set."""
-        p = self._params
-        key = (n_atoms, float(sum_q2), p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self._correlation))
-        cache = self.__dict__.setdefault("_sets_estimates", {})
-        if key not in cache:
-            if len(cache) >= _ESTIMATE_CACHE:
-                cache.clear()
-            cache[key] = self._estimate(float(sum_q2), n_atoms)
-        return cache[key]
 
-    def _sets_result(self, raw, q, n_atoms, sum_q, sum_q2, lead, estimate, want, n_probes):
-        m, n = q.shape[1], len(q)
-        rms = np.sqrt(raw["sum_force2"] / n_atoms)
-        est_abs, est_rel = np.zeros(m), np.zeros(m)
-        parts = [{"real": 0.0, "recip": 0.0}] * m
-        for c in range(m):
-            if sum_q2[c] == 0.0:
-                continue  # a set without charge: exactly zero, no error
-            if estimate:
-                est_abs[c], parts[c] = self._set_estimate(sum_q2[c], n_atoms)
-            else:
-                est_abs[c], parts[c] = math.nan, {"real": math.nan, "recip": math.nan}
-            est_rel[c] = est_abs[c] / rms[c] if rms[c] > 0 else math.inf
-        self._last_estimate = estimate_report(float(est_rel[lead]), float(est_abs[lead]), parts[lead])
-        forces = raw["forces"]  # (n + probes, m, 3)
-        res = PMEResult(energy=np.asarray(raw["energy"]), forces=np.ascontiguousarray(forces[:n].transpose(1, 0, 2)),
-                        virial=np.asarray(raw["virial"]),
-                        terms={t: np.asarray(raw["terms"].get(t, np.zeros(m))) for t in TERMS},
-                        estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms, n_atoms=n_atoms,
-                        total_charge=np.asarray(sum_q, dtype=float))
-        if want:
-            phi = np.ascontiguousarray(raw["potentials"].T)  # (m, n + probes)
-            field = np.ascontiguousarray(raw["fields"].transpose(1, 0, 2))
-            set_potentials(res, q, phi, field, n)
-        return res
+def result(tuner, raw, q, n_atoms, sum_q, sum_q2, estimate, want, n_probes):
+    """(PMEResult with the set axis, parameters' estimate report: the tuned set's)."""
+    m, n = q.shape[1], len(q)
+    rms = np.sqrt(raw["sum_force2"] / n_atoms)
+    est_abs, est_rel = np.zeros(m), np.zeros(m)
+    parts = [{"real": 0.0, "recip": 0.0}] * m
+    for c in range(m):
+        if sum_q2[c] == 0.0:
+            continue  # a set without charge: exactly zero, no error
+        if estimate:
+            est_abs[c], parts[c] = tuner.set_estimate(sum_q2[c], n_atoms)
+        else:
+            est_abs[c], parts[c] = math.nan, {"real": math.nan, "recip": math.nan}
+        est_rel[c] = est_abs[c] / rms[c] if rms[c] > 0 else math.inf
+    c = lead(q, sum_q2)[2]
+    report = estimate_report(float(est_rel[c]), float(est_abs[c]), parts[c])
+    forces = raw["forces"]  # (n + probes, m, 3)
+    res = PMEResult(energy=np.asarray(raw["energy"]), forces=np.ascontiguousarray(forces[:n].transpose(1, 0, 2)),
+                    virial=np.asarray(raw["virial"]),
+                    terms={t: np.asarray(raw["terms"].get(t, np.zeros(m))) for t in TERMS},
+                    estimated_error=est_rel, estimated_error_absolute=est_abs, rms_force=rms, n_atoms=n_atoms,
+                    total_charge=np.asarray(sum_q, dtype=float))
+    if want:
+        phi = np.ascontiguousarray(raw["potentials"].T)  # (m, n + probes)
+        field = np.ascontiguousarray(raw["fields"].transpose(1, 0, 2))
+        set_potentials(res, q, phi, field, n)
+    return res, report
 
-    def _zero_sets_result(self, n_local, n_atoms, m, want, n_probes):
-        """Every set's charges zero: exactly zero everything; nothing tuned."""
-        self._last_estimate = estimate_report(0.0, 0.0, ZERO_PARTS)
-        res = PMEResult(energy=np.zeros(m), forces=np.zeros((m, n_local, 3)), virial=np.zeros((m, 3, 3)),
-                        terms={t: np.zeros(m) for t in TERMS}, estimated_error=np.zeros(m),
-                        estimated_error_absolute=np.zeros(m), rms_force=np.zeros(m), n_atoms=n_atoms,
-                        total_charge=np.zeros(m))
-        if want:
-            set_potentials(res, np.zeros((n_local, m)), np.zeros((m, n_local + n_probes)),
-                            np.zeros((m, n_local + n_probes, 3)), n_local)
-        return res
+
+def zero_result(n_local, n_atoms, m, want, n_probes):
+    """Every set's charges zero: exactly zero everything; nothing tuned."""
+    res = PMEResult(energy=np.zeros(m), forces=np.zeros((m, n_local, 3)), virial=np.zeros((m, 3, 3)),
+                    terms={t: np.zeros(m) for t in TERMS}, estimated_error=np.zeros(m),
+                    estimated_error_absolute=np.zeros(m), rms_force=np.zeros(m), n_atoms=n_atoms,
+                    total_charge=np.zeros(m))
+    if want:
+        set_potentials(res, np.zeros((n_local, m)), np.zeros((m, n_local + n_probes)),
+                       np.zeros((m, n_local + n_probes, 3)), n_local)
+    return res, estimate_report(0.0, 0.0, ZERO_PARTS)

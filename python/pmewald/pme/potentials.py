@@ -50,10 +50,11 @@ def probe_ids(comm, idv, n_probes, total_probes):
 
 
 def append(pos, q, idv, probes, ids):
-    """The atoms followed by the probes (zero charges)."""
+    """The atoms followed by the probes (zero charges; in every set for q of shape (n, m))."""
     if len(probes) == 0:
         return pos, q, idv
-    return (np.ascontiguousarray(np.vstack((pos, probes))), np.concatenate((q, np.zeros(len(probes)))),
+    zeros = np.zeros((len(probes),) + q.shape[1:])
+    return (np.ascontiguousarray(np.vstack((pos, probes))), np.ascontiguousarray(np.concatenate((q, zeros))),
             np.concatenate((idv, ids)))
 
 

@@ -25,18 +25,16 @@ import math
 import numpy as np
 
 from . import charge_sets as _charge_sets, potentials as _potentials
-from .. import _core
+from .._checks.validate import canonical_box, check_atoms, checked_box
 from .._mpi.collective import agree, agreed, check_comm, duplicate, exscan_sum, require_mpi, same_everywhere
-from .._checks.limits import check_fits, node_ranks, solver_footprint
 from .._mpi.threads import Busy, Rules
-from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report
-from .tuning import _NO_PLAN, TUNING_STATE, Tuning
 from .options import Options
-from .._checks.validate import canonical_box, check_atoms, checked_box, coincident_pair
+from .problem import Problem
+from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report
+from .tuning import Tuner
 
 
-
-class PME(Tuning, _charge_sets.ChargeSets):
+class PME:
     """Smooth particle-mesh Ewald electrostatics over MPI.
 
     Parameters
@@ -194,115 +192,14 @@ class PME(Tuning, _charge_sets.ChargeSets):
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
                             "real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap and precision")
-            self._node_ranks = node_ranks(self._comm)
-            # skin="auto": a fresh search on the first call (a single call costs what it did
-            # without a list), the list from the second on (_compute).
-            self._skin, self._skin_auto = opts.skin, opts.skin_auto
-            self._skin_active = 0.0 if self._skin_auto else opts.skin
-            self._slab = opts.slab  # None, or the slab geometry and dipole correction (pme/slab.py)
-            self._slab_gap_error = None  # its gap's absolute RMS force error (_slab_estimate)
+            self._busy = Busy("PME")
+            self._opts = opts
+            # The box as given (reported by parameters); the solver gets its canonical form.
+            self._user_box = opts.slab.box if opts.slab is not None else opts.box
+            self._problem = Problem(self._comm, opts)
+            self._slab_gap_error = None  # a slab gap's absolute RMS force error (_slab_estimate)
             self._last_estimate = estimate_report()  # parameters' estimate keys, None until a call
-            self._precision_request = opts.precision
-            self._init_state(opts)
-            if opts.slab is not None:
-                self._user_box = opts.slab.box
-
-    def _init_state(self, opts: Options):
-        self._busy = Busy("PME")
-        b, rc, a, m, p = opts.box, opts.cutoff, opts.alpha, opts.mesh, opts.order
-        self._user_box = b  # as given (reported by parameters); the solver gets its canonical form
-        self._box, self._cutoff, self._tolerance = canonical_box(b), rc, opts.tolerance
-        self._fixed = {"alpha": a, "mesh": m, "order": p}
-        self._diff_request, self._comm_mode = opts.differentiation, opts.comm_mode
-        self._k, self._real_space = opts.coulomb_constant, opts.real_space
-        self._error_model = opts.error_model
-        self._correlation = None  # tuning.ChargeCorrelation of the first call's charges (correlated model)
-        self._correlation_box = None  # the (canonical) box it was made in
-        self._overlap, self._poll = opts.overlap, opts.poll
-        self._solver = None
-        self._params = None
-        self._recheck = False
-        self._cache_estimate = None
-        self._measured = None  # (parameters and charges, errors measured there): _tuning._check_measured
-        self._plan = dict(_NO_PLAN)  # what the choice plans with (_tuning._check_measured)
-        self._mesh_target = None  # the energy check's bound on the mesh (_tuning._check_energy)
-        self._choice = None
-        self._energy_error = None
-        # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
-        # fraction of the budget): final with real_space=False (an engine doing its own pairs
-        # needs it now), and the probe's alpha otherwise. The rest is chosen on the first
-        # compute, when the charges are known; an explicit mesh fixes everything now.
-        self._alpha = a if a is not None else math.sqrt(math.log(4.0 / opts.tolerance)) / rc
-        self._order = p
-        self._differentiation = None if opts.differentiation == "auto" else opts.differentiation
-        # The pair kernel's precision (None: "auto", decided by the first call's probe,
-        # _tuning.Tuning._choose_precision); its input, the mixed kernel's sum over the
-        # pairs of |f_pair|^2 at the last call (0 with double).
-        req = self._precision_request
-        self._precision = None if req == "auto" else req
-        if req == "auto" and (m is not None or not opts.real_space):
-            self._precision = "double"
-        self._pair_force2 = 0.0
-        if m is not None:
-            self._order = p if p is not None else 5
-            self._differentiation = self._differentiation or "ad"
-            self._build(self._alpha, m, self._order, self._differentiation)
-
-    # ------------------------------------------------------------------ set-up
-
-    def _build(self, alpha, mesh, order, differentiation):
-        mesh = tuple(int(v) for v in mesh)
-        new = {"alpha": float(alpha), "mesh": mesh, "order": int(order), "differentiation": differentiation}
-        self._alpha, self._order, self._differentiation = new["alpha"], new["order"], differentiation
-        if self._solver is not None and new == self._params:
-            if self._solver.precision != self._kernel_precision():
-                self._solver.set_precision(self._kernel_precision())  # collective, like every _build
-            return
-        self._solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self._real_space,
-                                        skin=self._skin_active)
-        self._params = new
-        self._cache_estimate = None
-
-    def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
-        """Collective: a C++ solver, after the agreed per-rank size check (_limits: the
-        32-bit element limit and the memory available to each rank). The core agrees on
-        its own errors, out of memory in its buffers and grids included. `mode`: the
-        communication mode (default: comm_mode); `skin`: its pair list's (0, a fresh
-        search every call, for the tuning's one-off solvers)."""
-        comm = self._comm
-
-        def fits():
-            elements, nbytes = solver_footprint(mesh, comm.Get_size(), comm.Get_rank(), order, differentiation)
-            check_fits(f"mesh {tuple(mesh)}", elements, nbytes, comm.Get_size(), self._node_ranks)
-
-        agreed(comm, fits)
-        precision = self._kernel_precision() if real_space else "double"
-        return _core.PMESolver(comm, self._box, mesh, order, alpha, self._cutoff, differentiation,
-                               mode or self._comm_mode, self._k, real_space, self._overlap, *self._poll, skin,
-                               precision)
-
-    def _mode_used(self):
-        """The mode the exchanges use: comm_mode, or with "auto" the measured winner
-        (None before the first compute has measured)."""
-        if self._comm_mode != "auto":
-            return self._comm_mode
-        if self._solver is None or not self._solver.comm_mode_seconds and self._comm.Get_size() > 1:
-            return None
-        return self._solver.comm_mode
-
-    def _overlap_used(self):
-        """Whether the exchanges are overlapped (None while "auto" has not measured)."""
-        if self._overlap is not None:
-            return self._overlap
-        if self._comm_mode == "auto" and self._mode_used() is None:
-            return None
-        if self._solver is not None:
-            return self._solver.overlap
-        return None if self._comm_mode == "auto" else self._comm_mode != "pt2pt"
-
-    def _probe_mode(self):
-        """The mode of the tuning's probe solvers ("auto" would measure for each)."""
-        return self._mode_used() or "nonblocking" if self._comm_mode == "auto" else self._comm_mode
+            self._tuner = Tuner(self._problem, opts)  # with an explicit mesh: builds the solver now
 
     @property
     def parameters(self) -> dict:
@@ -323,18 +220,20 @@ class PME(Tuning, _charge_sets.ChargeSets):
         part matters, docs/accuracy.md "Measured at the choice"), False when they are the
         model's.
         """
-        p = {"alpha": self._alpha, "mesh": self._params["mesh"] if self._params else None, "order": self._order,
-             "differentiation": self._differentiation or "auto",
-             "modelled_cost": self._choice["cost"] if self._choice else None}
-        p.update(cutoff=self._cutoff, tolerance=self._tolerance,
-                 comm_mode=self._comm_mode, comm_mode_used=self._mode_used(),
-                 comm_mode_seconds=dict(self._solver.comm_mode_seconds) if self._solver is not None else {},
-                 overlap=self._overlap_used(), overlap_poll=self._poll,
-                 coulomb_constant=self._k, real_space=self._real_space,
-                 error_model=self._error_model, box=self._user_box.copy(), skin=self._skin,
-                 precision=self._precision, precision_request=self._precision_request,
-                 skin_used=self._solver.skin if self._solver is not None else None,
-                 slab=self._slab is not None, slab_gap=self._slab.gap if self._slab is not None else None)
+        st, pr, o, tuner = self._tuner.state, self._problem, self._opts, self._tuner
+        solver = st.solver
+        p = {"alpha": st.alpha, "mesh": st.params["mesh"] if st.params else None, "order": st.order,
+             "differentiation": st.differentiation or "auto",
+             "modelled_cost": st.choice["cost"] if st.choice else None}
+        p.update(cutoff=pr.cutoff, tolerance=pr.tolerance,
+                 comm_mode=pr.comm_mode, comm_mode_used=tuner.mode_used(),
+                 comm_mode_seconds=dict(solver.comm_mode_seconds) if solver is not None else {},
+                 overlap=tuner.overlap_used(), overlap_poll=pr.poll,
+                 coulomb_constant=pr.k, real_space=pr.real_space,
+                 error_model=o.error_model, box=self._user_box.copy(), skin=o.skin,
+                 precision=st.precision, precision_request=o.precision,
+                 skin_used=solver.skin if solver is not None else None,
+                 slab=pr.slab is not None, slab_gap=pr.slab.gap if pr.slab is not None else None)
         p.update(self._last_estimate)
         return p
 
@@ -347,28 +246,30 @@ class PME(Tuning, _charge_sets.ChargeSets):
         """
         require_mpi()
         with self._busy:
-            sl = self._slab
+            pr = self._problem
+            sl = pr.slab
             if sl is None:
-                b = agreed(self._comm, lambda: checked_box(box, self._cutoff, "the new"))
+                b = agreed(self._comm, lambda: checked_box(box, pr.cutoff, "the new"))
             else:  # the same gap on the new slab box
-                sl = agreed(self._comm, lambda: self._slab.rebuilt(box, self._cutoff, self._tolerance))
+                sl = agreed(self._comm, lambda: pr.slab.rebuilt(box, pr.cutoff, pr.tolerance))
                 b = sl.extended
             same_everywhere(self._comm, b.tobytes(), "set_box: the box differs between ranks")
             c = canonical_box(b)
-            if self._solver is not None:
-                self._solver.set_box(c)
-            self._user_box, self._box = (b, c) if sl is None else (sl.box, c)
-            self._slab = sl
+            st = self._tuner.state
+            if st.solver is not None:
+                st.solver.set_box(c)
+            self._user_box, pr.box = (b if sl is None else sl.box), c
+            pr.slab = sl
             self._slab_gap_error = None  # measured again on the next call (_slab_estimate)
-            if self._cache_estimate is not None and not _near(c, self._cache_estimate[2], _ESTIMATE_BOX_CHANGE):
-                self._cache_estimate = None
-                self.__dict__.pop("_sets_estimates", None)  # the charge sets' (_charge_sets)
-            if not _near(c, self._correlation_box, _TABLE_BOX_CHANGE):
+            if st.cache_estimate is not None and not _near(c, st.cache_estimate[2], _ESTIMATE_BOX_CHANGE):
+                st.cache_estimate = None
+                st.sets_estimates = {}
+            if not _near(c, st.correlation_box, _TABLE_BOX_CHANGE):
                 # The table is indexed by the reciprocal lattice, so it holds for a box scaled
                 # with its atoms (NPT); after a larger change it and the measured errors are
                 # made again on the next call (rebuilding them every NPT step cost 6x a compute).
-                self._correlation, self._measured = None, None
-            self._recheck = self._fixed["mesh"] is None
+                st.correlation, st.measured = None, None
+            st.recheck = self._tuner.fixed["mesh"] is None
 
     # ----------------------------------------------------------------- compute
 
@@ -429,21 +330,24 @@ class PME(Tuning, _charge_sets.ChargeSets):
             return self._compute(positions, charges, ids, exclusions, True, None, estimate=False).potentials
 
     def _compute(self, positions, charges, ids, exclusions, potentials=False, probes=None, estimate=True):
-        comm = self._comm
-        # Local checks, agreed in the same allreduce that sums what the call needs.
+        """The one call path of one charge set (charges (n,)) and of m sets (charges (n, m)):
+        local checks agreed in the allreduce that sums what the call needs, the ids, the
+        tuning on the (lead) set, the solver call and the result; what a failed call changed
+        of the tuning state is put back."""
+        comm, pr = self._comm, self._problem
         error, local = None, (0.0,) * 8
         try:
             sets = _charge_sets.is_sets(charges)  # charges (n, m): m charge sets
             pos, q, idv, ex = (_charge_sets.check_atoms if sets else check_atoms)(positions, charges, ids,
-                                                                                  exclusions, self._box)
+                                                                                  exclusions, pr.box)
             n_sets = q.shape[1] if sets else 0
-            if sets and self._slab is not None:
+            if sets and pr.slab is not None:
                 raise ValueError("charge sets (charges of shape (n, m)) are not supported with slab=True: pass "
                                  "one set per call")
-            want, pts = _potentials.check_request(potentials, probes, self._box)
-            if self._slab is not None:
-                self._slab.check_positions(pos)
-                self._slab.check_positions(pts, "probes")
+            want, pts = _potentials.check_request(potentials, probes, pr.box)
+            if pr.slab is not None:
+                pr.slab.check_positions(pos)
+                pr.slab.check_positions(pts, "probes")
             # (q * q).sum(), not q @ q: a BLAS dot may wake a thread pool (measured 12 ms
             # per call at 30k atoms). Overflowing squares are refused below.
             with np.errstate(over="ignore"):
@@ -467,51 +371,60 @@ class PME(Tuning, _charge_sets.ChargeSets):
         if idv is None:
             offset = exscan_sum(comm, len(q))
             idv = np.arange(offset, offset + len(q), dtype=np.int64)
-        want = n_want > 0 or n_probes > 0
-        if m_sum > 0:
-            return self._compute_sets(pos, q, idv, ex, n_atoms, want, pts, int(n_probes), estimate)
-        if sum_q2 == 0.0:
-            return self._zero_result(len(q), n_atoms, want, len(pts))
-        saved = {name: getattr(self, name) for name in TUNING_STATE}
+        want, sets = n_want > 0 or n_probes > 0, m_sum > 0
+        if sets:
+            sum_q, sum_q2 = _charge_sets.sums(comm, q)
+            tuned, tuned_q2, _ = _charge_sets.lead(q, sum_q2)
+        else:
+            tuned, tuned_q2 = q, sum_q2
+        if tuned_q2 == 0.0:  # every charge zero: nothing to tune or compute
+            res, self._last_estimate = (_charge_sets.zero_result(len(q), n_atoms, q.shape[1], want, len(pts)) if sets
+                                        else self._zero_result(len(q), n_atoms, want, len(pts)))
+            return res
+        tuner = self._tuner
+        saved = tuner.state.copy()
         try:
-            if self._error_model == "correlated" and self._correlation is None:
-                self._correlation = self._charge_correlation(pos, q, idv, sum_q2)
-            self._probe_base = None
+            st = tuner.state
+            if self._opts.error_model == "correlated" and st.correlation is None:
+                st.correlation = tuner.charge_correlation(pos, tuned, idv, tuned_q2)
+            probe_base = None
+            run = (pos, q, idv)
             if n_probes > 0:  # probes: atoms of zero charge (the tuning sees the atoms only)
-                pids, self._probe_base = _potentials.probe_ids(comm, idv, len(pts), int(n_probes))
+                pids, probe_base = _potentials.probe_ids(comm, idv, len(pts), int(n_probes))
                 run = _potentials.append(pos, q, idv, pts, pids)
-            else:
-                run = (pos, q, idv)
-            if self._solver is None or self._recheck:
-                raw = self._tune(pos, q, idv, ex, n_atoms, sum_q2)
-                if want:
-                    raw = self._run(self._solver, *run, ex, potentials=True)
-            else:
-                raw = self._run(self._solver, *run, ex, potentials=want)
-            if self._skin_auto and self._skin_active == 0.0:
-                self._solver.set_skin(self._skin)  # collective: every rank got here
-                self._skin_active = self._skin
+            raw = None
+            if st.solver is None or st.recheck:
+                raw = tuner.tune(pos, tuned, idv, ex, n_atoms, tuned_q2)
+            if raw is None or want or sets:  # the tuning's last run is this call's unless more was asked
+                raw = tuner.run(tuner.state.solver, *run, ex, potentials=want, probe_base=probe_base)
+            if self._opts.skin_auto and pr.skin_active == 0.0:
+                tuner.state.solver.set_skin(self._opts.skin)  # collective: every rank got here
+                pr.skin_active = self._opts.skin
+            if sets:
+                res, self._last_estimate = _charge_sets.result(tuner, raw, q, n_atoms, sum_q, sum_q2, estimate,
+                                                               want, len(pts))
+                return res
             res = self._result(raw, n_atoms, sum_q, sum_q2, estimate)
             if want:
                 for name, value in _potentials.split(raw, q, len(q), len(pts)).items():
                     setattr(res, name, value)
                 res.forces = res.forces[:len(q)]
-            if self._slab is not None:
-                res = self._slab.correct(comm, res, pos, q, self._k, pts)
+            if pr.slab is not None:
+                res = pr.slab.correct(comm, res, pos, q, pr.k, pts)
                 self._slab_estimate(res, pos, q, estimate)
             return res
         except BaseException:
-            for name, value in saved.items():  # nothing of a failed call is kept
-                setattr(self, name, value)
+            tuner.state = saved  # nothing of a failed call is kept
             raise
 
     def _slab_estimate(self, res, pos, q, estimate):
         """Collective: a slab's estimate, relative to the corrected forces, with the gap's error
         in quadrature: measured on this call's atoms (Slab.gap_force_error) at the first call
         for this box and gap, kept until set_box."""
+        pr = self._problem
         if estimate:
             if self._slab_gap_error is None:
-                self._slab_gap_error = self._slab.gap_force_error(self._comm, pos, q, self._k)
+                self._slab_gap_error = pr.slab.gap_force_error(self._comm, pos, q, pr.k)
             gap = self._slab_gap_error
             res.estimated_error_absolute = math.hypot(res.estimated_error_absolute, gap)
             res.estimated_error = res.estimated_error_absolute / res.rms_force if res.rms_force > 0 else math.inf
@@ -519,59 +432,23 @@ class PME(Tuning, _charge_sets.ChargeSets):
             self._last_estimate["estimated_error_slab_gap"] = gap / res.rms_force if res.rms_force > 0 else math.inf
         self._last_estimate["estimated_error"] = res.estimated_error
 
-    def _run(self, solver, pos, q, idv, ex, potentials=False):
-        """solver.compute, refusing a non-finite result (identical on every rank: the
-        energy and the force and virial sums are reduced) with the reason."""
-        raw = solver.compute(pos, q, idv, ex, potentials)
-        if solver is self._solver:
-            self._pair_force2 = float(raw["sum_pair_force2"])
-        # NaN and inf survive the sums (inf - inf is NaN): three scalar checks.
-        if not (math.isfinite(raw["energy"]) and math.isfinite(raw["sum_force2"])
-                and math.isfinite(raw["virial"].sum())):
-            self._refuse_non_finite(raw, pos, idv, ex)
-        return raw
-
-    def _refuse_non_finite(self, raw, pos, idv, ex):
-        """Collective, on the failure path only: find why the result is not finite (two
-        atoms at the same position that are not an excluded pair: their erfc pair term is
-        infinite) from every rank's atoms, and raise it on every rank."""
-        parts = self._comm.allgather((idv, pos, ex))
-        ids = np.concatenate([p[0] for p in parts])
-        where = np.concatenate([p[1] for p in parts])
-        pairs = np.concatenate([p[2] for p in parts])
-        hit = coincident_pair(self._box, where, ids, pairs, 1e-8 / self._alpha)  # the kernel's: 1e-10 / alpha
-        if hit is not None:
-            a, b, x = hit
-            base = getattr(self, "_probe_base", None)
-            if base is not None and b >= base:
-                raise ValueError(f"{_potentials.describe_atom(b, base)} is at the same position as "
-                                 f"{_potentials.describe_atom(a, base)} ({x[0]:.6g}, {x[1]:.6g}, {x[2]:.6g}) (up to "
-                                 "a lattice vector): the potential there is infinite. Move the probe")
-            raise ValueError(f"atoms with ids {a} and {b} are at the same position ({x[0]:.6g}, {x[1]:.6g}, "
-                             f"{x[2]:.6g}) (up to a lattice vector) and are not an excluded pair: their Coulomb "
-                             "energy is infinite. Exclude the pair (a virtual site or Drude particle on its "
-                             "atom) or move one of them")
-        raise ValueError(f"the result is not finite (energy {raw['energy']}): positions or charges too large for "
-                         "double precision?")
-
-    def _zero_result(self, n_local, n_atoms, potentials=False, n_probes=0) -> PMEResult:
-        """All charges zero: exactly zero energy, forces, virial (and potentials and fields,
-        which are linear in the charges); nothing tuned."""
-        self._last_estimate = estimate_report(0.0, 0.0, ZERO_PARTS)
+    def _zero_result(self, n_local, n_atoms, potentials=False, n_probes=0):
+        """All charges zero: (exactly zero energy, forces, virial (and potentials and fields,
+        which are linear in the charges), the estimate report); nothing tuned."""
         res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
                         terms={t: 0.0 for t in TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
                         rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
         if potentials:
             for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
                 setattr(res, name, value)
-        if self._slab is not None:
+        if self._problem.slab is not None:
             res.terms["slab"] = 0.0
-        return res
+        return res, estimate_report(0.0, 0.0, ZERO_PARTS)
 
     def _result(self, raw, n_atoms, sum_q, sum_q2, estimate=True) -> PMEResult:
         # estimate=False (pmewald.qeq's products): no error estimate (NaN), whose error model
         # is evaluated again for every new sum of squared charges (80 ms at 3k atoms).
-        est_abs, parts = self._estimate(sum_q2, n_atoms) if estimate else (
+        est_abs, parts = self._tuner.estimate(sum_q2, n_atoms) if estimate else (
             math.nan, {"real": math.nan, "recip": math.nan, "float": math.nan})
         rms = math.sqrt(raw["sum_force2"] / n_atoms)
         est_rel = est_abs / rms if rms > 0 else math.inf
@@ -601,16 +478,19 @@ class PME(Tuning, _charge_sets.ChargeSets):
         its migration, ghosts and search), ``pair_list_refresh`` (checking the displacements
         and sending them along the frozen plans) and ``pair_list_evaluate`` (the stored pairs
         at the new positions), all inside ``real_space``."""
-        return dict(self._solver.timings()) if self._solver is not None else {}
+        solver = self._tuner.state.solver
+        return dict(solver.timings()) if solver is not None else {}
 
     def reset_timings(self):
-        if self._solver is not None:
-            self._solver.reset_timings()
+        solver = self._tuner.state.solver
+        if solver is not None:
+            solver.reset_timings()
 
     @property
     def brick(self):
         """This rank's brick of the mesh, ((lo), (hi))."""
-        return self._solver.brick if self._solver is not None else None
+        solver = self._tuner.state.solver
+        return solver.brick if solver is not None else None
 
 
 # set_box keeps the correlated error model's table while no component of the box has moved

@@ -1,26 +1,16 @@
 """The automatic choice of PME's parameters: error estimates, the cost model's choice, the
 probe, the force scale and the energy check (docs/accuracy.md).
 
-:class:`Tuning` is a base class of :class:`pmewald.PME`: its methods are the tuning half of
-the solver object, kept here so that ``pme/solver.py`` is the face (construction, compute, set_box,
-parameters, timings). The contract between the two:
+:class:`Tuner` is the part of :class:`pmewald.PME` that chooses: PME holds one and asks it
+for the current solver. It works on two values that it is given, not on PME's attributes:
 
-- it reads what PME's constructor and :meth:`PME.set_box` set: ``_box`` (canonical),
-  ``_cutoff``, ``_tolerance``, ``_k`` (the Coulomb constant), ``_real_space``, ``_fixed``
-  (the explicit alpha, mesh and order), ``_diff_request``, and the current parameters
-  ``_alpha``, ``_order``, ``_differentiation``, ``_params`` and ``_solver``, and
-  ``_correlation`` (the charge structure-factor table of the correlated error model, made by
-  :meth:`Tuning._charge_correlation` on the first call; None with ``error_model="uncorrelated"``),
-  and ``_slab`` (None, or the slab geometry: its atoms fill less than the box, which the
-  real-space estimate's density must see);
-- it calls PME's set-up: ``_build`` (make the solver of a parameter set current),
-  ``_new_solver`` (a solver of other parameters, for the energy check's second mesh) and
-  ``_run`` (one checked solver call, collective) and ``_probe_mode`` (the comm mode of
-  the energy check's extra solver: a fixed one, so that ``comm_mode="auto"`` does not measure for it);
-- it owns ``_choice`` (the cost model's answer for the current parameters),
-  ``_cache_estimate``, ``_energy_error`` and ``_recheck`` (set by set_box: tune again on
-  the next call), which PME saves and restores with the rest of its tuning state
-  (``TUNING_STATE``) when a call fails.
+- the :class:`~pmewald.pme.problem.Problem` (the communicator, the canonical box, cutoff,
+  tolerance, Coulomb constant, ``real_space``, a slab's geometry, and how solvers of it are
+  made and called), which only PME's constructor and :meth:`PME.set_box` change;
+- its :class:`TuningState` (the current solver and parameters, the cost model's answer, the
+  estimates and measurements behind them, the charge structure-factor table of the correlated
+  error model), which a call may change: PME copies it before a call (:meth:`TuningState.copy`)
+  and puts the copy back when the call fails, so a failed call leaves the object as it was.
 
 Every call here is collective where it runs the solver and deterministic across rank counts
 (targets rounded by :func:`_for_choice`, force scales to two digits), so every rank makes
@@ -29,35 +19,16 @@ the same choice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
-from .._mpi.collective import allsum
+from . import error_model
+from .error_model import for_choice as _for_choice, model_atoms as _model_atoms
 
 # Orders the automatic choice (order=None) considers.
-# The tuning state (_tune, _build, _use): saved before a call and restored when the
-# call fails, so a failed first call leaves the object as it was.
-TUNING_STATE = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_recheck",
-                "_cache_estimate", "_energy_error", "_correlation", "_precision", "_pair_force2", "_measured",
-                "_mesh_target", "_correlation_box")
 _ORDERS = (4, 8)
-# Largest index half-width of the charge structure-factor table of the correlated error
-# model (tuning.local_structure_factors): |x_d| <= 24, a transform of at most 100^3 points.
-_CORRELATION_HALF = 24
-# The real-space estimate of the correlated model (docs/accuracy.md, "The real-space part"):
-# the truncation force sampled on about _TAIL_SAMPLE atoms (at most twice that; all atoms
-# of smaller systems), at alpha * cutoff = _TAIL_ALPHA_RC (and the current alpha), relative
-# to the Kolafa-Perram estimate (held below 2.5, where the factors measured fall: the
-# shell of the smallest alpha is the widest, and costs the most); _TAIL_SIGMAS standard errors of the sample mean are added
-# (none when every atom is sampled). The factor is at least 1: the sample raises the
-# estimate where the shell adds coherently (a displaced crystal: up to 1.8x) but does not
-# lower it where it cancels (water, chains: 0.7-0.9x), because a lower real-space share
-# moved the choice onto meshes commensurate with a crystal, on which the mesh estimate is
-# up to 1.7x optimistic (docs/accuracy.md: measured above the tolerance on 3^3 rock salt).
-_TAIL_SAMPLE = 500
-_TAIL_ALPHA_RC = (2.5, 3.0, 3.5, 4.0, 4.5, 5.0)
-_TAIL_SIGMAS = 2.0
 # The errors measured at the automatic choice (docs/accuracy.md, "Measured at the choice"): on
 # the same sample, the truncation force at the chosen alpha and the mesh force error against
 # a finer order-8 mesh whose estimate is at most _MEASURE_REFERENCE of the chosen one; mean
@@ -98,8 +69,136 @@ MIXED_MAX_ALPHA_R = 8.0
 _ENERGY_FLOOR = 1e-4
 
 
-class Tuning:
-    """The automatic parameter choice of :class:`pmewald.PME` (see the module docstring)."""
+# Error estimates of the charge-sets calls kept per (n_atoms, sum q^2, parameters, table).
+_SETS_ESTIMATES = 256
+
+
+@dataclasses.dataclass
+class TuningState:
+    """What a compute may change (see the module docstring); every field is replaced, never
+    changed in place, except ``sets_estimates``, which :meth:`copy` copies.
+
+    ``solver``: the current core solver (None until parameters are chosen); ``params``: its
+    alpha, mesh, order and differentiation; ``alpha``, ``order``, ``differentiation``: the
+    current parameters (provisional or None before the first call); ``precision``: the pair
+    kernel's ("mixed", "double"; None while "auto" has not decided); ``pair_force2``: the mixed
+    kernel's sum of |f_pair|^2 at the last call; ``recheck``: tune again on the next call
+    (set_box); ``choice``: the cost model's answer for the parameters; ``cache_estimate``:
+    (key, estimate, box) of the last estimate; ``sets_estimates``: the charge sets' estimates;
+    ``energy_error``, ``mesh_target``: the energy check's; ``measured``: (key, errors) measured at
+    the choice; ``plan``: what the choice plans with; ``correlation``, ``correlation_box``: the
+    correlated model's table and the box it was made in."""
+
+    alpha: float
+    order: int | None
+    differentiation: str | None
+    precision: str | None
+    solver: object = None
+    params: dict | None = None
+    pair_force2: float = 0.0
+    recheck: bool = False
+    choice: dict | None = None
+    cache_estimate: tuple | None = None
+    sets_estimates: dict = dataclasses.field(default_factory=dict)
+    energy_error: float | None = None
+    mesh_target: float | None = None
+    measured: tuple | None = None
+    plan: dict = dataclasses.field(default_factory=lambda: dict(_NO_PLAN))
+    correlation: object = None
+    correlation_box: np.ndarray | None = None
+
+    def copy(self) -> "TuningState":
+        return dataclasses.replace(self, sets_estimates=dict(self.sets_estimates))
+
+
+class Tuner:
+    """The automatic parameter choice of :class:`pmewald.PME` (see the module docstring).
+
+    ``fixed``: the explicit alpha, mesh and order (None where chosen); ``diff_request``:
+    "ad", "ik" or "auto"; the initial state holds the provisional alpha (final with
+    ``real_space=False``) and, with an explicit mesh, the solver built at once."""
+
+    def __init__(self, problem, opts):
+        self.problem = problem
+        self.fixed = {"alpha": opts.alpha, "mesh": opts.mesh, "order": opts.order}
+        self.diff_request = opts.differentiation
+        # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
+        # fraction of the budget): final with real_space=False (an engine doing its own pairs
+        # needs it now), and the probe's alpha otherwise. The rest is chosen on the first
+        # compute, when the charges are known; an explicit mesh fixes everything now.
+        alpha = opts.alpha if opts.alpha is not None else math.sqrt(math.log(4.0 / opts.tolerance)) / opts.cutoff
+        # The pair kernel's precision (None: "auto", decided by the first call's probe,
+        # choose_precision).
+        precision = None if opts.precision == "auto" else opts.precision
+        if opts.precision == "auto" and (opts.mesh is not None or not opts.real_space):
+            precision = "double"
+        self.state = TuningState(alpha=alpha, order=opts.order,
+                                 differentiation=None if opts.differentiation == "auto" else opts.differentiation,
+                                 precision=precision)
+        if opts.mesh is not None:
+            st = self.state
+            st.order = opts.order if opts.order is not None else 5
+            st.differentiation = st.differentiation or "ad"
+            self.build(st.alpha, opts.mesh, st.order, st.differentiation)
+
+    # ------------------------------------------------------------ the current solver
+
+    def build(self, alpha, mesh, order, differentiation):
+        """Make the solver of these parameters current (collective; kept when they are the
+        current ones, its kernel precision brought up to date)."""
+        st = self.state
+        mesh = tuple(int(v) for v in mesh)
+        new = {"alpha": float(alpha), "mesh": mesh, "order": int(order), "differentiation": differentiation}
+        st.alpha, st.order, st.differentiation = new["alpha"], new["order"], differentiation
+        if st.solver is not None and new == st.params:
+            if st.solver.precision != self.kernel_precision():
+                st.solver.set_precision(self.kernel_precision())  # collective, like every build
+            return
+        st.solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self.problem.real_space,
+                                     skin=self.problem.skin_active)
+        st.params = new
+        st.cache_estimate = None
+
+    def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
+        precision = self.kernel_precision() if real_space else "double"
+        return self.problem.new_solver(mesh, order, alpha, differentiation, real_space, precision, mode, skin)
+
+    def run(self, solver, pos, q, idv, ex, potentials=False, probe_base=None):
+        """One checked solver call (Problem.run); the current solver's also records the
+        mixed kernel's sum of |f_pair|^2 (its float error estimate; a charge-sets call keeps
+        the tuning run's, of the set it tuned on)."""
+        raw = self.problem.run(solver, self.state.alpha, pos, q, idv, ex, potentials, probe_base)
+        if solver is self.state.solver and "sum_pair_force2" in raw:  # charge sets: the tuned set's stays
+            self.state.pair_force2 = float(raw["sum_pair_force2"])
+        return raw
+
+    def mode_used(self):
+        """The mode the exchanges use: comm_mode, or with "auto" the measured winner
+        (None before the first compute has measured)."""
+        mode, solver = self.problem.comm_mode, self.state.solver
+        if mode != "auto":
+            return mode
+        if solver is None or not solver.comm_mode_seconds and self.problem.comm.Get_size() > 1:
+            return None
+        return solver.comm_mode
+
+    def overlap_used(self):
+        """Whether the exchanges are overlapped (None while "auto" has not measured)."""
+        overlap, mode = self.problem.overlap, self.problem.comm_mode
+        if overlap is not None:
+            return overlap
+        if mode == "auto" and self.mode_used() is None:
+            return None
+        if self.state.solver is not None:
+            return self.state.solver.overlap
+        return None if mode == "auto" else mode != "pt2pt"
+
+    def probe_mode(self):
+        """The mode of the tuning's probe solvers ("auto" would measure for each)."""
+        mode = self.problem.comm_mode
+        return self.mode_used() or "nonblocking" if mode == "auto" else mode
+
+    # ------------------------------------------------------------------ the choice
 
     def _choose(self, target, sum_q2, n_atoms, scan_alpha, differentiation=None, order=None, mesh_target=None):
         """The cheapest (differentiation, order, alpha, mesh) by the cost model whose
@@ -109,45 +208,46 @@ class Tuning:
         units of the Coulomb constant, rounded, so the choice is the same in any units."""
         from .._core import tuning
 
-        order = order if order is not None else self._fixed["order"]
-        r = tuning.choose_cheapest(self._box, self._cutoff, _for_choice(target / self._k), _for_choice(sum_q2),
-                                    _model_atoms(n_atoms), differentiation=differentiation or self._diff_request,
-                                    coulomb_constant=1.0, alpha=None if scan_alpha else self._alpha, order=order,
-                                    orders=_ORDERS, cost=_COST, correlation=self._correlation,
-                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / self._k),
-                                    real_volume=self._real_volume(), cross=self._plan["cross"],
-                                    recip_factor=self._plan["recip_factor"])
+        pr, st = self.problem, self.state
+        order = order if order is not None else self.fixed["order"]
+        r = tuning.choose_cheapest(pr.box, pr.cutoff, _for_choice(target / pr.k), _for_choice(sum_q2),
+                                    _model_atoms(n_atoms), differentiation=differentiation or self.diff_request,
+                                    coulomb_constant=1.0, alpha=None if scan_alpha else st.alpha, order=order,
+                                    orders=_ORDERS, cost=_COST, correlation=st.correlation,
+                                    mesh_target=None if mesh_target is None else _for_choice(mesh_target / pr.k),
+                                    real_volume=pr.real_volume(), cross=st.plan["cross"],
+                                    recip_factor=st.plan["recip_factor"])
         for key in ("est_real", "est_recip", "est_total"):
-            r[key] *= self._k
+            r[key] *= pr.k
         return r
 
     def _use(self, choice):
-        self._choice = choice
-        self._build(choice["alpha"], choice["mesh"], choice["order"], choice["differentiation"])
+        self.state.choice = choice
+        self.build(choice["alpha"], choice["mesh"], choice["order"], choice["differentiation"])
 
-    def _kernel_precision(self):
+    def kernel_precision(self):
         """The pair kernel the current solver runs: the decided precision, or (``"auto"``
         before the first call's probe has decided) mixed, whose run gives the sum the
         decision needs."""
-        return self._precision or "mixed"
+        return self.state.precision or "mixed"
 
     def _float_error(self, n_atoms):
         """The absolute RMS force error of the mixed kernel's float rounding at the last
         call (0 with double): _MIXED_C u sqrt(2 S / N)."""
-        if self._kernel_precision() != "mixed" or not self._real_space:
+        if self.kernel_precision() != "mixed" or not self.problem.real_space:
             return 0.0
-        return _MIXED_C * _FLOAT_ULP * math.sqrt(2.0 * max(self._pair_force2, 0.0) / n_atoms)
+        return _MIXED_C * _FLOAT_ULP * math.sqrt(2.0 * max(self.state.pair_force2, 0.0) / n_atoms)
 
     def _choose_precision(self, scale, n_atoms):
         """precision="auto", on the probe's (mixed) result: mixed when its float error is
         at most _MIXED_SHARE x tolerance x the force scale, else double (rounded to two
         digits like the scale, so every rank count decides alike)."""
-        if self._precision is not None:
+        if self.state.precision is not None:
             return
         share = float(f"{self._float_error(n_atoms) / scale:.1e}") if scale > 0 else math.inf
-        self._precision = "mixed" if share <= _MIXED_SHARE * self._tolerance else "double"
+        self.state.precision = "mixed" if share <= _MIXED_SHARE * self.problem.tolerance else "double"
 
-    def _estimate(self, sum_q2, n_atoms):
+    def estimate(self, sum_q2, n_atoms):
         """(absolute estimate, parts) for the current parameters: real space, mesh and
         (mixed precision) the float rounding of the last call's pairs, in quadrature. The
         first two are cached, since the reciprocal estimate sums over the mesh (~0.1 s at a
@@ -155,116 +255,45 @@ class Tuning:
         than pme._ESTIMATE_BOX_CHANGE since it was made."""
         from .._core import tuning
 
-        p = self._params
-        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self._correlation))
-        if self._cache_estimate is None or self._cache_estimate[0] != key:
-            e = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, p["mesh"], p["order"],
+        p = self.state.params
+        key = (n_atoms, sum_q2, p["alpha"], p["mesh"], p["order"], p["differentiation"], id(self.state.correlation))
+        if self.state.cache_estimate is None or self.state.cache_estimate[0] != key:
+            e = tuning.estimate_errors(self.problem.box, p["alpha"], self.problem.cutoff, p["mesh"], p["order"],
                                         p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                        coulomb_constant=self._k, correlation=self._correlation,
-                                        real_volume=self._real_volume())
+                                        coulomb_constant=self.problem.k, correlation=self.state.correlation,
+                                        real_volume=self.problem.real_volume())
             # With real_space=False the caller's own pair sum (same alpha and cutoff) carries
             # the real-space error, so the estimate and the mesh choice are the same either way.
-            self._cache_estimate = (key, e, self._box.copy())
-        e = dict(self._cache_estimate[1], float=self._float_error(n_atoms), cross=0.0, measured=False)
-        m = self._measured
+            self.state.cache_estimate = (key, e, self.problem.box.copy())
+        e = dict(self.state.cache_estimate[1], float=self._float_error(n_atoms), cross=0.0, measured=False)
+        m = self.state.measured
         if m is not None and m[0] == self._measure_key(sum_q2, n_atoms):
             e.update(m[1], measured=True)  # measured at these parameters and charges (_check_measured)
         both = tuning.combined_error(e["real"], e["recip"], e["cross"])
         return math.sqrt(both ** 2 + e["float"] ** 2), e
 
+    def set_estimate(self, sum_q2, n_atoms):
+        """estimate for one charge set's sum of squared charges, cached per set (a charge-sets
+        call has many)."""
+        st = self.state
+        p = st.params
+        key = (n_atoms, float(sum_q2), p["alpha"], p["mesh"], p["order"], p["differentiation"], id(st.correlation))
+        if key not in st.sets_estimates:
+            if len(st.sets_estimates) >= _SETS_ESTIMATES:
+                st.sets_estimates.clear()
+            st.sets_estimates[key] = self.estimate(float(sum_q2), n_atoms)
+        return st.sets_estimates[key]
+
     def _measure_key(self, sum_q2, n_atoms):
-        p = self._params
+        p = self.state.params
         return (n_atoms, _for_choice(sum_q2), p["alpha"], p["mesh"], p["order"], p["differentiation"])
 
-    def _charge_correlation(self, pos, q, idv, sum_q2):
-        """The charges' structure-factor table for the correlated error model, with its
-        real-space factors (:meth:`_real_factors`) (collective).
-
-        Every rank transforms its own atoms (tuning.local_structure_factors: a B-spline
-        spread onto a periodic grid and one FFT) and the sums are reduced over the ranks,
-        so the table does not depend on how the atoms are split; its values are rounded
-        to six digits, so neither does the choice made with it."""
-        from mpi4py import MPI
-
-        from .._core import tuning
-
-        kmax = 2 * math.pi * _CORRELATION_HALF / float(np.linalg.norm(self._box, axis=1).max())
-        half = tuple(int(h) for h in tuning.correlation_half_widths(self._box, kmax, _CORRELATION_HALF))
-        local = tuning.local_structure_factors(self._box, pos, q, half)
-        total = np.empty_like(local)
-        self._comm.Allreduce(local, total, op=MPI.SUM)
-        sum_q4 = float(allsum(self._comm, float((q ** 4).sum()))[0])
-        corr = tuning.ChargeCorrelation(half, total, _for_choice(sum_q2), _for_choice(sum_q4))
-        corr.set_real_factors(*self._real_factors(pos, q, idv, sum_q2))
-        self._correlation_box = self._box.copy()  # set_box keeps the table near this box
+    def charge_correlation(self, pos, q, idv, sum_q2):
+        """The correlated error model's table of these charges (error_model.charge_correlation,
+        collective); set_box keeps it while the box stays near this one."""
+        corr = error_model.charge_correlation(self.problem, self.state.alpha, pos, q, idv, sum_q2)
+        self.state.correlation_box = self.problem.box.copy()
         return corr
-
-    def _real_factors(self, pos, q, idv, sum_q2):
-        """(alpha * cutoff nodes, factors): the sampled real-space truncation error
-        (:meth:`_sampled_real_errors`) relative to the Kolafa-Perram estimate, rounded to
-        three digits (the reduction's order does not show), at least 1 (collective)."""
-        from .._core import tuning
-
-        nodes, sampled, n_atoms = self._sampled_real_errors(pos, q, idv, sum_q2)
-        vol = self._real_volume() or abs(np.linalg.det(self._box))
-        factors = []
-        for x, e in zip(nodes, sampled):
-            kp = tuning.real_space_error(x / self._cutoff, self._cutoff, _for_choice(sum_q2), _model_atoms(n_atoms),
-                                         vol, 1.0)
-            factors.append(max(1.0, float(f"{e / kp:.2e}")) if kp > 0 and e > 0 else 1.0)
-        return nodes, factors
-
-    def _sampled_real_errors(self, pos, q, idv, sum_q2):
-        """(alpha * cutoff nodes, absolute RMS truncation errors per atom (Coulomb constant
-        1), N): the real-space truncation force measured on a sample of the atoms
-        (collective).
-
-        The sample is every atom whose id hashes to 0 modulo N // _TAIL_SAMPLE, so it is the
-        same on any rank count and split. Its positions and charges are gathered to every
-        rank (O(sample)), each rank sums the truncated shell's field of its own atoms at them
-        (tuning.local_tail_fields: r_c < r < tuning.tail_radius(alpha)) and the fields are
-        summed over the ranks. The sampled mean of q_i^2 |E_i|^2 plus _TAIL_SIGMAS standard
-        errors (finite-population corrected: none when all atoms are sampled), plus the
-        Kolafa-Perram estimate of what lies beyond the shell, is the squared estimate."""
-        from mpi4py import MPI
-
-        from .._core import tuning
-
-        comm, rc = self._comm, self._cutoff
-        n_atoms, _, samples, qs = self._tail_sample(pos, q, idv)
-        nodes = sorted(set(_TAIL_ALPHA_RC) | {round(float(self._alpha) * rc, 6)})
-        if len(qs) == 0 or sum_q2 <= 0:
-            return nodes, [0.0] * len(nodes), n_atoms
-        alphas = [x / rc for x in nodes]
-        local = tuning.local_tail_fields(self._box, rc, alphas, samples, np.ascontiguousarray(pos, dtype=float),
-                                         np.ascontiguousarray(q, dtype=float))
-        fields = np.empty_like(local)
-        comm.Allreduce(local, fields, op=MPI.SUM)
-        x = qs[None, :] ** 2 * (fields ** 2).sum(axis=2)  # (alpha, sample)
-        m = len(qs)
-        mean = x.mean(axis=1)
-        spread = x.std(axis=1, ddof=1) if m > 1 else np.zeros_like(mean)
-        se = spread / math.sqrt(m) * math.sqrt(max(0.0, 1.0 - m / n_atoms))
-        vol = self._real_volume() or abs(np.linalg.det(self._box))
-        n_model, sq2 = _model_atoms(n_atoms), _for_choice(sum_q2)
-        out = []
-        for a, mu, s_e in zip(alphas, mean, se):
-            beyond = tuning.real_space_error(a, tuning.tail_radius(a, rc), sq2, n_model, vol, 1.0)
-            out.append(math.sqrt(mu + _TAIL_SIGMAS * s_e + beyond ** 2))
-        return nodes, out, n_atoms
-
-    def _tail_sample(self, pos, q, idv):
-        """(N, local mask, positions, charges) of the sample (collective): the atoms whose id
-        hashes to 0 modulo N // _TAIL_SAMPLE, gathered to every rank in the order of their ids,
-        so the same on any rank count and split."""
-        comm = self._comm
-        n_atoms = int(allsum(comm, len(q), np.int64)[0])
-        stride = max(1, n_atoms // _TAIL_SAMPLE)
-        pick = _sample_hash(idv) % np.uint64(stride) == 0
-        parts = comm.allgather((idv[pick], pos[pick], q[pick]))
-        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
-        samples = np.ascontiguousarray(np.concatenate([p[1] for p in parts]).reshape(-1, 3)[order])
-        return n_atoms, pick, samples, np.concatenate([p[2] for p in parts])[order]
 
     def _measure_errors(self, pos, q, idv, sum_q2, n_atoms):
         """The force errors at the current parameters measured on the tail sample
@@ -285,10 +314,10 @@ class Tuning:
 
         from .._core import tuning
 
-        p, k, rc = self._params, self._k, self._cutoff
-        rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
-        model = dict(box=self._box, alpha=p["alpha"], cutoff=rc, sum_q2=sum_q2, n_atoms=_model_atoms(n_atoms),
-                     coulomb_constant=k, correlation=self._correlation, real_volume=self._real_volume())
+        p, k, rc = self.state.params, self.problem.k, self.problem.cutoff
+        rec = self.estimate(sum_q2, n_atoms)[1]["recip"]
+        model = dict(box=self.problem.box, alpha=p["alpha"], cutoff=rc, sum_q2=sum_q2, n_atoms=_model_atoms(n_atoms),
+                     coulomb_constant=k, correlation=self.state.correlation, real_volume=self.problem.real_volume())
         fine = None
         for f in (1.5, 2.0, 3.0):
             mesh = tuple(min(4096, tuning.fft_friendly(int(math.ceil(f * x)))) for x in p["mesh"])
@@ -301,17 +330,17 @@ class Tuning:
         none = np.zeros((0, 2), dtype=np.int64)
         forces = []
         for mesh, order, diff in ((p["mesh"], p["order"], p["differentiation"]), (fine, 8, "ad")):
-            solver = self._new_solver(mesh, order, p["alpha"], diff, False, mode=self._probe_mode())
-            forces.append(np.asarray(self._run(solver, pos, q, idv, none)["forces"]))
+            solver = self._new_solver(mesh, order, p["alpha"], diff, False, mode=self.probe_mode())
+            forces.append(np.asarray(self.run(solver, pos, q, idv, none)["forces"]))
             del solver
-        _, pick, samples, qs = self._tail_sample(pos, q, idv)
-        parts = self._comm.allgather((idv[pick], (forces[0] - forces[1])[pick]))
+        _, pick, samples, qs = error_model.tail_sample(self.problem.comm, pos, q, idv)
+        parts = self.problem.comm.allgather((idv[pick], (forces[0] - forces[1])[pick]))
         order = np.argsort(np.concatenate([x[0] for x in parts]), kind="stable")
         e_k = np.concatenate([x[1] for x in parts]).reshape(-1, 3)[order]
-        local = tuning.local_tail_fields(self._box, rc, [p["alpha"]], samples, np.ascontiguousarray(pos, dtype=float),
-                                         np.ascontiguousarray(q, dtype=float))
+        local = tuning.local_tail_fields(self.problem.box, rc, [p["alpha"]], samples,
+                                         np.ascontiguousarray(pos, dtype=float), np.ascontiguousarray(q, dtype=float))
         fields = np.empty_like(local)
-        self._comm.Allreduce(local, fields, op=MPI.SUM)
+        self.problem.comm.Allreduce(local, fields, op=MPI.SUM)
         e_r = -k * qs[:, None] * fields[0]
         m = len(qs)
         if m < 2:
@@ -327,7 +356,7 @@ class Tuning:
             return None
         sq2 = _for_choice(sum_q2)
         beyond = tuning.real_space_error(p["alpha"], tuning.tail_radius(p["alpha"], rc), sq2, model["n_atoms"],
-                                         self._real_volume() or abs(np.linalg.det(self._box)), k)
+                                         self.problem.volume_filled(), k)
         rho = min(1.0, max(-1.0, upper((e_r * e_k).sum(axis=1)) / norm))
 
         def rounded(x):  # three digits in units of the Coulomb constant: the same in any units
@@ -336,25 +365,19 @@ class Tuning:
         return {"real": rounded(math.sqrt(upper(r2) + beyond ** 2)), "recip": rounded(math.sqrt(upper(k2))),
                 "cross": round(rho, 2)}
 
-    def _real_volume(self):
-        """The volume the atoms fill (the real-space estimate's density): a slab's own
-        (``_slab.volume_occupied``, the box without its vacuum gap), else None (the box's)."""
-        slab = getattr(self, "_slab", None)
-        return None if slab is None else slab.volume_occupied
-
     def _typical_force(self, n_atoms, sum_q2):
         """k q_rms^2 / d^2 at the mean spacing d = (V/N)^(1/3) (V: the volume the atoms fill)."""
-        vol = self._real_volume() or abs(np.linalg.det(self._box))
-        return self._k * (sum_q2 / n_atoms) / (vol / n_atoms) ** (2.0 / 3.0)
+        vol = self.problem.volume_filled()
+        return self.problem.k * (sum_q2 / n_atoms) / (vol / n_atoms) ** (2.0 / 3.0)
 
     def _force_scale(self, rms, typical):
         """The force scale the relative tolerance refers to, rounded to 2 significant digits
         (in units of the Coulomb constant) so the choice never hinges on the last bits of a
         reduction, whatever the rank count or units."""
-        x = max(rms, _FORCE_FLOOR * typical) / self._k
-        return float(f"{x:.1e}") * self._k if x > 0 else typical
+        x = max(rms, _FORCE_FLOOR * typical) / self.problem.k
+        return float(f"{x:.1e}") * self.problem.k if x > 0 else typical
 
-    def _tune(self, pos, q, idv, ex, n_atoms, sum_q2):
+    def tune(self, pos, q, idv, ex, n_atoms, sum_q2):
         """Choose the parameters on the first call (or after set_box).
 
         The target is an absolute RMS force error of ``_MARGIN x tolerance x F``, F the
@@ -364,46 +387,46 @@ class Tuning:
         quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
         fine. Finally (real_space=True) the energy error is checked (_check_energy).
         """
-        self._recheck = False
-        if self._fixed["mesh"] is not None:
-            self._build(self._alpha, self._fixed["mesh"], self._order, self._differentiation)
-            return self._run(self._solver, pos, q, idv, ex)
+        self.state.recheck = False
+        if self.fixed["mesh"] is not None:
+            self.build(self.state.alpha, self.fixed["mesh"], self.state.order, self.state.differentiation)
+            return self.run(self.state.solver, pos, q, idv, ex)
         typical = self._typical_force(n_atoms, sum_q2)
-        scan = self._real_space and self._fixed["alpha"] is None
+        scan = self.problem.real_space and self.fixed["alpha"] is None
         probe = None
 
         def acceptable(raw):
             scale = self._force_scale(math.sqrt(raw["sum_force2"] / n_atoms), typical)
-            est = self._estimate(sum_q2, n_atoms)[0]
-            return 0.25 * self._tolerance * scale <= est <= self._tolerance * scale, scale
+            est = self.estimate(sum_q2, n_atoms)[0]
+            return 0.25 * self.problem.tolerance * scale <= est <= self.problem.tolerance * scale, scale
 
-        if self._solver is not None:  # after set_box: keep the parameters while they meet the tolerance
-            raw = self._run(self._solver, pos, q, idv, ex)
-            if not self._real_space:
+        if self.state.solver is not None:  # after set_box: keep the parameters while they meet the tolerance
+            raw = self.run(self.state.solver, pos, q, idv, ex)
+            if not self.problem.real_space:
                 return raw
             scale = acceptable(raw)[1]
-            if self._estimate(sum_q2, n_atoms)[0] <= self._tolerance * scale:
+            if self.estimate(sum_q2, n_atoms)[0] <= self.problem.tolerance * scale:
                 return raw
         else:
             scale = self._force_scale(typical, typical)
-            if self._real_space:
+            if self.problem.real_space:
                 # A cheap probe on a coarse mesh measures the force scale (it only has to be
                 # right to the two digits _force_scale keeps): the cheapest parameters at the
                 # provisional alpha. Its mesh is usually coarser than the final one, so the
                 # energy check can reuse it (and its FFT plans).
-                coarse = min(0.3, 30.0 * self._tolerance) * scale
+                coarse = min(0.3, 30.0 * self.problem.tolerance) * scale
                 self._use(self._choose(coarse, sum_q2, n_atoms, False))
-                raw = self._run(self._solver, pos, q, idv, ex)
+                raw = self.run(self.state.solver, pos, q, idv, ex)
                 probe = self._energy_point(raw)
                 scale = acceptable(raw)[1]
                 self._choose_precision(scale, n_atoms)
         for _ in range(3):
             # The mesh and real-space estimates share what the float rounding leaves.
-            target = _MARGIN * self._tolerance * scale
+            target = _MARGIN * self.problem.tolerance * scale
             target = math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
             self._use(self._choose(target, sum_q2, n_atoms, scan))
-            raw = self._run(self._solver, pos, q, idv, ex)
-            if not self._real_space:
+            raw = self.run(self.state.solver, pos, q, idv, ex)
+            if not self.problem.real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale
             ok, measured = acceptable(raw)
             if ok or measured == scale:
@@ -420,49 +443,45 @@ class Tuning:
         the measured ratio), the energy check included, and measure again there. The new
         choice is kept when its measured estimate meets the tolerance (or is below the
         first one's), else the first one."""
-        if self._correlation is None or not self._real_space:
+        if self.state.correlation is None or not self.problem.real_space:
             return raw
-        self._measured = None  # a new choice: what was measured before (another box) is the model's here
-        model = self._estimate(sum_q2, n_atoms)[1]
+        self.state.measured = None  # a new choice: what was measured before (another box) is the model's here
+        model = self.estimate(sum_q2, n_atoms)[1]
         if model["recip"] < _MEASURE_SHARE * model["real"]:
             return raw  # the mesh error is too small a part to matter (<4% of the total's square)
         got = self._measure_errors(pos, q, idv, sum_q2, n_atoms)
         if got is None:
             return raw
         model = model["recip"]
-        self._measured = (self._measure_key(sum_q2, n_atoms), got)
+        self.state.measured = (self._measure_key(sum_q2, n_atoms), got)
         factor = float(f"{got['recip'] / model:.2e}") if model > 0 else 1.0
         if abs(got["cross"]) < _CROSS_MIN and abs(factor - 1.0) < _RECIP_MIN:
             return raw
-        state = ("_solver", "_params", "_choice", "_alpha", "_order", "_differentiation", "_cache_estimate",
-                 "_energy_error", "_mesh_target", "_measured", "_pair_force2")
-        first = {name: getattr(self, name) for name in state}
-        first_est = self._estimate(sum_q2, n_atoms)[0]
-        self._plan = {"cross": got["cross"], "recip_factor": factor}
+        first = self.state.copy()
+        first_est = self.estimate(sum_q2, n_atoms)[0]
+        self.state.plan = {"cross": got["cross"], "recip_factor": factor}
         try:
-            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
-                                   mesh_target=self._mesh_target))
-            if self._params == first["_params"]:
-                for name, value in first.items():
-                    setattr(self, name, value)
+            self._use(self._choose(_MARGIN * self.problem.tolerance * scale, sum_q2, n_atoms, scan,
+                                   mesh_target=self.state.mesh_target))
+            if self.state.params == first.params:
+                self.state = first
                 return raw
-            again = self._run(self._solver, pos, q, idv, ex)
+            again = self.run(self.state.solver, pos, q, idv, ex)
             again = self._check_energy(again, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
         finally:
-            self._plan = dict(_NO_PLAN)
+            self.state.plan = dict(_NO_PLAN)
         got = self._measure_errors(pos, q, idv, sum_q2, n_atoms)
         if got is not None:
-            self._measured = (self._measure_key(sum_q2, n_atoms), got)
-            est = self._estimate(sum_q2, n_atoms)[0]
-            if est <= self._tolerance * scale or est < first_est:
+            self.state.measured = (self._measure_key(sum_q2, n_atoms), got)
+            est = self.estimate(sum_q2, n_atoms)[0]
+            if est <= self.problem.tolerance * scale or est < first_est:
                 return again
-        for name, value in first.items():  # the first choice, with its measured errors
-            setattr(self, name, value)
+        self.state = first  # the first choice, with its measured errors
         return raw
 
     def _energy_point(self, raw):
         """What the energy check needs of a result: its parameters and reciprocal energy."""
-        return dict(self._params, reciprocal=float(raw["terms"]["reciprocal"]))
+        return dict(self.state.params, reciprocal=float(raw["terms"]["reciprocal"]))
 
     def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
         """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
@@ -486,39 +505,39 @@ class Tuning:
         """
         from .._core import tuning
 
-        self._energy_error = None
-        self._mesh_target = None
+        self.state.energy_error = None
+        self.state.mesh_target = None
         probe_mesh = coarse["mesh"] if coarse is not None else None
-        vol = self._real_volume() or abs(np.linalg.det(self._box))
-        floor = _ENERGY_FLOOR * self._k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
+        vol = self.problem.volume_filled()
+        floor = _ENERGY_FLOOR * self.problem.k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
         for _ in range(3):
-            p = self._params
-            rec = self._estimate(sum_q2, n_atoms)[1]["recip"]
+            p = self.state.params
+            rec = self.estimate(sum_q2, n_atoms)[1]["recip"]
             if coarse is None or (coarse["alpha"], coarse["order"]) != (p["alpha"], p["order"]):
                 coarse = self._other_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
                 if coarse is None:
                     break
 
             def recip_estimate(mesh, diff):
-                return tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"], diff, sum_q2,
-                                               _model_atoms(n_atoms), coulomb_constant=self._k,
-                                               correlation=self._correlation)["recip"]
+                return tuning.estimate_errors(self.problem.box, p["alpha"], self.problem.cutoff, mesh, p["order"], diff,
+                                               sum_q2, _model_atoms(n_atoms), coulomb_constant=self.problem.k,
+                                               correlation=self.state.correlation)["recip"]
 
             est_c = recip_estimate(coarse["mesh"], p["differentiation"])
             if not max(est_c, rec) > 1.5 * min(est_c, rec):
                 break
             d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / abs(est_c - rec)
-            allowed = 0.3 * self._tolerance * max(abs(raw["energy"]), floor)
-            self._energy_error = d_e
+            allowed = 0.3 * self.problem.tolerance * max(abs(raw["energy"]), floor)
+            self.state.energy_error = d_e
             if d_e <= allowed:
                 break
             factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
             est_ad = rec if p["differentiation"] == "ad" else recip_estimate(p["mesh"], "ad")
             coarse = self._energy_point(raw)
-            self._mesh_target = est_ad * factor
-            self._use(self._choose(_MARGIN * self._tolerance * scale, sum_q2, n_atoms, scan,
-                                   mesh_target=self._mesh_target))
-            raw = self._run(self._solver, pos, q, idv, ex)
+            self.state.mesh_target = est_ad * factor
+            self._use(self._choose(_MARGIN * self.problem.tolerance * scale, sum_q2, n_atoms, scan,
+                                   mesh_target=self.state.mesh_target))
+            raw = self.run(self.state.solver, pos, q, idv, ex)
         return raw
 
     def _other_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
@@ -528,7 +547,7 @@ class Tuning:
         mesh is allowed, one 1.5x (2x) as fine; None when neither exists."""
         from .._core import tuning
 
-        p = self._params
+        p = self.state.params
         tries = [] if probe_mesh is None else [tuple(probe_mesh)]
         tries += [tuple(max(p["order"], tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
                   for f in (0.75, 0.6)]
@@ -540,40 +559,16 @@ class Tuning:
                 continue
             if coarser and any(a > b for a, b in zip(mesh, p["mesh"])):
                 continue
-            est = tuning.estimate_errors(self._box, p["alpha"], self._cutoff, mesh, p["order"],
+            est = tuning.estimate_errors(self.problem.box, p["alpha"], self.problem.cutoff, mesh, p["order"],
                                           p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                          coulomb_constant=self._k, correlation=self._correlation,
-                                        real_volume=self._real_volume())["recip"]
+                                          coulomb_constant=self.problem.k, correlation=self.state.correlation,
+                                        real_volume=self.problem.real_volume())["recip"]
             if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
                 chosen = mesh
                 break
         if chosen is None:
             return None
-        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False, mode=self._probe_mode())
-        raw = self._run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
+        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False, mode=self.probe_mode())
+        raw = self.run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
         return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
                 "reciprocal": float(raw["terms"]["reciprocal"])}
-
-
-def _model_atoms(n_atoms):
-    """The atom count of the error model: a single charge is modelled as two. The
-    estimate of one charge is its self-force error alone (~0 on any mesh), which says
-    nothing about its energy error; two carry the aliasing error that both share, with
-    the right dependence on the mesh for the energy check."""
-    return max(n_atoms, 2)
-
-
-def _sample_hash(ids):
-    """A well-mixed 64-bit hash of the atom ids (splitmix64's finaliser), so that a sample
-    picked by hash modulo a stride is spread over the system whatever the ids' pattern."""
-    with np.errstate(over="ignore"):
-        z = np.asarray(ids, dtype=np.int64).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def _for_choice(x):
-    """x to 12 significant digits: sums reduced in a different order on another rank count
-    then give the same parameters (the choice never hinges on their last bits)."""
-    return float(f"{x:.11e}")

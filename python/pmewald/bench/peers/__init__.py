@@ -215,7 +215,7 @@ def worker_pme(job):
         extra = {k: slowest(comm, tm.get(k, 0.0) / calls)
                  for k in ("fft_comm_wait", "fft_pack_unpack", "fft_1d", "ghost_comm_wait")}
         # The bare C++ call (no argument checks, reductions, result object) for the overhead.
-        solver = pme._solver
+        solver = pme._tuner.state.solver
         idv = ids if ids is not None else None
         exv = ex if ex is not None else np.zeros((0, 2), dtype=np.int64)
         raw = []

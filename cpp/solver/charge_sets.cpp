@@ -22,7 +22,7 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
     throw ValueError("compute_sets: the number of charge sets and potentials must be the same on every rank");
   if (n_sets < 1) throw ValueError("compute_sets: at least one charge set");
   const int M = n_sets;
-  const std::size_t Ms = static_cast<std::size_t>(M), cols = RealSpace::kSetCols * Ms;
+  const std::size_t Ms = static_cast<std::size_t>(M);
   if (opt_.choose_mode && !modes_done_) choose_mode();
   double t = wall_seconds();
   exclusions_.update(ids, n, exclusions, m);
@@ -30,32 +30,8 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
   // A fresh search, as with potentials (the list has no sets pass); exclusions
   // changed here make the list's next call rebuild.
   if (list_skin_ > 0 && exclusions_.changed()) list_stale_ = true;
-  // The atoms migrate once, one column standing for all sets: each atom's largest
-  // |q|, NaN where some set's charge is not finite (the migration's check refuses
-  // that on every rank); the sets' charges follow along its plan.
-  std::vector<double> lead(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    double v = 0, bad = 0;
-    for (std::size_t c = 0; c < Ms; ++c) {
-      const double qc = charges[i * Ms + c];
-      v = std::max(v, std::fabs(qc));
-      bad += qc - qc;
-    }
-    lead[i] = v + bad;
-  }
-  migration_.forward(positions, lead.data(), ids, n, exclusions_.offsets(), exclusions_.partners());
+  migrate_sets(positions, charges, M, ids, n, potentials);
   const std::size_t n_own = migration_.n_owned();
-  force_views(n_own);
-  if (potentials) potential_views(n_own);
-  if (set_q_.extent(0) != n_own || set_q_.extent(1) != Ms) {
-    set_q_ = View2<double>("pme_set_charges", n_own, Ms);
-    set_real_ = View2<double>("pme_set_real", n_own, cols);
-    set_f_ = View2<double>("pme_set_forces", n_own, 3 * Ms);
-    set_col_ = View1<double>("pme_set_column", n_own);
-  }
-  if (potentials && (set_pot_.extent(0) != n_own || set_pot_.extent(1) != 4 * Ms))
-    set_pot_ = View2<double>("pme_set_potentials", n_own, 4 * Ms);
-  migration_.route(charges, M, set_q_.data());
   t = timers_.lap("migrate", t);
   // The pairs once for all sets (or, with real_space off, the exclusion corrections).
   const bool pairs = opt_.real_space || exclusions_.any();
@@ -106,8 +82,54 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
     t = timers_.lap("real_space", t);
   }
   realspace_.request_sets(0);
-  // Per set: the pair terms from the atoms' columns (E = sum q phi / 2, W = sum q w),
-  // the total forces F = F_mesh + q E, and one Allreduce of every set's sums.
+  reduce_sets(res, n);
+  t = timers_.lap("reduce", t);
+  migration_.reverse(set_f_.data(), 3 * M, forces_out);
+  if (potentials) assemble_set_potentials(res, n, potentials_out, fields_out);
+  t = timers_.lap("migrate", t);
+  timers_.count("calls");
+  return res;
+}
+
+// The atoms migrate once for all sets; the sets' charges follow along its plan
+// into set_q_ (with the per-call views sized for the owned atoms).
+void PMESolver::migrate_sets(const double* positions, const double* charges, int M, const std::int64_t* ids,
+                             std::size_t n, bool potentials) {
+  const std::size_t Ms = static_cast<std::size_t>(M);
+  // One column stands for all sets in the migration: each atom's largest
+  // |q|, NaN where some set's charge is not finite (the migration's check refuses
+  // that on every rank); the sets' charges follow along its plan.
+  std::vector<double> lead(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = 0, bad = 0;
+    for (std::size_t c = 0; c < Ms; ++c) {
+      const double qc = charges[i * Ms + c];
+      v = std::max(v, std::fabs(qc));
+      bad += qc - qc;
+    }
+    lead[i] = v + bad;
+  }
+  migration_.forward(positions, lead.data(), ids, n, exclusions_.offsets(), exclusions_.partners());
+  const std::size_t n_own = migration_.n_owned(), cols = RealSpace::kSetCols * Ms;
+  force_views(n_own);
+  if (potentials) potential_views(n_own);
+  if (set_q_.extent(0) != n_own || set_q_.extent(1) != Ms) {
+    set_q_ = View2<double>("pme_set_charges", n_own, Ms);
+    set_real_ = View2<double>("pme_set_real", n_own, cols);
+    set_f_ = View2<double>("pme_set_forces", n_own, 3 * Ms);
+    set_col_ = View1<double>("pme_set_column", n_own);
+  }
+  if (potentials && (set_pot_.extent(0) != n_own || set_pot_.extent(1) != 4 * Ms))
+    set_pot_ = View2<double>("pme_set_potentials", n_own, 4 * Ms);
+  migration_.route(charges, M, set_q_.data());
+}
+
+// Per set: the pair terms from the atoms' columns and the total forces (into
+// set_f_), then one Allreduce of every set's sums and the results from them.
+void PMESolver::reduce_sets(std::vector<SolverResult>& res, std::size_t n) {
+  const std::size_t Ms = res.size();
+  const std::size_t n_own = migration_.n_owned();
+  // E = sum q phi / 2, W = sum q w, F = F_mesh + q E.
   constexpr int kReal = RealSpace::kSums, kPer = kReal + 2 + Virial::kComponents;
   std::vector<double> sums(kPer * Ms + 1, 0.0);
   for (std::size_t c = 0; c < Ms; ++c) {
@@ -136,38 +158,39 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
   sums[kPer * Ms] = static_cast<double>(n);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, comm_.get()),
             "MPI_Allreduce");
-  t = timers_.lap("reduce", t);
   const std::int64_t n_total = static_cast<std::int64_t>(sums[kPer * Ms]);
   for (std::size_t c = 0; c < Ms; ++c) {
     const double* in = &sums[kPer * c];
     const RealSpaceTerms terms = RealSpace::terms_from_sums(in, cell_, opt_.alpha, opt_.coulomb_constant);
     finish_result(res[c], in + kReal, terms, in[kPer - 1], n_total);
   }
-  migration_.reverse(set_f_.data(), 3 * M, forces_out);
-  if (potentials) {
-    // phi and E of every term per set (assemble_potentials' terms), back in one reverse.
-    constexpr double kPi = 3.14159265358979323846;
-    const double k = opt_.coulomb_constant, a = opt_.alpha;
-    const double self = -2.0 * k * a / std::sqrt(kPi);
-    for (std::size_t c = 0; c < Ms; ++c) {
-      const double background = -k * kPi * res[c].sum_q / (cell_.volume * a * a);
-      for (std::size_t i = 0; i < n_own; ++i) {
-        auto r = [&](int v) { return set_real_(i, v * Ms + c); };
-        set_pot_(i, 4 * c) += r(0) + r(4) + self * set_q_(i, c) + background;
-        for (int d = 0; d < 3; ++d) set_pot_(i, 4 * c + 1 + d) += r(1 + d);
-      }
+}
+
+// phi and E of every term per set (assemble_potentials' terms), back to the
+// callers in one reverse.
+void PMESolver::assemble_set_potentials(const std::vector<SolverResult>& res, std::size_t n, double* potentials_out,
+                                        double* fields_out) {
+  const std::size_t Ms = res.size();
+  const std::size_t n_own = migration_.n_owned();
+  const int M = static_cast<int>(Ms);
+  constexpr double kPi = 3.14159265358979323846;
+  const double k = opt_.coulomb_constant, a = opt_.alpha;
+  const double self = -2.0 * k * a / std::sqrt(kPi);
+  for (std::size_t c = 0; c < Ms; ++c) {
+    const double background = -k * kPi * res[c].sum_q / (cell_.volume * a * a);
+    for (std::size_t i = 0; i < n_own; ++i) {
+      auto r = [&](int v) { return set_real_(i, v * Ms + c); };
+      set_pot_(i, 4 * c) += r(0) + r(4) + self * set_q_(i, c) + background;
+      for (int d = 0; d < 3; ++d) set_pot_(i, 4 * c + 1 + d) += r(1 + d);
     }
-    std::vector<double> back(4 * Ms * n);
-    migration_.reverse(set_pot_.data(), 4 * M, back.data());
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t c = 0; c < Ms; ++c) {
-        potentials_out[i * Ms + c] = back[4 * (i * Ms + c)];
-        for (int d = 0; d < 3; ++d) fields_out[3 * (i * Ms + c) + d] = back[4 * (i * Ms + c) + 1 + d];
-      }
   }
-  t = timers_.lap("migrate", t);
-  timers_.count("calls");
-  return res;
+  std::vector<double> back(4 * Ms * n);
+  migration_.reverse(set_pot_.data(), 4 * M, back.data());
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t c = 0; c < Ms; ++c) {
+      potentials_out[i * Ms + c] = back[4 * (i * Ms + c)];
+      for (int d = 0; d < 3; ++d) fields_out[3 * (i * Ms + c) + d] = back[4 * (i * Ms + c) + 1 + d];
+    }
 }
 
 }  // namespace solver

@@ -163,6 +163,13 @@ class PMESolver {
   Overlap* start_work(BackgroundWork* work, double& t);
   void stop_work(Overlap* overlap, double hidden0);
   void ik_potentials(Overlap* overlap);
+  // compute_sets' stages (charge_sets.cpp): the migration with the sets' charges,
+  // the per-set sums reduced into results, the per-set potentials back to the callers.
+  void migrate_sets(const double* positions, const double* charges, int n_sets, const std::int64_t* ids,
+                    std::size_t n, bool potentials);
+  void reduce_sets(std::vector<SolverResult>& res, std::size_t n);
+  void assemble_set_potentials(const std::vector<SolverResult>& res, std::size_t n, double* potentials_out,
+                               double* fields_out);
   void assemble_potentials(double total_charge, double* potentials_out, double* fields_out, std::size_t n);
   void choose_mode();
   void configure_overlap();  // overlap_ as options.overlap says for the mode in use

@@ -87,83 +87,127 @@ def _lattice_offsets(shape, spacing, reach):
 
 
 def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
-    """One attempt of :func:`water_box`: ``(box, positions)``, or None on failure."""
-    # fcc: face-centred cubic lattice (the densest sphere packing, so the most
-    # room per molecule), as the even-parity points of a simple cubic grid of
-    # step ``h = a / 2`` with an even number of points along each axis;
-    # sc: simple cubic (a fallback for tiny boxes)
-    if fcc:
-        cells = _grid_shape(-(-n_mol // 4))
-        shape = tuple(2 * c for c in cells)
-    else:
-        cells = _grid_shape(n_mol)
-        shape = cells
-    nx, ny, nz = shape
-    a_cell = (n_mol / density / (cells[0] * cells[1] * cells[2])) ** (1.0 / 3.0)
-    spacing = 0.5 * a_cell if fcc else a_cell
-    lengths = a_cell * np.array(cells, dtype=float)
-    box = np.diag(lengths)
+    """One attempt of :func:`water_box`: ``(box, positions)``, or None on failure.
 
-    # occupied lattice sites (molecule order = site order); vacancy sentinel n_mol
-    grid = np.stack(np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij"),
-                    axis=-1).reshape(-1, 3)
-    lattice = np.flatnonzero(grid.sum(axis=1) % 2 == 0) if fcc else np.arange(grid.shape[0])
-    n_sites = lattice.size
-    if n_sites > n_mol:
-        occupied = lattice[np.sort(rng.choice(n_sites, size=n_mol, replace=False))]
-    else:
-        occupied = lattice
-    site_mol = np.full(grid.shape[0], n_mol, dtype=np.intp)
-    site_mol[occupied] = np.arange(n_mol)
-    gidx = grid[occupied]
-    sites = (gidx + 0.5) * spacing
+    A greedy pass, colour by colour, against the molecules already placed, with a second,
+    larger batch for the molecules that still clash; then repair sweeps: clashing molecules
+    become ghosts, their neighbours make room (never creating a clash), and the clashing
+    ones are placed again."""
+    w = _WaterLattice(n_mol, density, min_distance, rng, fcc)
+    t_first, t_second = 8, 64
+    for cls in w.by_colour(np.arange(n_mol)):
+        w.place(cls, t_first)
+        w.place(w.clashing(cls), t_second)
+    bad = w.clashing(np.arange(n_mol))
+    t_room, t_bad = 32, 64
+    for _ in range(max_sweeps):
+        if bad.size == 0:
+            break
+        saved = w.rel[bad].copy()
+        w.rel[bad] = 0.0
+        w.placed[bad] = False
+        around = np.setdiff1d(w.neighbours(bad), bad)
+        moved = [w.place(cls, t_room) for cls in w.by_colour(around)]
+        w.rel[bad] = saved
+        w.placed[bad] = True
+        moved += [w.place(cls, t_bad) for cls in w.by_colour(bad)]
+        moved = np.concatenate(moved)
+        check = np.union1d(np.union1d(moved, w.neighbours(moved)), bad)
+        bad = w.clashing(check)
+    if bad.size:
+        return None
+    return w.box, (w.sites[:, None, :] + w.rel[:n_mol]).reshape(-1, 3)
 
-    half = 0.5 * _THETA_HOH
-    body = np.array([[0.0, 0.0, 0.0],
-                     [math.sin(half), math.cos(half), 0.0],
-                     [-math.sin(half), math.cos(half), 0.0]]) * _R_OH
-    body -= body.mean(axis=0)
-    jitter_max = 0.05 * spacing * (math.sqrt(2.0) if fcc else 1.0)   # 5% of nearest-neighbour
-    md2 = min_distance * min_distance
 
-    # neighbour molecules: sites close enough for any atom pair to clash
-    reach = min_distance + 2.0 * (float(np.max(np.linalg.norm(body, axis=1)))
-                                  + math.sqrt(3.0) * jitter_max) + 1e-9
-    residues, off_vec = _lattice_offsets(shape, spacing, reach)
-    if fcc:
-        keep = residues.sum(axis=1) % 2 == 0      # lattice points only (all dims even)
-        residues, off_vec = residues[keep], off_vec[keep]
-    n_off = residues.shape[0]
-    nbr_g = (gidx[:, None, :] + residues[None, :, :]) % np.array(shape)
-    nbr = site_mol[(nbr_g[..., 0] * ny + nbr_g[..., 1]) * nz + nbr_g[..., 2]]  # (n_mol, K)
+class _WaterLattice:
+    """The lattice of one :func:`_place_waters` attempt and its molecules' placements.
 
-    # In a box wider than 2 * reach the lattice-offset image of a neighbour is
-    # its only image within reach (and a molecule cannot touch its own images),
-    # so atom-pair vectors need no minimum-image wrapping.
-    small = bool(lengths.min() <= 2.0 * reach)
-    own_shifts = np.array([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1)
-                           for k in (-1, 0, 1) if (i, j, k) != (0, 0, 0)],
-                          dtype=float) * lengths
-    far = 1e6 * (1.0 + lengths.max())
+    fcc: face-centred cubic lattice (the densest sphere packing, so the most room per
+    molecule), as the even-parity points of a simple cubic grid of step ``h = a / 2`` with
+    an even number of points along each axis; sc: simple cubic (a fallback for tiny boxes).
 
-    # Positions relative to each molecule's own site, (n_mol + 1, 3 atoms, 3); the
-    # last row is the vacancy sentinel, far away (masked in small boxes).  A
-    # molecule that is not placed is a "ghost": all three atoms at its site.
-    # Candidate placements are ranked by their smallest squared distance to
-    # placed neighbours ("real") and, among those that clear min_distance, by
-    # the smallest squared distance to ghost sites, which leaves room for the
-    # molecules still to come.
-    rel = np.zeros((n_mol + 1, 3, 3))
-    rel[n_mol] = far
-    placed = np.zeros(n_mol + 1, dtype=bool)
+    ``rel`` holds the positions relative to each molecule's own site, (n_mol + 1, 3 atoms,
+    3); the last row is the vacancy sentinel, far away (masked in small boxes). A molecule
+    that is not placed (``placed`` False) is a "ghost": all three atoms at its site.
+    Candidate placements are ranked by their smallest squared distance to placed neighbours
+    ("real") and, among those that clear min_distance, by the smallest squared distance to
+    ghost sites, which leaves room for the molecules still to come."""
 
-    def candidates(count):
+    def __init__(self, n_mol, density, min_distance, rng, fcc):
+        self.n_mol, self.rng = n_mol, rng
+        if fcc:
+            cells = _grid_shape(-(-n_mol // 4))
+            shape = tuple(2 * c for c in cells)
+        else:
+            cells = _grid_shape(n_mol)
+            shape = cells
+        nx, ny, nz = shape
+        a_cell = (n_mol / density / (cells[0] * cells[1] * cells[2])) ** (1.0 / 3.0)
+        spacing = 0.5 * a_cell if fcc else a_cell
+        self.lengths = lengths = a_cell * np.array(cells, dtype=float)
+        self.box = np.diag(lengths)
+
+        # occupied lattice sites (molecule order = site order); vacancy sentinel n_mol
+        grid = np.stack(np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij"),
+                        axis=-1).reshape(-1, 3)
+        lattice = np.flatnonzero(grid.sum(axis=1) % 2 == 0) if fcc else np.arange(grid.shape[0])
+        n_sites = lattice.size
+        if n_sites > n_mol:
+            occupied = lattice[np.sort(rng.choice(n_sites, size=n_mol, replace=False))]
+        else:
+            occupied = lattice
+        site_mol = np.full(grid.shape[0], n_mol, dtype=np.intp)
+        site_mol[occupied] = np.arange(n_mol)
+        gidx = grid[occupied]
+        self.sites = (gidx + 0.5) * spacing
+
+        half = 0.5 * _THETA_HOH
+        body = np.array([[0.0, 0.0, 0.0],
+                         [math.sin(half), math.cos(half), 0.0],
+                         [-math.sin(half), math.cos(half), 0.0]]) * _R_OH
+        body -= body.mean(axis=0)
+        self.body = body
+        self.jitter_max = 0.05 * spacing * (math.sqrt(2.0) if fcc else 1.0)   # 5% of nearest-neighbour
+        self.md2 = min_distance * min_distance
+
+        # neighbour molecules: sites close enough for any atom pair to clash
+        reach = min_distance + 2.0 * (float(np.max(np.linalg.norm(body, axis=1)))
+                                      + math.sqrt(3.0) * self.jitter_max) + 1e-9
+        residues, off_vec = _lattice_offsets(shape, spacing, reach)
+        if fcc:
+            keep = residues.sum(axis=1) % 2 == 0      # lattice points only (all dims even)
+            residues, off_vec = residues[keep], off_vec[keep]
+        self.off_vec, self.n_off = off_vec, residues.shape[0]
+        nbr_g = (gidx[:, None, :] + residues[None, :, :]) % np.array(shape)
+        self.nbr = site_mol[(nbr_g[..., 0] * ny + nbr_g[..., 1]) * nz + nbr_g[..., 2]]  # (n_mol, K)
+
+        # In a box wider than 2 * reach the lattice-offset image of a neighbour is
+        # its only image within reach (and a molecule cannot touch its own images),
+        # so atom-pair vectors need no minimum-image wrapping.
+        self.small = bool(lengths.min() <= 2.0 * reach)
+        self.own_shifts = np.array([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1)
+                                    for k in (-1, 0, 1) if (i, j, k) != (0, 0, 0)],
+                                   dtype=float) * lengths
+        far = 1e6 * (1.0 + lengths.max())
+        self.rel = np.zeros((n_mol + 1, 3, 3))
+        self.rel[n_mol] = far
+        self.placed = np.zeros(n_mol + 1, dtype=bool)
+
+        # colour classes: molecules of one colour are never neighbours
+        kmax = int(np.abs(np.round(off_vec / spacing)).max()) if self.n_off else 0
+        colour = np.zeros(n_mol, dtype=np.int64)
+        for a in range(3):
+            ca = _axis_colours(shape[a], kmax + 1)
+            colour = colour * (2 * kmax + 2) + ca[gidx[:, a]]
+        self.colour = np.unique(colour, return_inverse=True)[1].reshape(-1)
+
+    def candidates(self, count):
         """``count`` random placements (jitter + orientation) relative to a site."""
-        rot = _random_rotations(rng, count)
-        jitter = rng.uniform(-jitter_max, jitter_max, (count, 1, 3))
-        return jitter + np.einsum("aj,tij->tai", body, rot)
+        rot = _random_rotations(self.rng, count)
+        jitter = self.rng.uniform(-self.jitter_max, self.jitter_max, (count, 1, 3))
+        return jitter + np.einsum("aj,tij->tai", self.body, rot)
 
-    def objective(idx, cand):
+    def objective(self, idx, cand):
         """Rank of placements ``cand`` (m, T, 3, 3) of molecules ``idx`` (m,).
 
         Returns ``(obj, real)``, both (m, T): ``real`` is the smallest squared
@@ -171,6 +215,7 @@ def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
         ``min(real, ghost)`` when ``real`` clears ``min_distance`` and
         negative (increasing with ``real``) otherwise.
         """
+        n_mol, n_off, lengths, small = self.n_mol, self.n_off, self.lengths, self.small
         m, t = cand.shape[:2]
         real = np.full((m, t), np.inf)
         ghost = np.full((m, t), np.inf)
@@ -179,8 +224,8 @@ def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
             ii = idx[s:s + chunk]
             c = cand[s:s + chunk]
             if n_off:
-                nb = nbr[ii]
-                other = rel[nb] + off_vec[None, :, None, :]            # (c, K, 3, 3)
+                nb = self.nbr[ii]
+                other = self.rel[nb] + self.off_vec[None, :, None, :]            # (c, K, 3, 3)
                 d2 = None
                 for k in range(3):
                     d = other[:, None, :, None, :, k] - c[:, :, None, :, None, k]
@@ -189,7 +234,7 @@ def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
                     d2 = d * d if d2 is None else d2 + d * d          # (c, T, K, 3, 3)
                 if small:
                     d2[np.broadcast_to((nb == n_mol)[:, None, :, None, None], d2.shape)] = np.inf
-                g = ~placed[nb] & (nb < n_mol)
+                g = ~self.placed[nb] & (nb < n_mol)
                 if g.any():
                     gm = np.broadcast_to(g[:, None, :, None, None], d2.shape)
                     ghost[s:s + chunk] = np.where(gm, d2, np.inf).reshape(len(ii), t, -1).min(2)
@@ -197,13 +242,13 @@ def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
                 real[s:s + chunk] = d2.reshape(len(ii), t, -1).min(axis=2)
             if small:
                 dd = (c[:, :, :, None, None, :] - c[:, :, None, :, None, :]
-                      + own_shifts[None, None, None, None, :, :])
+                      + self.own_shifts[None, None, None, None, :, :])
                 own = np.einsum("...i,...i->...", dd, dd).reshape(len(ii), t, -1).min(axis=2)
                 np.minimum(real[s:s + chunk], own, out=real[s:s + chunk])
-        obj = np.where(real >= md2, np.minimum(real, ghost), -1.0 / (1.0 + real))
+        obj = np.where(real >= self.md2, np.minimum(real, ghost), -1.0 / (1.0 + real))
         return obj, real
 
-    def place(idx, n_trials):
+    def place(self, idx, n_trials):
         """Re-place molecules ``idx`` (no two neighbours) by the best of ``n_trials``.
 
         A molecule moves only when the best candidate beats its current
@@ -211,65 +256,26 @@ def _place_waters(n_mol, density, min_distance, rng, fcc, max_sweeps):
         """
         if idx.size == 0:
             return idx
-        now = np.where(placed[idx], objective(idx, rel[idx, None])[0][:, 0], -np.inf)
-        trial = candidates(idx.size * n_trials).reshape(idx.size, n_trials, 3, 3)
-        obj = objective(idx, trial)[0]
+        now = np.where(self.placed[idx], self.objective(idx, self.rel[idx, None])[0][:, 0], -np.inf)
+        trial = self.candidates(idx.size * n_trials).reshape(idx.size, n_trials, 3, 3)
+        obj = self.objective(idx, trial)[0]
         t = np.argmax(obj, axis=1)
         take = obj[np.arange(idx.size), t] > now
-        rel[idx[take]] = trial[take, t[take]]
-        placed[idx] = True
+        self.rel[idx[take]] = trial[take, t[take]]
+        self.placed[idx] = True
         return idx[take]
 
-    def clashing(idx):
-        return idx[objective(idx, rel[idx, None])[1][:, 0] < md2]
+    def clashing(self, idx):
+        return idx[self.objective(idx, self.rel[idx, None])[1][:, 0] < self.md2]
 
-    # colour classes: molecules of one colour are never neighbours
-    kmax = int(np.abs(np.round(off_vec / spacing)).max()) if n_off else 0
-    colour = np.zeros(n_mol, dtype=np.int64)
-    for a in range(3):
-        ca = _axis_colours(shape[a], kmax + 1)
-        colour = colour * (2 * kmax + 2) + ca[gidx[:, a]]
-    colour = np.unique(colour, return_inverse=True)[1].reshape(-1)
-
-    def by_colour(idx):
-        c = colour[idx]
+    def by_colour(self, idx):
+        c = self.colour[idx]
         o = np.argsort(c, kind="stable")
         return np.split(idx[o], np.flatnonzero(np.diff(c[o])) + 1)
 
-    def neighbours(idx):
-        nb = np.unique(nbr[idx])
-        return nb[nb < n_mol]
-
-    # greedy pass, colour by colour, against the molecules already placed;
-    # a second, larger batch for the molecules that still clash
-    t_first = 8
-    t_second = 64
-    for cls in by_colour(np.arange(n_mol)):
-        place(cls, t_first)
-        place(clashing(cls), t_second)
-
-    # repair: turn clashing molecules into ghosts, let their neighbours make
-    # room (never creating a clash), then re-place the clashing molecules
-    bad = clashing(np.arange(n_mol))
-    t_room = 32
-    t_bad = 64
-    for sweep in range(max_sweeps):
-        if bad.size == 0:
-            break
-        saved = rel[bad].copy()
-        rel[bad] = 0.0
-        placed[bad] = False
-        around = np.setdiff1d(neighbours(bad), bad)
-        moved = [place(cls, t_room) for cls in by_colour(around)]
-        rel[bad] = saved
-        placed[bad] = True
-        moved += [place(cls, t_bad) for cls in by_colour(bad)]
-        moved = np.concatenate(moved)
-        check = np.union1d(np.union1d(moved, neighbours(moved)), bad)
-        bad = clashing(check)
-    if bad.size:
-        return None
-    return box, (sites[:, None, :] + rel[:n_mol]).reshape(-1, 3)
+    def neighbours(self, idx):
+        nb = np.unique(self.nbr[idx])
+        return nb[nb < self.n_mol]
 
 
 # Up to this many molecules the simple (quadratic, robust) placement is used.

@@ -13,9 +13,11 @@ Each rank passes the atoms it has (any split: all on one rank, none on some,
 or spatially owned); it gets back the forces of exactly those atoms, in the
 order it passed them. Energy and virial are global and identical on every rank.
 
-Longer than 600 lines because it is the documented face of the solver: the docstrings of PME,
-PMEResult and compute are the API reference (docs/api.md renders them), with the constructor's
-and compute's checks; the work is in _tuning, _potentials, _charge_sets, _slab and the C++ core.
+This is the documented face of the solver: the docstrings of PME and compute are the API
+reference (docs/api.md renders them), with the constructor's and compute's checks. PME is
+composed of parts: its Problem (problem.py: what the solvers are made for, and how), its Tuner
+(tuning.py: the automatic choice and the one TuningState a call may change), and the per-call
+helpers of charge_sets.py, potentials.py and slab.py; the work is in the C++ core.
 """
 
 from __future__ import annotations

@@ -75,8 +75,10 @@ _SETS_ESTIMATES = 256
 
 @dataclasses.dataclass
 class TuningState:
-    """What a compute may change (see the module docstring); every field is replaced, never
-    changed in place, except ``sets_estimates``, which :meth:`copy` copies.
+    """What a compute may change (see the module docstring). The fields are replaced, not
+    changed in place, except ``sets_estimates`` (which :meth:`copy` copies) and the core
+    solver itself, whose ``set_skin``, ``set_precision`` and ``set_box`` act on the object
+    (a copy restores which solver is current, not a precision a failed call set on it).
 
     ``solver``: the current core solver (None until parameters are chosen); ``params``: its
     alpha, mesh, order and differentiation; ``alpha``, ``order``, ``differentiation``: the

@@ -36,6 +36,15 @@ void OpenMP::partition_master<pmewald::detail::AttachOpenMPThread>(
     Impl::t_openmp_instance = new (ptr) Exec(pool_size);
     // The scratch sizes partition_master gives a partition of this size.
     Impl::t_openmp_instance->resize_thread_data(32 * pool_size, 32 * pool_size, 1024 * pool_size, 1024);
+    // Each thread of this thread's OpenMP team its own hardware id, as Kokkos's
+    // initialisation gives the initial team's: UniqueToken (and so every duplicated
+    // ScatterView, the pair loop's forces) picks its copy by it, and a team whose
+    // threads all kept the default 0 wrote one copy from two threads (found in CI:
+    // one force in 360 off by 2e-4 relative on 1 rank x 2 threads). libgomp keeps a
+    // master's team threads for its later regions of the same size, as Kokkos
+    // relies on for the initial team.
+#pragma omp parallel num_threads(pool_size)
+    { Impl::t_openmp_hardware_id = omp_get_thread_num(); }
   } else if (Impl::t_openmp_instance) {
     Impl::t_openmp_instance->~Exec();
     space.deallocate(Impl::t_openmp_instance, sizeof(Exec));

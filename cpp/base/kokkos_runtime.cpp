@@ -90,8 +90,6 @@ void attach_this_thread() {
 }
 }  // namespace
 
-bool kokkos_thread_attached() { return t_instance.attached; }
-
 void ensure_kokkos_initialized() {
   if (t_instance.checked && Kokkos::is_initialized()) return;
   static std::mutex m;

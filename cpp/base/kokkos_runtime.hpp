@@ -37,10 +37,6 @@ inline namespace base {
 // twice in one process).
 void ensure_kokkos_initialized();
 
-// Whether the calling thread was given its own OpenMP instance (always false on
-// Serial and on the initialising thread); for tests.
-bool kokkos_thread_attached();
-
 // Threads FFTW plans with (1 without libfftw3_omp; 0 before ensure_kokkos_initialized).
 int fftw_threads();
 

@@ -9,7 +9,11 @@
 
 #include <fftw3.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
+
+#include "base/errors.hpp"
 
 namespace pmewald {
 inline namespace base {
@@ -25,6 +29,23 @@ inline void destroy_fftw_plan(fftw_plan& p) {
   const std::lock_guard<std::mutex> lock(fftw_planner_mutex());
   fftw_destroy_plan(p);
   p = nullptr;
+}
+
+// The PME solver's FFTW planning rigour: FFTW_MEASURE unless the environment
+// variable PMEWALD_FFTW_PLANNER says "estimate", "measure", "patient" or
+// "exhaustive" (ValueError for anything else). A measured plan is the fastest
+// one FFTW timed, so two runs may pick different algorithms and differ in the
+// last bits; "estimate" plans without timing, the same plan every run (runs
+// reproducible bit for bit, like GROMACS's mdrun -reprod; docs/reliability.md, Reproducible runs).
+inline unsigned fftw_planner_flags() {
+  const char* env = std::getenv("PMEWALD_FFTW_PLANNER");
+  const std::string s = env ? env : "measure";
+  if (s == "estimate") return FFTW_ESTIMATE;
+  if (s == "measure") return FFTW_MEASURE;
+  if (s == "patient") return FFTW_PATIENT;
+  if (s == "exhaustive") return FFTW_EXHAUSTIVE;
+  throw ValueError("PMEWALD_FFTW_PLANNER must be one of 'estimate', 'measure', 'patient', 'exhaustive', not '" +
+                   s + "'");
 }
 
 }  // namespace base

@@ -90,7 +90,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   const int halved = P == 1 ? 2 : 0;
   RealFFTOptions fft_options;
   fft_options.mode = opt_.mode;
-  fft_options.fftw_flags = FFTW_MEASURE;
+  fft_options.fftw_flags = opt_.fftw_flags;
   fft_options.in_storage = halo_->extended();
   fft_options.halved_axis = halved;
   fft_ = std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],

@@ -33,6 +33,7 @@
 #include "fft/rfft3d.hpp"
 #include "comm/halo.hpp"
 #include "comm/overlap.hpp"
+#include "base/fftw_planner.hpp"
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
@@ -71,6 +72,10 @@ struct SolverOptions {
   // The erfc pair kernel's precision (realspace/pair_kernel.hpp): Mixed needs
   // alpha * cutoff < 8. Potentials and fields are computed in double either way.
   PairPrecision precision = PairPrecision::Double;
+  // FFTW's planning rigour for the mesh FFTs (FFTW_MEASURE, or what
+  // PMEWALD_FFTW_PLANNER says: base/fftw_planner.hpp). FFTW_ESTIMATE makes runs
+  // reproducible bit for bit; each rank plans its own transforms.
+  unsigned fftw_flags = fftw_planner_flags();
 };
 
 struct SolverResult {

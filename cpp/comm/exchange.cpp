@@ -173,6 +173,7 @@ void ExchangeExecutor<T>::execute(const T* src, T* dst, Direction dir, UnpackOp 
 template <class T>
 void ExchangeExecutor<T>::run(const T* src, T* dst, Direction dir, UnpackOp op, ExchangeStats& st) {
   flight_ = Flight{dst, dir, op, true, 0};
+  arrived_.assign(static_cast<std::size_t>(plan_->incoming(dir).count()), 0);
   post(src, dst, dir, op, st);
   complete(st);
   flight_.active = false;
@@ -182,6 +183,7 @@ template <class T>
 void ExchangeExecutor<T>::start(const T* src, T* dst, Direction dir, UnpackOp op) {
   if (flight_.active) throw std::logic_error("ExchangeExecutor::start: an exchange is in flight");
   flight_ = Flight{dst, dir, op, true, 0};
+  arrived_.assign(static_cast<std::size_t>(plan_->incoming(dir).count()), 0);
   post(src, dst, dir, op, stats_[static_cast<int>(dir)]);
   count(dir);
 }
@@ -215,9 +217,17 @@ bool ExchangeExecutor<T>::unpack_arrived(MPI_Request* requests, const T* rbuf, s
   }
   if (k == MPI_UNDEFINED) k = 0;
   const double t0 = wall_seconds();
-  for (int i = 0; i < k; ++i) unpack(rbuf + in.offsets[done[i]], in, done[i], done[i] + 1, f.dst, f.dir, f.op);
+  if (f.op == UnpackOp::Add) {
+    // Sums in message order whatever the arrival order (the same bits every run):
+    // the arrived prefix is added now, the rest waits for its predecessors.
+    for (int i = 0; i < k; ++i) arrived_[static_cast<std::size_t>(done[i])] = 1;
+    for (; f.unpacked < in.count() && arrived_[static_cast<std::size_t>(f.unpacked)]; ++f.unpacked)
+      unpack(rbuf + in.offsets[f.unpacked], in, f.unpacked, f.unpacked + 1, f.dst, f.dir, f.op);
+  } else {
+    for (int i = 0; i < k; ++i) unpack(rbuf + in.offsets[done[i]], in, done[i], done[i] + 1, f.dst, f.dir, f.op);
+    f.unpacked += k;
+  }
   st.unpack_seconds += wall_seconds() - t0;
-  f.unpacked += k;
   return f.unpacked == in.count();
 }
 
@@ -226,9 +236,12 @@ void ExchangeExecutor<T>::unpack_remaining(MPI_Request* requests, const T* rbuf,
   Flight& f = flight_;
   const ExchangeSide& in = plan_->incoming(f.dir);
   for (; f.unpacked < in.count(); ++f.unpacked) {
-    int m = MPI_UNDEFINED;
+    int m = f.unpacked;
     const double t0 = wall_seconds();
-    MPI_Waitany(in.count(), requests, &m, MPI_STATUS_IGNORE);
+    if (f.op != UnpackOp::Add)
+      MPI_Waitany(in.count(), requests, &m, MPI_STATUS_IGNORE);  // copies: any order
+    else if (!arrived_[static_cast<std::size_t>(m)])
+      MPI_Wait(&requests[m], MPI_STATUS_IGNORE);  // sums: in message order
     const double t1 = wall_seconds();
     unpack(rbuf + in.offsets[m], in, m, m + 1, f.dst, f.dir, f.op);
     st.wait_seconds += t1 - t0;

@@ -109,7 +109,9 @@ class ExchangeExecutor : public PendingExchange {
   void count(Direction dir);
   // Point-to-point receives of the flight (requests[m] for incoming message m, data
   // in rbuf at the side's offsets): unpack those MPI_Testsome finds complete (true
-  // once all are), or wait for and unpack all that are left, in completion order.
+  // once all are), or wait for and unpack all that are left. Copies (Assign) are
+  // unpacked in completion order; sums (Add) in message order, so that the same
+  // inputs give the same bits whatever the order the messages arrive in.
   bool unpack_arrived(MPI_Request* requests, const T* rbuf, std::vector<int>& done, ExchangeStats& st);
   void unpack_remaining(MPI_Request* requests, const T* rbuf, ExchangeStats& st);
 
@@ -125,6 +127,7 @@ class ExchangeExecutor : public PendingExchange {
   std::shared_ptr<const ExchangePlan> plan_;
   std::array<ExchangeStats, 2> stats_;
   Flight flight_;
+  std::vector<char> arrived_;  // Add flights: incoming message m has completed
 };
 
 // Post every receive; pack each outgoing piece into one reused buffer (sized for

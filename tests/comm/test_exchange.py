@@ -132,3 +132,30 @@ def test_split_exchange_equals_whole(comm):
                     assert np.array_equal(whole, split), (mode, n, g, reverse)
             st = ex.stats(reverse=True, complex_data=True)
             assert st["executions"] == 2 and st["tests"] >= 1
+
+
+@pytest.mark.mpi(ranks=[4])
+def test_sums_are_added_in_message_order_whatever_the_arrival(comm):
+    """Rank 0 sums one value from each of ranks 1, 2, 3 into one element; the first message
+    is sent last. The sum must be the one in message order, ((0 + 1) + 1e16) - 1e16 = 0, not
+    the arrival order's (-1e16 + 1e16) + 1 = 1: the same inputs give the same bits every run
+    (docs/reliability.md, Reproducible runs)."""
+    import time
+
+    rank = comm.Get_rank()
+    value = {1: 1.0, 2: 1e16, 3: -1e16}
+    if rank == 0:
+        lists = ([], [], [1, 2, 3], [[0], [0], [0]], [], [], 1, 1)
+    else:
+        lists = ([0], [[0]], [], [], [], [], 1, 1)
+    for mode in COMM_MODES:
+        ex = _core._testing.comm.Exchange(comm, mode, *lists)
+        for split in (False, True):
+            src = np.array([value.get(rank, 0.0)])
+            dst = np.zeros(1)
+            comm.Barrier()
+            if rank == 1:
+                time.sleep(0.3)  # the first message arrives last
+            ex.execute(src, dst, add=True, split=split)
+            if rank == 0:
+                assert dst[0] == 0.0, (mode, split, dst[0])

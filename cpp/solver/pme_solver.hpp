@@ -149,6 +149,39 @@ class PMESolver {
   MPI_Comm comm() const { return comm_.get(); }
 
  private:
+  // One compute / compute_sets call (compute_call.cpp): sets 0 for compute's one
+  // charge column, else the number of charge sets (charges n x sets).
+  struct Call {
+    const double* positions;
+    const double* charges;
+    int sets;
+    const std::int64_t* ids;
+    std::size_t n;
+    const std::int64_t* exclusions;
+    std::size_t m;
+    double* forces_out;
+    bool potentials;
+    double* potentials_out;
+    double* fields_out;
+  };
+  // What the stages of one call pass on: whether the reused pair list serves it,
+  // the pair work to run (none without pairs), one set's local real-space terms.
+  struct CallState {
+    bool use_list = false;
+    BackgroundWork* work = nullptr;
+    RealSpaceTerms local;
+  };
+  // The call path and its stages in order (compute_call.cpp); t is the phase
+  // timer's running mark.
+  std::vector<SolverResult> run(const Call& call);
+  void migrate(const Call& call, CallState& s, double& t);
+  void begin_pairs(const Call& call, CallState& s, double& t);
+  std::vector<SolverResult> mesh(const Call& call, Overlap* overlap);
+  void reduce(const Call& call, CallState& s, std::vector<SolverResult>& res, double& t);
+  double total_forces(const Call& call, CallState& s, double& t);
+  void reduce_results(std::vector<SolverResult>& res, const std::vector<RealSpaceTerms>& local,
+                      const std::vector<double>& f2, std::size_t n);
+  void return_forces(const Call& call, const CallState& s, const std::vector<SolverResult>& res, double& t);
   // The owned atoms' B-spline stencils (stencil_), for reciprocal() of any charges.
   void stencils();
   // The mesh part of charges q (per owned atom) with the current stencils: local
@@ -168,11 +201,14 @@ class PMESolver {
   Overlap* start_work(BackgroundWork* work, double& t);
   void stop_work(Overlap* overlap, double hidden0);
   void ik_potentials(Overlap* overlap);
-  // compute_sets' stages (charge_sets.cpp): the migration with the sets' charges,
-  // the per-set sums reduced into results, the per-set potentials back to the callers.
+  // The charge sets' own stages (charge_sets.cpp): the migration with the sets'
+  // charges, their ghosts' charges, one set's mesh part, the per-set terms and
+  // total forces, the per-set potentials back to the callers.
   void migrate_sets(const double* positions, const double* charges, int n_sets, const std::int64_t* ids,
                     std::size_t n, bool potentials);
-  void reduce_sets(std::vector<SolverResult>& res, std::size_t n);
+  void route_set_ghosts(int n_sets);
+  void mesh_set(int c, SolverResult& res, Overlap* overlap, bool potentials);
+  void set_terms(std::size_t n_sets, std::vector<RealSpaceTerms>& local, std::vector<double>& f2);
   void assemble_set_potentials(const std::vector<SolverResult>& res, std::size_t n, double* potentials_out,
                                double* fields_out);
   void assemble_potentials(double total_charge, double* potentials_out, double* fields_out, std::size_t n);

@@ -1,10 +1,10 @@
-// The reciprocal (mesh) stages of PMESolver::compute, one step each: the B-spline
+// The reciprocal (mesh) stages of PMESolver::run, one step each: the B-spline
 // stencils, spread, halo reduce, forward FFT, the influence-function solve, the
 // backward FFT(s), halo fill and gather (ad or ik); the potentials' extra pieces
 // (forces from the unit-charge field, ik's potential mesh, the assembly of every
 // term's phi and E); the per-call views; and choose_mode, which times this part's
-// exchanges in each comm mode. Construction, options, the pair list and compute's
-// order of stages are in pme_solver.cpp.
+// exchanges in each comm mode. Construction, options and the pair list are in
+// pme_solver.cpp, the call's order of stages in compute_call.cpp.
 #include <cmath>
 #include <vector>
 

@@ -67,183 +67,381 @@ struct reduction_identity<pmewald::tuning::Acc19> {
 namespace pmewald {
 inline namespace tuning {
 
-ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& K, int p,
-                                            Differentiation diff, double sum_q2, int n_atoms,
-                                            double sum_q4, const ChargeCorrelation* correlation) {
-  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
-  if (n_atoms <= 0 || sum_q2 <= 0) return {0.0, 0.0};
-  const ChargeCorrelation* corr = correlation != nullptr && !correlation->empty() ? correlation : nullptr;
-  if (p < kMinOrder || p > kMaxOrder) throw ValueError("order must be in [3, 10]");
-  for (int d = 0; d < 3; ++d)
-    if (K[d] < p) throw ValueError("mesh smaller than the order");
-  if (!(alpha > 0)) throw ValueError("alpha must be positive");
-  if (sum_q4 < 0) sum_q4 = sum_q2 * sum_q2 / n_atoms;
-  const Mat3 R = reciprocal_of(box);
-  const double V = volume_of(box);
-  const double two_pi = 2.0 * M_PI, inv4a2 = 1.0 / (4.0 * alpha * alpha);
-  // metric of the frequency space: |2 pi R x|^2 = 4 pi^2 x^T Gm x
-  double Gm[3][3];
-  for (int d = 0; d < 3; ++d)
-    for (int e = 0; e < 3; ++e) {
-      double s = 0;
-      for (int r = 0; r < 3; ++r) s += R[3 * r + d] * R[3 * r + e];
-      Gm[d][e] = s;
-    }
-  // Per-axis tables, index g in [0, K) <-> signed m. The principal (j = 0)
-  // alias is kept apart from the sums over j != 0 so that S(m), a small
-  // difference of large terms, is assembled from non-cancelling pieces:
-  //   S = sum_{j != j'} |D g U_j U_j'|^2 + sum_j |D_j g U_j^2 - R_j|^2.
-  struct Axis {
-    std::vector<int> m;
-    std::vector<double> u0, B, r1;         // u(j=0), moduli, u0^2 B - 1
-    std::vector<double> a[3], b[3];        // sum_{j!=0} x^k u^2 and x^k u^4, k = 0,1,2
-    std::vector<double> u1, T0, T1;        // u at j = -1,0,1; self-force tables (n = -1,0,1)
-  } ax[3];
-  for (int d = 0; d < 3; ++d) {
-    const int Kd = K[d];
-    Axis& A = ax[d];
-    A.m.assign(Kd, 0);
-    A.u0.assign(Kd, 0);
-    A.r1.assign(Kd, 0);
-    for (int k = 0; k < 3; ++k) {
-      A.a[k].assign(Kd, 0);
-      A.b[k].assign(Kd, 0);
-    }
-    A.u1.assign(3 * Kd, 0);
-    A.T0.assign(3 * Kd, 0);
-    A.T1.assign(3 * Kd, 0);
-    A.B = bspline_moduli(Kd, p);
-    std::vector<double> u(2 * kJ + 3);
-    for (int g = 0; g < Kd; ++g) {
-      const int m = (2 * g > Kd) ? g - Kd : g;
-      A.m[g] = m;
-      for (int j = -kJ - 1; j <= kJ + 1; ++j)
-        u[j + kJ + 1] = sinc_pow(static_cast<double>(m + j * Kd) / Kd, p);
-      for (int j = -kJ; j <= kJ; ++j) {
-        const double x = m + static_cast<double>(j) * Kd, uu = u[j + kJ + 1];
-        if (j != 0) {
-          const double u2 = uu * uu, u4 = u2 * u2;
-          A.a[0][g] += u2;
-          A.a[1][g] += x * u2;
-          A.a[2][g] += x * x * u2;
-          A.b[0][g] += u4;
-          A.b[1][g] += x * u4;
-          A.b[2][g] += x * x * u4;
-        }
-        for (int n = -1; n <= 1; ++n) {
-          const double v = uu * u[j - n + kJ + 1];
-          A.T0[3 * g + n + 1] += v;
-          A.T1[3 * g + n + 1] += x * v;
-        }
-      }
-      A.u0[g] = u[kJ + 1];
-      A.r1[g] = A.u0[g] * A.u0[g] * A.B[g] - 1.0;
-      for (int j = -1; j <= 1; ++j) A.u1[3 * g + j + 1] = u[j + kJ + 1];
-    }
+namespace {
+
+// Per-axis tables, index g in [0, K) <-> signed m. The principal (j = 0)
+// alias is kept apart from the sums over j != 0 so that S(m), a small
+// difference of large terms, is assembled from non-cancelling pieces:
+//   S = sum_{j != j'} |D g U_j U_j'|^2 + sum_j |D_j g U_j^2 - R_j|^2.
+struct Axis {
+  std::vector<int> m;
+  std::vector<double> u0, B, r1;         // u(j=0), moduli, u0^2 B - 1
+  std::vector<double> a[3], b[3];        // sum_{j!=0} x^k u^2 and x^k u^4, k = 0,1,2
+  std::vector<double> u1, T0, T1;        // u at j = -1,0,1; self-force tables (n = -1,0,1)
+};
+
+// The tables of one axis of Kd points, order p.
+Axis axis_table(int Kd, int p) {
+  Axis A;
+  A.m.assign(Kd, 0);
+  A.u0.assign(Kd, 0);
+  A.r1.assign(Kd, 0);
+  for (int k = 0; k < 3; ++k) {
+    A.a[k].assign(Kd, 0);
+    A.b[k].assign(Kd, 0);
   }
-  // prod_d (base_d + ex_d) - prod_d base_d, expanded over non-empty subsets
-  auto excess3 = [](const double* base, const double* ex) {
-    return ex[0] * base[1] * base[2] + base[0] * ex[1] * base[2] + base[0] * base[1] * ex[2] +
-           ex[0] * ex[1] * base[2] + ex[0] * base[1] * ex[2] + base[0] * ex[1] * ex[2] +
-           ex[0] * ex[1] * ex[2];
-  };
-  // sum_{j != 0} |2 pi recip (m + jK)|^2 U_j^q for q = 2 (pw = 1) or q = 4 (pw = 2)
-  auto k2_moment = [&](const int* gg, const double* x0, int pw) {
-    double tot = 0;
-    for (int d = 0; d < 3; ++d)
-      for (int e = 0; e < 3; ++e) {
-        double base[3], ex[3];
-        for (int c = 0; c < 3; ++c) {
-          const double u0 = ax[c].u0[gg[c]];
-          const double u0q = pw == 1 ? u0 * u0 : u0 * u0 * u0 * u0;
-          const auto& tab = pw == 1 ? ax[c].a : ax[c].b;
-          const int k = (c == d) + (c == e);  // power of x on this axis
-          double xk = 1.0;
-          for (int i = 0; i < k; ++i) xk *= x0[c];
-          base[c] = xk * u0q;
-          ex[c] = tab[k][gg[c]];
-        }
-        tot += Gm[d][e] * excess3(base, ex);
+  A.u1.assign(3 * Kd, 0);
+  A.T0.assign(3 * Kd, 0);
+  A.T1.assign(3 * Kd, 0);
+  A.B = bspline_moduli(Kd, p);
+  std::vector<double> u(2 * kJ + 3);
+  for (int g = 0; g < Kd; ++g) {
+    const int m = (2 * g > Kd) ? g - Kd : g;
+    A.m[g] = m;
+    for (int j = -kJ - 1; j <= kJ + 1; ++j)
+      u[j + kJ + 1] = sinc_pow(static_cast<double>(m + j * Kd) / Kd, p);
+    for (int j = -kJ; j <= kJ; ++j) {
+      const double x = m + static_cast<double>(j) * Kd, uu = u[j + kJ + 1];
+      if (j != 0) {
+        const double u2 = uu * uu, u4 = u2 * u2;
+        A.a[0][g] += u2;
+        A.a[1][g] += x * u2;
+        A.a[2][g] += x * x * u2;
+        A.b[0][g] += u4;
+        A.b[1][g] += x * u4;
+        A.b[2][g] += x * x * u4;
       }
-    return 4.0 * M_PI * M_PI * tot;
-  };
-  // Sum over the mesh, using S(-m) = S(m): only one point of each pair
-  // (m, -m) is visited (weight 2; self-conjugate points weight 1). The
-  // self-force coefficients obey contrib(-m, n) = -contrib(m, -n).
-  // Any alias j != 0 has |x_d| >= K_d/2 on some axis, and x_d = a_d . k / (2 pi),
-  // so |k_j| >= min_d pi K_d / |a_d|.
+      for (int n = -1; n <= 1; ++n) {
+        const double v = uu * u[j - n + kJ + 1];
+        A.T0[3 * g + n + 1] += v;
+        A.T1[3 * g + n + 1] += x * v;
+      }
+    }
+    A.u0[g] = u[kJ + 1];
+    A.r1[g] = A.u0[g] * A.u0[g] * A.B[g] - 1.0;
+    for (int j = -1; j <= 1; ++j) A.u1[3 * g + j + 1] = u[j + kJ + 1];
+  }
+  return A;
+}
+
+// What the sum over the mesh reads: the mesh and differentiation, the reciprocal
+// lattice, the axis tables and the part of the mesh that is visited.
+struct MeshSum {
+  Int3 K;
+  bool ik;                              // ik differentiation (else ad)
+  const ChargeCorrelation* corr;        // nullptr: uncorrelated charges
+  Mat3 R;                               // reciprocal_of(box)
+  double two_pi, inv4a2;
+  double Gm[3][3];                      // metric of the frequency space: |2 pi R x|^2 = 4 pi^2 x^T Gm x
+  Axis ax[3];
+  bool aliases_negligible;
+  double rm2;                           // the ellipsoid m^T Gm m <= rm2 (aliases negligible)
+  int mlo[3], mhi[3];                   // the signed m visited per axis
+};
+
+// The bounds of the sum. Any alias j != 0 has |x_d| >= K_d/2 on some axis, and
+// x_d = a_d . k / (2 pi), so |k_j| >= min_d pi K_d / |a_d|.
+void set_bounds(MeshSum& ms, const Mat3& box, double alpha) {
+  const Int3& K = ms.K;
   double kmin = 1e300;
   for (int d = 0; d < 3; ++d) {
     const double ad = std::sqrt(box[3 * d] * box[3 * d] + box[3 * d + 1] * box[3 * d + 1] +
                                 box[3 * d + 2] * box[3 * d + 2]);
     kmin = std::fmin(kmin, M_PI * K[d] / ad);
   }
-  const bool aliases_negligible = kmin * kmin * inv4a2 > 60.0;
+  ms.aliases_negligible = kmin * kmin * ms.inv4a2 > 60.0;
   // With negligible aliases every term of S(m) and of the self force carries f(k_0) (or
   // g = f(k_0) B), so the points with |k_0|^2 / 4 alpha^2 > 60 add nothing (< e^-60
   // relative): the sum then runs over the ellipsoid m^T Gm m <= 240 alpha^2 / 4 pi^2 only
   // (|m_d| <= that radius times |a_d|), which lies inside the principal zone exactly when
   // the aliases are negligible. For fine meshes this is a small part of the mesh: the cost
   // no longer grows with K (about (5 alpha |a|)^3 / 2 points).
-  const double rm2 = 240.0 * alpha * alpha / (4.0 * M_PI * M_PI);
-  int mlo[3], mhi[3];
+  ms.rm2 = 240.0 * alpha * alpha / (4.0 * M_PI * M_PI);
   for (int d = 0; d < 3; ++d) {
-    mlo[d] = -((K[d] - 1) / 2);
-    mhi[d] = K[d] / 2;
-    if (aliases_negligible) {
+    ms.mlo[d] = -((K[d] - 1) / 2);
+    ms.mhi[d] = K[d] / 2;
+    if (ms.aliases_negligible) {
       const double ad = std::sqrt(box[3 * d] * box[3 * d] + box[3 * d + 1] * box[3 * d + 1] +
                                   box[3 * d + 2] * box[3 * d + 2]);
-      const int r = static_cast<int>(std::floor(std::sqrt(rm2) * ad)) + 1;
-      mlo[d] = std::max(mlo[d], -r);
-      mhi[d] = std::min(mhi[d], r);
+      const int r = static_cast<int>(std::floor(std::sqrt(ms.rm2) * ad)) + 1;
+      ms.mlo[d] = std::max(ms.mlo[d], -r);
+      ms.mhi[d] = std::min(ms.mhi[d], r);
     }
   }
-  // sum_b W_b(m) (c(m + b K) - 1) over the aliases |b_d| <= 1 (see the header)
-  const bool ik_diff = diff == Differentiation::IK;
-  auto correlation_excess = [&](const int* m, const int* gg, const double* k0, const double* kp, double k02,
-                                double kp2, double f0, double gi, double U02, double D1, double KU1, double BU0m1,
-                                bool nyq) {
-    const double sumDU = ik_diff ? kp2 * (U02 + D1) : k02 * U02 + KU1;  // sum_a |D_a|^2 U_a^2
-    double extra = 0;
-    for (int b0 = -1; b0 <= 1; ++b0)
-      for (int b1 = -1; b1 <= 1; ++b1)
-        for (int b2 = -1; b2 <= 1; ++b2) {
-          const long x[3] = {m[0] + long(b0) * K[0], m[1] + long(b1) * K[1], m[2] + long(b2) * K[2]};
-          const double c = (*corr)(x[0], x[1], x[2]);
-          if (c == 1.0) continue;
-          double W;
-          if (b0 == 0 && b1 == 0 && b2 == 0) {
-            if (m[0] == 0 && m[1] == 0 && m[2] == 0) continue;
-            double diag;  // |D_0 g U_0^2 - k_0 f_0|^2
-            if (ik_diff && nyq) {
-              diag = 0;
-              for (int r = 0; r < 3; ++r) {
-                const double v = kp[r] * gi * U02 - k0[r] * f0;
-                diag += v * v;
-              }
-            } else {
-              diag = k02 * f0 * f0 * BU0m1 * BU0m1;
-            }
-            W = diag + gi * gi * U02 * (ik_diff ? kp2 * D1 : KU1);  // + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
-          } else {
-            const double ub = ax[0].u1[3 * gg[0] + b0 + 1] * ax[1].u1[3 * gg[1] + b1 + 1] * ax[2].u1[3 * gg[2] + b2 + 1];
-            const double Ub2 = ub * ub;
-            W = gi * gi * Ub2 * sumDU;
-            double kb[3];
-            for (int r = 0; r < 3; ++r)
-              kb[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
-            const double kb2 = kb[0] * kb[0] + kb[1] * kb[1] + kb[2] * kb[2];
-            const double ex = kb2 * inv4a2;
-            if (ex <= 60.0) {
-              const double fb = 4.0 * M_PI * std::exp(-ex) / kb2;
-              const double kdot = ik_diff ? kp[0] * kb[0] + kp[1] * kb[1] + kp[2] * kb[2] : kb2;
-              W += kb2 * fb * fb - 2.0 * gi * Ub2 * kdot * fb;
-            }
-          }
-          extra += W * (c - 1.0);
+}
+
+// prod_d (base_d + ex_d) - prod_d base_d, expanded over non-empty subsets
+double excess3(const double* base, const double* ex) {
+  return ex[0] * base[1] * base[2] + base[0] * ex[1] * base[2] + base[0] * base[1] * ex[2] +
+         ex[0] * ex[1] * base[2] + ex[0] * base[1] * ex[2] + base[0] * ex[1] * ex[2] +
+         ex[0] * ex[1] * ex[2];
+}
+
+// sum_{j != 0} |2 pi recip (m + jK)|^2 U_j^q for q = 2 (pw = 1) or q = 4 (pw = 2)
+double k2_moment(const MeshSum& ms, const int* gg, const double* x0, int pw) {
+  double tot = 0;
+  for (int d = 0; d < 3; ++d)
+    for (int e = 0; e < 3; ++e) {
+      double base[3], ex[3];
+      for (int c = 0; c < 3; ++c) {
+        const double u0 = ms.ax[c].u0[gg[c]];
+        const double u0q = pw == 1 ? u0 * u0 : u0 * u0 * u0 * u0;
+        const auto& tab = pw == 1 ? ms.ax[c].a : ms.ax[c].b;
+        const int k = (c == d) + (c == e);  // power of x on this axis
+        double xk = 1.0;
+        for (int i = 0; i < k; ++i) xk *= x0[c];
+        base[c] = xk * u0q;
+        ex[c] = tab[k][gg[c]];
+      }
+      tot += ms.Gm[d][e] * excess3(base, ex);
+    }
+  return 4.0 * M_PI * M_PI * tot;
+}
+
+// One visited mesh point and what its terms share: the principal k_0 and k' (Nyquist
+// components zeroed, as the ik solver uses), the influence g = f(k_0) B, the alias sums.
+struct MeshPoint {
+  int gg[3], m[3];                      // the table index and the signed m per axis
+  double x0[3];
+  bool zero, selfconj, nyq;             // m = 0; m = -m on the mesh; k' != k_0
+  double k0[3], kp[3], k02, kp2;
+  double f0, gi;
+  double U02, D1, D4, BU0m1;            // U_0^2, sum_{j!=0} U_j^2, sum_{j!=0} U_j^4, B U_0^2 - 1
+  double KU1 = 0, KU4 = 0;              // ad: sum_{j!=0} k_j^2 U_j^2 and k_j^2 U_j^4
+};
+
+MeshPoint mesh_point(const MeshSum& ms, int g0, int g1, int g2, bool selfconj) {
+  const Axis* ax = ms.ax;
+  const Int3& K = ms.K;
+  const Mat3& R = ms.R;
+  MeshPoint P;
+  const int gg[3] = {g0, g1, g2};
+  for (int d = 0; d < 3; ++d) {
+    P.gg[d] = gg[d];
+    P.m[d] = ax[d].m[gg[d]];
+    P.x0[d] = double(P.m[d]);
+  }
+  const int* m = P.m;
+  P.zero = (m[0] == 0 && m[1] == 0 && m[2] == 0);
+  P.selfconj = selfconj;
+  for (int r = 0; r < 3; ++r) {
+    P.k0[r] = ms.two_pi * (R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2]);
+    P.kp[r] = ms.two_pi * (R[3 * r] * (2 * m[0] == K[0] ? 0 : m[0]) +
+                           R[3 * r + 1] * (2 * m[1] == K[1] ? 0 : m[1]) +
+                           R[3 * r + 2] * (2 * m[2] == K[2] ? 0 : m[2]));
+  }
+  P.k02 = P.k0[0] * P.k0[0] + P.k0[1] * P.k0[1] + P.k0[2] * P.k0[2];
+  P.kp2 = P.kp[0] * P.kp[0] + P.kp[1] * P.kp[1] + P.kp[2] * P.kp[2];
+  P.nyq = P.kp2 != P.k02;
+  const double B = ax[0].B[g0] * ax[1].B[g1] * ax[2].B[g2];
+  P.f0 = P.zero ? 0.0 : 4.0 * M_PI * std::exp(-P.k02 * ms.inv4a2) / P.k02;
+  P.gi = P.f0 * B;
+  double U0sq[3], a0[3], b0[3], U0q[3], ones[3] = {1, 1, 1}, r1[3];
+  for (int d = 0; d < 3; ++d) {
+    const double u0 = ax[d].u0[gg[d]];
+    U0sq[d] = u0 * u0;
+    U0q[d] = U0sq[d] * U0sq[d];
+    a0[d] = ax[d].a[0][gg[d]];
+    b0[d] = ax[d].b[0][gg[d]];
+    r1[d] = ax[d].r1[gg[d]];
+  }
+  P.U02 = U0sq[0] * U0sq[1] * U0sq[2];
+  P.D1 = excess3(U0sq, a0);       // sum_{j!=0} U_j^2
+  P.D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
+  P.BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
+  if (!P.zero && !ms.ik) {
+    P.KU1 = k2_moment(ms, gg, P.x0, 1);
+    P.KU4 = k2_moment(ms, gg, P.x0, 2);
+  }
+  return P;
+}
+
+// S(m) of uncorrelated charges.
+double pair_term(const MeshSum& ms, const MeshPoint& P) {
+  const Int3& K = ms.K;
+  const Mat3& R = ms.R;
+  const double gi = P.gi, f0 = P.f0;
+  // j = 0 diagonal term and the off-diagonal (j != j') terms
+  double S = 0;
+  if (!P.zero) {
+    if (ms.ik) {
+      const double cross = 2.0 * P.U02 * P.D1 + (P.D1 * P.D1 - P.D4);
+      S += P.kp2 * gi * gi * cross;
+      if (!P.nyq) {
+        S += P.k02 * f0 * f0 * P.BU0m1 * P.BU0m1;
+      } else {
+        for (int r = 0; r < 3; ++r) {
+          const double v = P.kp[r] * gi * P.U02 - P.k0[r] * f0;
+          S += v * v;
         }
-    return extra;
-  };
+      }
+    } else {
+      const double bracket = P.k02 * P.U02 * P.D1 + P.KU1 * (P.U02 + P.D1) - P.KU4;
+      S += gi * gi * bracket + P.k02 * f0 * f0 * P.BU0m1 * P.BU0m1;
+    }
+  }
+  // j != 0 diagonal terms, sum_{j!=0} |D_j g U_j^2 - R_j|^2, split as
+  //   ik: |k'|^2 g^2 sum_{j!=0} U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k'.k_j)
+  //   ad: g^2 sum_{j!=0} k_j^2 U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k_j^2):
+  // the first part uses the factorised alias sums (|j_d| <= 30), the
+  // second only aliases whose Gaussian matters (|j_d| <= 1, skipped
+  // altogether when the nearest alias is beyond exp(-60)).
+  if (!P.zero) {
+    if (ms.ik) S += P.kp2 * gi * gi * P.D4;
+    else S += gi * gi * P.KU4;
+  }
+  if (!ms.aliases_negligible) {
+    const int* m = P.m;
+    const int* gg = P.gg;
+    for (int j0 = -1; j0 <= 1; ++j0)
+      for (int j1 = -1; j1 <= 1; ++j1)
+        for (int j2 = -1; j2 <= 1; ++j2) {
+          if (j0 == 0 && j1 == 0 && j2 == 0) continue;
+          const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
+                               m[1] + static_cast<double>(j1) * K[1],
+                               m[2] + static_cast<double>(j2) * K[2]};
+          double kj[3];
+          for (int r = 0; r < 3; ++r)
+            kj[r] = ms.two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+          const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
+          const double ex = kj2 * ms.inv4a2;
+          if (ex > 60.0) continue;  // negligible next to g U_j^2
+          const double fj = 4.0 * M_PI * std::exp(-ex) / kj2;
+          const double uj = ms.ax[0].u1[3 * gg[0] + j0 + 1] * ms.ax[1].u1[3 * gg[1] + j1 + 1] *
+                            ms.ax[2].u1[3 * gg[2] + j2 + 1];
+          const double Uj2 = uj * uj;
+          const double kdot = ms.ik ? P.kp[0] * kj[0] + P.kp[1] * kj[1] + P.kp[2] * kj[2] : kj2;
+          S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
+        }
+  }
+  return S;
+}
+
+// sum_b W_b(m) (c(m + b K) - 1) over the aliases |b_d| <= 1 (see the header)
+double correlation_excess(const MeshSum& ms, const MeshPoint& P) {
+  const Int3& K = ms.K;
+  const Mat3& R = ms.R;
+  const int* m = P.m;
+  const int* gg = P.gg;
+  const double k02 = P.k02, kp2 = P.kp2, f0 = P.f0, gi = P.gi, U02 = P.U02;
+  const double sumDU = ms.ik ? kp2 * (U02 + P.D1) : k02 * U02 + P.KU1;  // sum_a |D_a|^2 U_a^2
+  double extra = 0;
+  for (int b0 = -1; b0 <= 1; ++b0)
+    for (int b1 = -1; b1 <= 1; ++b1)
+      for (int b2 = -1; b2 <= 1; ++b2) {
+        const long x[3] = {m[0] + long(b0) * K[0], m[1] + long(b1) * K[1], m[2] + long(b2) * K[2]};
+        const double c = (*ms.corr)(x[0], x[1], x[2]);
+        if (c == 1.0) continue;
+        double W;
+        if (b0 == 0 && b1 == 0 && b2 == 0) {
+          if (m[0] == 0 && m[1] == 0 && m[2] == 0) continue;
+          double diag;  // |D_0 g U_0^2 - k_0 f_0|^2
+          if (ms.ik && P.nyq) {
+            diag = 0;
+            for (int r = 0; r < 3; ++r) {
+              const double v = P.kp[r] * gi * U02 - P.k0[r] * f0;
+              diag += v * v;
+            }
+          } else {
+            diag = k02 * f0 * f0 * P.BU0m1 * P.BU0m1;
+          }
+          W = diag + gi * gi * U02 * (ms.ik ? kp2 * P.D1 : P.KU1);  // + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
+        } else {
+          const double ub = ms.ax[0].u1[3 * gg[0] + b0 + 1] * ms.ax[1].u1[3 * gg[1] + b1 + 1] *
+                            ms.ax[2].u1[3 * gg[2] + b2 + 1];
+          const double Ub2 = ub * ub;
+          W = gi * gi * Ub2 * sumDU;
+          double kb[3];
+          for (int r = 0; r < 3; ++r)
+            kb[r] = ms.two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+          const double kb2 = kb[0] * kb[0] + kb[1] * kb[1] + kb[2] * kb[2];
+          const double ex = kb2 * ms.inv4a2;
+          if (ex <= 60.0) {
+            const double fb = 4.0 * M_PI * std::exp(-ex) / kb2;
+            const double kdot = ms.ik ? P.kp[0] * kb[0] + P.kp[1] * kb[1] + P.kp[2] * kb[2] : kb2;
+            W += kb2 * fb * fb - 2.0 * gi * Ub2 * kdot * fb;
+          }
+        }
+        extra += W * (c - 1.0);
+      }
+  return extra;
+}
+
+// The self-force Fourier coefficients of the point (up to the common factor -i/V) into
+// acc.v[1..18]; only the six n = +-e_d: the other n != 0 are products of two or three
+// first-order-small T0 factors (second order, negligible). The coefficients obey
+// contrib(-m, n) = -contrib(m, -n), which adds the point -m.
+void add_self_force(const MeshSum& ms, const MeshPoint& P, Acc19& acc) {
+  const Mat3& R = ms.R;
+  double contr[6][3];
+  for (int face = 0; face < 6; ++face) {
+    int nn[3] = {0, 0, 0};
+    nn[face / 2] = (face % 2) ? 1 : -1;
+    double t0[3], t1[3];
+    for (int d = 0; d < 3; ++d) {
+      t0[d] = ms.ax[d].T0[3 * P.gg[d] + nn[d] + 1];
+      t1[d] = ms.ax[d].T1[3 * P.gg[d] + nn[d] + 1];
+    }
+    double* c = contr[face];
+    if (ms.ik) {
+      const double t = P.gi * t0[0] * t0[1] * t0[2];
+      for (int r = 0; r < 3; ++r) c[r] = P.kp[r] * t;
+    } else {
+      const double w0 = t1[0] * t0[1] * t0[2], w1 = t0[0] * t1[1] * t0[2],
+                   w2 = t0[0] * t0[1] * t1[2];
+      for (int r = 0; r < 3; ++r)
+        c[r] = P.gi * ms.two_pi * (R[3 * r] * w0 + R[3 * r + 1] * w1 + R[3 * r + 2] * w2);
+    }
+  }
+  for (int face = 0; face < 6; ++face) {
+    const int other = face ^ 1;  // -n
+    for (int r = 0; r < 3; ++r)
+      acc.v[1 + 3 * face + r] +=
+          P.selfconj ? contr[face][r] : contr[face][r] - contr[other][r];
+  }
+}
+
+// The position-dependent pair error of the neighbours, harmonic n, into acc.v[19..36]:
+// the alias pairs (a, b) = (n, 0) and (0, -n) (the leading ones), weighted by chi at k_b.
+void add_neighbour_errors(const MeshSum& ms, const MeshPoint& P, Acc19& acc) {
+  const Int3& K = ms.K;
+  const Mat3& R = ms.R;
+  const int* m = P.m;
+  const int* gg = P.gg;
+  const double U0 = ms.ax[0].u0[gg[0]] * ms.ax[1].u0[gg[1]] * ms.ax[2].u0[gg[2]];
+  const double chi0 = ms.corr->chi(m[0], m[1], m[2]);
+  double dc[6][3];
+  for (int face = 0; face < 6; ++face) {
+    int nn[3] = {0, 0, 0};
+    nn[face / 2] = (face % 2) ? 1 : -1;
+    double un = 1, umn = 1;
+    long xn[3], xmn[3];
+    for (int d = 0; d < 3; ++d) {
+      un *= ms.ax[d].u1[3 * gg[d] + nn[d] + 1];
+      umn *= ms.ax[d].u1[3 * gg[d] - nn[d] + 1];
+      xn[d] = m[d] + long(nn[d]) * K[d];
+      xmn[d] = m[d] - long(nn[d]) * K[d];
+    }
+    const double chim = ms.corr->chi(xmn[0], xmn[1], xmn[2]);
+    for (int r = 0; r < 3; ++r) {
+      const double kn = ms.two_pi * (R[3 * r] * xn[0] + R[3 * r + 1] * xn[1] + R[3 * r + 2] * xn[2]);
+      const double d1 = ms.ik ? P.kp[r] : kn, d2 = ms.ik ? P.kp[r] : P.k0[r];
+      dc[face][r] = P.gi * U0 * (d1 * un * chi0 + d2 * umn * chim);
+    }
+  }
+  for (int face = 0; face < 6; ++face) {
+    const int other = face ^ 1;
+    for (int r = 0; r < 3; ++r)
+      acc.v[19 + 3 * face + r] += P.selfconj ? dc[face][r] : dc[face][r] - dc[other][r];
+  }
+}
+
+// The sum over the mesh, using S(-m) = S(m): only one point of each pair
+// (m, -m) is visited (weight 2; self-conjugate points weight 1).
+Acc19 sum_over_mesh(const MeshSum& ms) {
+  const Int3& K = ms.K;
+  const int* mlo = ms.mlo;
+  const int* mhi = ms.mhi;
   Acc19 tot;
   parallel_reduce_locked(
       "pmewald::reciprocal_error", Kokkos::RangePolicy<ExecSpace>(0, mhi[0] - mlo[0] + 1),
@@ -252,10 +450,11 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
     for (int m1s = mlo[1]; m1s <= mhi[1]; ++m1s) {
       const int g1 = m1s < 0 ? m1s + K[1] : m1s;
       int lo2 = mlo[2], hi2 = mhi[2];
-      if (aliases_negligible) {  // the m2 interval of the ellipsoid on this (m0, m1) line
+      if (ms.aliases_negligible) {  // the m2 interval of the ellipsoid on this (m0, m1) line
+        const auto& Gm = ms.Gm;
         const double b = Gm[0][2] * m0s + Gm[1][2] * m1s;
         const double c = Gm[0][0] * m0s * m0s + 2.0 * Gm[0][1] * m0s * m1s + Gm[1][1] * m1s * m1s;
-        const double disc = b * b - Gm[2][2] * (c - rm2);
+        const double disc = b * b - Gm[2][2] * (c - ms.rm2);
         if (disc < 0) continue;
         const double w = std::sqrt(disc);
         lo2 = std::max(lo2, static_cast<int>(std::floor((-b - w) / Gm[2][2])) - 1);
@@ -267,158 +466,51 @@ ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const
         if (g0 > c0 || (g0 == c0 && (g1 > c1 || (g1 == c1 && g2 > c2)))) continue;
         const bool selfconj = (g0 == c0 && g1 == c1 && g2 == c2);
         const double wgt = selfconj ? 1.0 : 2.0;
-        const int gg[3] = {g0, g1, g2};
-        const int m[3] = {ax[0].m[g0], ax[1].m[g1], ax[2].m[g2]};
-        const double x0[3] = {double(m[0]), double(m[1]), double(m[2])};
-        const bool zero = (m[0] == 0 && m[1] == 0 && m[2] == 0);
-        double k0[3], kp[3];
-        for (int r = 0; r < 3; ++r) {
-          k0[r] = two_pi * (R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2]);
-          kp[r] = two_pi * (R[3 * r] * (2 * m[0] == K[0] ? 0 : m[0]) +
-                            R[3 * r + 1] * (2 * m[1] == K[1] ? 0 : m[1]) +
-                            R[3 * r + 2] * (2 * m[2] == K[2] ? 0 : m[2]));
-        }
-        const double k02 = k0[0] * k0[0] + k0[1] * k0[1] + k0[2] * k0[2];
-        const double kp2 = kp[0] * kp[0] + kp[1] * kp[1] + kp[2] * kp[2];
-        const bool nyq = kp2 != k02;
-        const double B = ax[0].B[g0] * ax[1].B[g1] * ax[2].B[g2];
-        const double f0 = zero ? 0.0 : 4.0 * M_PI * std::exp(-k02 * inv4a2) / k02;
-        const double gi = f0 * B;
-        double U0sq[3], a0[3], b0[3], U0q[3], ones[3] = {1, 1, 1}, r1[3];
-        for (int d = 0; d < 3; ++d) {
-          const double u0 = ax[d].u0[gg[d]];
-          U0sq[d] = u0 * u0;
-          U0q[d] = U0sq[d] * U0sq[d];
-          a0[d] = ax[d].a[0][gg[d]];
-          b0[d] = ax[d].b[0][gg[d]];
-          r1[d] = ax[d].r1[gg[d]];
-        }
-        const double U02 = U0sq[0] * U0sq[1] * U0sq[2];
-        const double D1 = excess3(U0sq, a0);       // sum_{j!=0} U_j^2
-        const double D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
-        const double BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
-        // j = 0 diagonal term and the off-diagonal (j != j') terms
-        double KU4 = 0, KU1 = 0;
-        double S = 0;
-        if (!zero) {
-          if (diff == Differentiation::IK) {
-            const double cross = 2.0 * U02 * D1 + (D1 * D1 - D4);
-            S += kp2 * gi * gi * cross;
-            if (!nyq) {
-              S += k02 * f0 * f0 * BU0m1 * BU0m1;
-            } else {
-              for (int r = 0; r < 3; ++r) {
-                const double v = kp[r] * gi * U02 - k0[r] * f0;
-                S += v * v;
-              }
-            }
-          } else {
-            KU1 = k2_moment(gg, x0, 1);  // sum_{j!=0} k_j^2 U_j^2
-            KU4 = k2_moment(gg, x0, 2);  // sum_{j!=0} k_j^2 U_j^4
-            const double bracket = k02 * U02 * D1 + KU1 * (U02 + D1) - KU4;
-            S += gi * gi * bracket + k02 * f0 * f0 * BU0m1 * BU0m1;
-          }
-        }
-        // j != 0 diagonal terms, sum_{j!=0} |D_j g U_j^2 - R_j|^2, split as
-        //   ik: |k'|^2 g^2 sum_{j!=0} U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k'.k_j)
-        //   ad: g^2 sum_{j!=0} k_j^2 U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k_j^2):
-        // the first part uses the factorised alias sums (|j_d| <= 30), the
-        // second only aliases whose Gaussian matters (|j_d| <= 1, skipped
-        // altogether when the nearest alias is beyond exp(-60)).
-        if (!zero) {
-          if (diff == Differentiation::IK) S += kp2 * gi * gi * D4;
-          else S += gi * gi * KU4;
-        }
-        if (!aliases_negligible) {
-          for (int j0 = -1; j0 <= 1; ++j0)
-            for (int j1 = -1; j1 <= 1; ++j1)
-              for (int j2 = -1; j2 <= 1; ++j2) {
-                if (j0 == 0 && j1 == 0 && j2 == 0) continue;
-                const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
-                                     m[1] + static_cast<double>(j1) * K[1],
-                                     m[2] + static_cast<double>(j2) * K[2]};
-                double kj[3];
-                for (int r = 0; r < 3; ++r)
-                  kj[r] = two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
-                const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
-                const double ex = kj2 * inv4a2;
-                if (ex > 60.0) continue;  // negligible next to g U_j^2
-                const double fj = 4.0 * M_PI * std::exp(-ex) / kj2;
-                const double uj = ax[0].u1[3 * g0 + j0 + 1] * ax[1].u1[3 * g1 + j1 + 1] *
-                                  ax[2].u1[3 * g2 + j2 + 1];
-                const double Uj2 = uj * uj;
-                const double kdot = diff == Differentiation::IK
-                                        ? kp[0] * kj[0] + kp[1] * kj[1] + kp[2] * kj[2]
-                                        : kj2;
-                S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
-              }
-        }
-        if (corr != nullptr) S += correlation_excess(m, gg, k0, kp, k02, kp2, f0, gi, U02, D1, KU1, BU0m1, nyq);
+        const MeshPoint P = mesh_point(ms, g0, g1, g2, selfconj);
+        double S = pair_term(ms, P);
+        if (ms.corr != nullptr) S += correlation_excess(ms, P);
         acc.v[0] += wgt * S;
-        if (gi == 0.0) continue;
-        // self-force Fourier coefficients (up to the common factor -i/V);
-        // only the six n = +-e_d: the other n != 0 are products of two or
-        // three first-order-small T0 factors (second order, negligible)
-        double contr[6][3];
-        for (int face = 0; face < 6; ++face) {
-          int nn[3] = {0, 0, 0};
-          nn[face / 2] = (face % 2) ? 1 : -1;
-          double t0[3], t1[3];
-          for (int d = 0; d < 3; ++d) {
-            t0[d] = ax[d].T0[3 * gg[d] + nn[d] + 1];
-            t1[d] = ax[d].T1[3 * gg[d] + nn[d] + 1];
-          }
-          double* c = contr[face];
-          if (diff == Differentiation::IK) {
-            const double t = gi * t0[0] * t0[1] * t0[2];
-            for (int r = 0; r < 3; ++r) c[r] = kp[r] * t;
-          } else {
-            const double w0 = t1[0] * t0[1] * t0[2], w1 = t0[0] * t1[1] * t0[2],
-                         w2 = t0[0] * t0[1] * t1[2];
-            for (int r = 0; r < 3; ++r)
-              c[r] = gi * two_pi * (R[3 * r] * w0 + R[3 * r + 1] * w1 + R[3 * r + 2] * w2);
-          }
-        }
-        for (int face = 0; face < 6; ++face) {
-          const int other = face ^ 1;  // -n
-          for (int r = 0; r < 3; ++r)
-            acc.v[1 + 3 * face + r] +=
-                selfconj ? contr[face][r] : contr[face][r] - contr[other][r];
-        }
-        if (corr != nullptr) {
-          // the position-dependent pair error of the neighbours, harmonic n: the alias
-          // pairs (a, b) = (n, 0) and (0, -n) (the leading ones), weighted by chi at k_b
-          const double U0 = ax[0].u0[g0] * ax[1].u0[g1] * ax[2].u0[g2];
-          const double chi0 = corr->chi(m[0], m[1], m[2]);
-          double dc[6][3];
-          for (int face = 0; face < 6; ++face) {
-            int nn[3] = {0, 0, 0};
-            nn[face / 2] = (face % 2) ? 1 : -1;
-            double un = 1, umn = 1;
-            long xn[3], xmn[3];
-            for (int d = 0; d < 3; ++d) {
-              un *= ax[d].u1[3 * gg[d] + nn[d] + 1];
-              umn *= ax[d].u1[3 * gg[d] - nn[d] + 1];
-              xn[d] = m[d] + long(nn[d]) * K[d];
-              xmn[d] = m[d] - long(nn[d]) * K[d];
-            }
-            const double chim = corr->chi(xmn[0], xmn[1], xmn[2]);
-            for (int r = 0; r < 3; ++r) {
-              const double kn = two_pi * (R[3 * r] * xn[0] + R[3 * r + 1] * xn[1] + R[3 * r + 2] * xn[2]);
-              const double d1 = ik_diff ? kp[r] : kn, d2 = ik_diff ? kp[r] : k0[r];
-              dc[face][r] = gi * U0 * (d1 * un * chi0 + d2 * umn * chim);
-            }
-          }
-          for (int face = 0; face < 6; ++face) {
-            const int other = face ^ 1;
-            for (int r = 0; r < 3; ++r)
-              acc.v[19 + 3 * face + r] += selfconj ? dc[face][r] : dc[face][r] - dc[other][r];
-          }
-        }
+        if (P.gi == 0.0) continue;
+        add_self_force(ms, P, acc);
+        if (ms.corr != nullptr) add_neighbour_errors(ms, P, acc);
       }
     }
       },
       Kokkos::Sum<Acc19>(tot));
+  return tot;
+}
+
+}  // namespace
+
+ReciprocalErrorParts reciprocal_error_parts(const Mat3& box, double alpha, const Int3& K, int p,
+                                            Differentiation diff, double sum_q2, int n_atoms,
+                                            double sum_q4, const ChargeCorrelation* correlation) {
+  ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
+  if (n_atoms <= 0 || sum_q2 <= 0) return {0.0, 0.0};
+  const ChargeCorrelation* corr = correlation != nullptr && !correlation->empty() ? correlation : nullptr;
+  if (p < kMinOrder || p > kMaxOrder) throw ValueError("order must be in [3, 10]");
+  for (int d = 0; d < 3; ++d)
+    if (K[d] < p) throw ValueError("mesh smaller than the order");
+  if (!(alpha > 0)) throw ValueError("alpha must be positive");
+  if (sum_q4 < 0) sum_q4 = sum_q2 * sum_q2 / n_atoms;
+  const double V = volume_of(box);
+  // What the sum reads (lattice, metric, axis tables, bounds), the sum, the two parts from it.
+  MeshSum ms;
+  ms.K = K;
+  ms.ik = diff == Differentiation::IK;
+  ms.corr = corr;
+  ms.R = reciprocal_of(box);
+  ms.two_pi = 2.0 * M_PI;
+  ms.inv4a2 = 1.0 / (4.0 * alpha * alpha);
+  for (int d = 0; d < 3; ++d)  // the metric of the frequency space
+    for (int e = 0; e < 3; ++e) {
+      double s = 0;
+      for (int r = 0; r < 3; ++r) s += ms.R[3 * r + d] * ms.R[3 * r + e];
+      ms.Gm[d][e] = s;
+    }
+  for (int d = 0; d < 3; ++d) ms.ax[d] = axis_table(K[d], p);
+  set_bounds(ms, box, alpha);
+  const Acc19 tot = sum_over_mesh(ms);
   const double S_sum = tot.v[0];
   double self2 = 0, cross = 0;
   for (int i = 1; i < 19; ++i) {

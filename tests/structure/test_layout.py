@@ -365,7 +365,6 @@ LONG_FUNCTION_DEBT = {
     ("realspace/ghost_atoms.cpp", "Migration::exchange_ghosts"),  # 200: selection, counts, exchange, unpack
     ("realspace/migration.cpp", "Migration::forward"),  # 217: ownership, counts, exchange, unpack
     ("realspace/realspace.cpp", "RealSpace::sort_atoms"),  # 166: cell binning and the sorted copies
-    ("tuning/parameter_choice.cpp", "choose_cheapest"),  # 292: candidates, estimates, costs, the pick
 }
 
 

@@ -361,7 +361,6 @@ LONG_REASON = "Longer than 150 lines because"
 # named so that it only shrinks. A new long function needs a reason in its docstring or in the
 # comment right above it (LONG_REASON), or splitting.
 LONG_FUNCTION_DEBT = {
-    ("pmewald/bench/peers/__init__.py", "bench_peers"),  # 214: set-up, the peers' runs, the report
     ("realspace/ghost_atoms.cpp", "Migration::exchange_ghosts"),  # 200: selection, counts, exchange, unpack
     ("realspace/migration.cpp", "Migration::forward"),  # 217: ownership, counts, exchange, unpack
     ("realspace/realspace.cpp", "RealSpace::sort_atoms"),  # 166: cell binning and the sorted copies

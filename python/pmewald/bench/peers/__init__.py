@@ -42,19 +42,19 @@ Units: LAMMPS ``real``; errors are unit-free.
 steps).
 
 Writes ``results.json``, ``results.md`` (tables) and ``<system>_<P>rank.png`` (time vs
-measured error per code) into ``--out``. This module runs the codes; LAMMPS's files and log
-are :mod:`pmewald.bench.peers.lammps`, GROMACS's :mod:`pmewald.bench.peers.gromacs`, OpenMM's
-worker :mod:`pmewald.bench.peers.openmm`, the tables and plots :mod:`pmewald.bench.peers.report`.
+measured error per code) into ``--out``. This module has the command line and the pmewald
+workers; the sweep (set-up, the rounds of runs, the report) is :mod:`pmewald.bench.peers.sweep`,
+LAMMPS's files and log :mod:`pmewald.bench.peers.lammps`, GROMACS's
+:mod:`pmewald.bench.peers.gromacs`, OpenMM's worker :mod:`pmewald.bench.peers.openmm`, the
+tables and plots :mod:`pmewald.bench.peers.report`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,81 +63,17 @@ import numpy as np
 
 from . import gromacs
 from . import md
-from . import report
-from .lammps import K_REAL, run_lammps, write_lammps_data
+from . import sweep
+from .lammps import K_REAL
 from .openmm import maxrss_mb as _maxrss_mb
 from .openmm import worker_openmm
 from ..._mpi import COMM_MODES
 from ..mpi_timing import slowest, total
 from .report import PME_PHASES
 
-# GROMACS thread layouts per core count: (thread-MPI ranks, OpenMP threads, variant name).
-GMX_LAYOUTS = {1: [(1, 1, "gromacs")], 2: [(2, 1, "gromacs-tmpi"), (1, 2, "gromacs-omp")]}
 GMX_SETTINGS = ["1e-5:0.12:5", "1e-5:0.12:6", "1e-6:0.08:6", "1e-7:0.06:6"]   # measured 2e-4 ... 7e-6
 RECIP_PHASES = ["spread", "ghost", "fft", "solve", "gather"]
 REAL_PHASES = ["real_space", "ghost_atoms", "exclusions"]
-
-
-# ---------------------------------------------------------------- progress bar
-
-class _Progress:
-    def __init__(self, total, desc=""):
-        try:
-            from tqdm import tqdm
-            self._t = tqdm(total=total, desc=desc, file=sys.stderr)
-        except ImportError:
-            self._t = None
-        self.total, self.n, self.desc, self.t0 = total, 0, desc, time.time()
-
-    def update(self, label=""):
-        self.n += 1
-        if self._t is not None:
-            self._t.set_postfix_str(label)
-            self._t.update(1)
-            return
-        width = 30
-        done = int(width * self.n / max(self.total, 1))
-        el = time.time() - self.t0
-        eta = el / self.n * (self.total - self.n)
-        sys.stderr.write(f"\r{self.desc} [{'#' * done}{'.' * (width - done)}] {self.n}/{self.total} "
-                         f"{el:5.0f}s eta {eta:4.0f}s {label[:40]:<40}")
-        sys.stderr.flush()
-
-    def close(self):
-        if self._t is not None:
-            self._t.close()
-        else:
-            sys.stderr.write("\n")
-
-
-# ----------------------------------------------------------------- systems
-
-def make_system(kind, size, seed=0):
-    from ... import systems
-
-    if kind == "nacl":
-        n = max(2, int(round((size / 8.0) ** (1.0 / 3.0))))
-        s = systems.displace(systems.rock_salt((n, n, n)), 0.1, seed=seed)
-        s.exclusions = np.zeros((0, 2), dtype=np.int64)
-        return s
-    if kind == "water":
-        return systems.water_box(target_atoms=int(size), seed=seed)
-    if kind == "chains":
-        # Peptide-like: about a tenth of the atoms in 10-residue chains (CHARMM-like partial charges,
-        # 1-2/1-3/1-4 exclusions), the rest water; the waters overlapping a chain are removed.
-        # The chain builder gives up now and then on a random backbone: the next seeds, deterministically.
-        for k in range(20):
-            try:
-                return systems.solvated_chains(max(1, int(size) // 600), 10, n_water=int(size) // 3,
-                                               seed=seed + 1000 * k)
-            except RuntimeError:
-                continue
-        raise RuntimeError(f"could not build {size} atoms of chains in water")
-    raise ValueError(kind)
-
-
-def save_system(s, path):
-    np.savez(path, box=s.box, positions=s.positions, charges=s.charges, ids=s.ids, exclusions=s.exclusions)
 
 
 # ---------------------------------------------------------------- workers
@@ -268,45 +204,8 @@ def worker_validate(job):
 
 # ------------------------------------------------------------------ driver
 
-def _clean_env(threads=1):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_", "OMPI_MCA_ess", "PMI_"))}
-    if os.getuid() == 0:
-        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    env["OMP_NUM_THREADS"] = "1"
-    env["OPENMM_CPU_THREADS"] = str(threads)
-    return env
-
-
-def _run_worker(kind, job, ranks, workdir, env):
-    path = workdir / f"job_{kind}_{os.getpid()}_{time.time_ns()}.json"
-    job = dict(job, result=str(path) + ".out")
-    path.write_text(json.dumps(job))
-    cmd = [sys.executable, "-m", "pmewald.bench.peers", "_worker", kind, str(path)]
-    if ranks > 1 or kind == "pme":
-        cmd = ["mpirun", "-n", str(ranks)] + cmd
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"worker failed ({' '.join(cmd)}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    res = json.loads(Path(job["result"]).read_text())
-    path.unlink()
-    Path(job["result"]).unlink()
-    return res
-
-
-def rel_error(f, ref):
-    return float(np.sqrt(((f - ref) ** 2).sum() / (ref ** 2).sum()))
-
-
-def _uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "?"
-
-
 def bench_peers(args) -> int:
+    """The benchmark of `args` (:func:`add_parser`): 0, or 2 when a peer's binary is missing."""
     out = Path(args.out)
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -316,209 +215,11 @@ def bench_peers(args) -> int:
     if gromacs.gmx_binary(args.gmx) is None and not args.skip_gromacs:
         print(f"{args.gmx} not found: run scripts/bench-setup.sh (Debian package gromacs)", file=sys.stderr)
         return 2
-    gmx_settings = [dict(zip(("rtol", "spacing", "order"), (float(a), float(b), int(c))), label=v)
-                    for v in args.gromacs_settings for a, b, c in [v.split(":")]]
-    md_mode = args.mode == "md"
-    # GROMACS's frames: its time per frame is a difference of two runs' wall times, so at least 10 frames
-    n_frames = args.md_steps + 1 if md_mode else max(args.steps, 10) + 1
-    meta = dict(started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), uptime_start=_uptime(), args=vars(args),
-                host=os.uname().nodename, cpus=os.cpu_count(), cpu_model=report.cpu_model())
-    print(f"[bench peers] {meta['started']}  load: {meta['uptime_start']}", flush=True)
-    env1 = _clean_env(1)
-
-    # Systems, files, reference forces.
-    systems = []
-    for size in args.sizes:
-        for kind in args.systems:
-            s = make_system(kind, size, seed=args.seed)
-            name = f"{kind}{s.n_atoms}"
-            npz = work / f"{name}.npz"
-            save_system(s, npz)
-            data = work / f"{name}.data"
-            if not args.skip_lammps:
-                write_lammps_data(s, kind, data)
-            entry = dict(name=name, kind=kind, n=s.n_atoms, npz=str(npz), data=str(data), box=np.diag(s.box).tolist())
-            # The frames every code evaluates: the MD loop's random walk, or (single-call mode, GROMACS's
-            # rerun only) the system repeated.
-            frames = (md.trajectory(s.positions, args.md_steps, args.md_sigma, seed=args.seed) if md_mode
-                      else np.repeat(s.positions[None], n_frames, axis=0))
-            if md_mode:
-                entry["frames"] = str(work / f"{name}_frames.npy")
-                np.save(entry["frames"], frames)
-            if not args.skip_gromacs:
-                entry["gmx"] = gromacs.GromacsSystem(s, work, name)
-                entry["gmx_traj"] = entry["gmx"].trajectory(frames, "md" if md_mode else "repeat")
-            systems.append(entry)
-    print(f"[bench peers] systems: {', '.join(s['name'] for s in systems)}", flush=True)
-
-    validation = []
-    if not args.skip_validation:
-        for kind, size in (("nacl", 512), ("water", 810)):
-            s = make_system(kind, size, seed=args.seed + 1)
-            npz = work / f"validate_{kind}.npz"
-            save_system(s, npz)
-            rc = min(12.0, 0.5 * float(np.diag(s.box).min()) * 0.999)
-            v = _run_worker("validate", dict(system=str(npz), cutoff=rc, tolerance=args.ref_tolerance), 1, work,
-                            env1)
-            v["system"] = kind
-            validation.append(v)
-            print(f"[bench peers] reference check {kind} n={v['n']}: pmewald(tol {args.ref_tolerance:g}, order 8, "
-                  f"mesh {v['mesh']}) vs reference.ewald: rel force error {v['rel_force_error_vs_ewald']:.2e}",
-                  flush=True)
-
-    for s in systems:
-        rc = min(12.0, 0.5 * min(s["box"]) * 0.999)
-        cfg = dict(tolerance=args.ref_tolerance, order=8, cutoff=rc, diff="ad")
-        r = _run_worker("pme", dict(system=s["npz"], configs=[cfg], cutoff=rc, comm_mode="nonblocking", steps=1,
-                                    forces_out=str(work / f"ref_{s['name']}")), 1, work, env1)[0]
-        s["reference"] = {k: r[k] for k in ("mesh", "alpha", "order", "cutoff", "tolerance", "estimated_error")}
-        s["ref_forces_file"] = r["forces_file"]
-        print(f"[bench peers] reference {s['name']}: mesh {r['mesh']} order 8 alpha {r['alpha']:.3f} "
-              f"rc {rc:.1f} (est. error {r['estimated_error']:.1e})", flush=True)
-
-    # Job list for one round.
-    modes2 = args.modes
-    def jobs_for(s, P):
-        j = []
-        if not args.skip_lammps:
-            for diff in args.lammps_diffs:
-                for acc in args.lammps_accuracies or args.tolerances:
-                    j.append(("lammps", dict(diff=diff, acc=acc)))
-        if not args.skip_openmm:
-            j.append(("openmm", {}))
-        if not args.skip_gromacs:
-            for ntmpi, ntomp, variant in GMX_LAYOUTS.get(P, [(P, 1, "gromacs-tmpi")]):
-                j.append(("gromacs", dict(ntmpi=ntmpi, ntomp=ntomp, variant=variant)))
-        for mode in (["nonblocking"] if P == 1 else modes2):
-            j.append(("pme", dict(mode=mode)))
-        return j
-
-    n_jobs = sum(len(jobs_for(s, P)) for s in systems for P in args.ranks) * args.rounds
-    bar = _Progress(n_jobs, "bench peers")
-    raw = {}  # (system, P, code-variant, setting) -> dict with lists over rounds
-    lammps_params = {}
-    pme_params = {}
-
-    def write(partial):
-        """Tables from what has been measured so far (rewritten after every system of every round)."""
-        meta["uptime_end"] = _uptime()
-        meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z") + (" (partial)" if partial else "")
-        rows = report.summarise(raw)
-        ratios = report.ratios(rows, systems, args.ranks)
-        result = dict(meta=meta, validation=validation, rows=rows, ratios=ratios,
-                      systems=[{k: v for k, v in s.items() if not k.startswith("gmx")} for s in systems])
-        (out / "results.json").write_text(json.dumps(result, indent=1, default=float))
-        md = report.markdown(result)
-        (out / "results.md").write_text(md)
-        return md, report.plots(rows, systems, args.ranks, out)
-
-    def failed(what, err):
-        """A peer's run that failed (its error's last lines kept in meta["failures"] and the
-        report): the sweep goes on without it."""
-        lines = [ln for ln in str(err).splitlines() if ln.strip()]
-        meta.setdefault("failures", []).append(dict(run=what, error=" / ".join(lines[:1] + lines[-3:])[:600]))
-        print(f"[bench peers] FAILED {what}: {lines[0] if lines else err}", file=sys.stderr, flush=True)
-        bar.update(f"{what} FAILED")
-
-    def rec(key, r, rnd):
-        e = raw.setdefault(key, {"rounds": []})
-        e["rounds"].append(r)
-
+    run = sweep.Sweep(args, out, work)
+    run.set_up()
     for rnd in range(args.rounds):
-        for s in systems:
-            ref = np.load(s["ref_forces_file"])
-            for P in args.ranks:
-                envP = _clean_env(P)
-                for code, opt in jobs_for(s, P):
-                    want = rnd == 0
-                    if code == "lammps":
-                        try:
-                            r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=args.cutoff, acc=opt["acc"],
-                                                diff=opt["diff"], n=s["n"],
-                                                md_sigma=args.md_sigma if md_mode else None),
-                                           P, work, args.md_steps if md_mode else args.steps, want, envP)
-                        except RuntimeError as e:  # a peer's failure: recorded, the run goes on
-                            failed(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g}", e)
-                            continue
-                        if want:
-                            r["error"] = rel_error(r.pop("forces"), ref)
-                        if opt["diff"] == "ik":
-                            lammps_params[(s["name"], opt["acc"])] = (r["G"], r["mesh"], int(r["order"]))
-                        rec((s["name"], P, f"lammps-{opt['diff']}", opt["acc"]), r, rnd)
-                        bar.update(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g}")
-                    elif code == "openmm":
-                        try:
-                            rs = _run_worker("openmm", dict(system=s["npz"], cutoff=args.cutoff, threads=P,
-                                                            tolerances=args.openmm_tolerances or args.tolerances,
-                                                            steps=args.steps, budget_s=args.budget,
-                                                            frames=s.get("frames"),
-                                                            forces_out=str(work / f"omm_{s['name']}_{P}") if want
-                                                            else None),
-                                             1, work, envP)
-                        except RuntimeError as e:
-                            failed(f"{s['name']} P{P} openmm", e)
-                            continue
-                        for r in rs:
-                            if want:
-                                r["error"] = rel_error(np.load(r["forces_file"]), ref)
-                            rec((s["name"], P, "openmm", r["tolerance"]), r, rnd)
-                        bar.update(f"{s['name']} P{P} openmm")
-                    elif code == "gromacs":
-                        for st in gmx_settings:
-                            try:
-                                r = gromacs.run_gromacs(s["gmx"], st, args.cutoff, opt, s["gmx_traj"], n_frames, want,
-                                                        envP, args.gmx)
-                            except RuntimeError as e:
-                                failed(f"{s['name']} P{P} {opt['variant']} {st['label']}", e)
-                                continue
-                            if want:
-                                r["error"] = rel_error(r.pop("forces"), ref)
-                            r["total_s"] = r["frame_s"]
-                            rec((s["name"], P, opt["variant"], st["label"]), r, rnd)
-                        bar.update(f"{s['name']} P{P} {opt['variant']}")
-                    else:
-                        cfgs = []
-                        for model in args.pme_models:
-                            for d in args.pme_diffs:
-                                for t in args.tolerances:
-                                    v = f"pmewald-{d}" + ("" if model == "correlated" else "-uncorr")
-                                    c = dict(tolerance=t, diff=d, variant=v, error_model=model)
-                                    # The automatic choice is rank-count independent: tune once (first run),
-                                    # then pass the chosen alpha, mesh, order and differentiation explicitly.
-                                    c.update(pme_params.get((s["name"], v, t), {}))
-                                    cfgs.append(c)
-                        if not args.skip_lammps:
-                            for acc in args.lammps_accuracies or args.tolerances:
-                                if (s["name"], acc) in lammps_params:
-                                    G, mesh, order = lammps_params[(s["name"], acc)]
-                                    cfgs.append(dict(alpha=G, mesh=mesh, order=order, diff="ik", lammps_acc=acc,
-                                                     variant="pmewald-ik@lammps"))
-                        rs = _run_worker("pme", dict(system=s["npz"], configs=cfgs, cutoff=args.cutoff,
-                                                     comm_mode=opt["mode"], steps=args.steps,
-                                                     fft_only=(P == 1 and not md_mode),
-                                                     frames=s.get("frames"), skin=args.skin,
-                                                     precision=args.precision,
-                                                     budget_s=args.budget,
-                                                     fft_repeats=args.fft_repeats,
-                                                     forces_out=str(work / f"pme_{s['name']}_{P}_{opt['mode']}")
-                                                     if want else None), P, work, envP)
-                        for r in rs:
-                            if want:
-                                r["error"] = rel_error(np.load(r["forces_file"]), ref)
-                            if r["variant"] != "pmewald-ik@lammps":
-                                pme_params.setdefault((s["name"], r["variant"], r["tolerance"]),
-                                                      dict(alpha=r["alpha"], mesh=r["mesh"], order=r["order"],
-                                                           differentiation=r["differentiation"]))
-                            setting = r.get("tolerance") if r["variant"] != "pmewald-ik@lammps" else r["lammps_acc"]
-                            variant = r["variant"] + ("" if P == 1 else f"-{opt['mode']}")
-                            rec((s["name"], P, variant, setting), r, rnd)
-                        bar.update(f"{s['name']} P{P} pmewald {opt['mode']}")
-                write(partial=True)
-    bar.close()
-    md_text, plots = write(partial=False)
-    print(md_text)
-    print(f"[bench peers] wrote {out / 'results.json'}, {out / 'results.md'}, " + ", ".join(plots))
-    print(f"[bench peers] load at end: {meta['uptime_end']}")
+        run.run_round(rnd)
+    run.finish()
     return 0
 
 

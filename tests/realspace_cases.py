@@ -34,3 +34,20 @@ CASES = {
     "tric-neutral": (TRICLINIC, (10, 12, 9), 150, True),
     "tric-charged": (TRICLINIC, (5, 4, 36), 150, False),
 }
+
+
+def split(n, comm, how):
+    """Indices this rank passes, for several ways of splitting n atoms."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    idx = np.arange(n)
+    if how == "rank0":
+        return idx if rank == 0 else idx[:0]
+    if how == "last":
+        return idx if rank == size - 1 else idx[:0]
+    if how == "roundrobin":
+        return idx[rank::size]
+    if how == "reversed":
+        return idx[::-1][rank::size]
+    if how == "blocks":
+        return np.array_split(idx, size)[rank]
+    raise ValueError(how)

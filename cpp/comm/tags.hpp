@@ -12,7 +12,7 @@ namespace pmewald {
 inline namespace comm {
 namespace tags {
 
-// realspace/migration: atoms to their owners (NBX, + 1; to adjacent domains by
+// particles/migration: atoms to their owners (NBX, + 1; to adjacent domains by
 // NeighborExchange, sizes + 1 data), ghost atoms (NeighborExchange, + 1), results back
 // to the callers, forces on ghosts back to their owners.
 inline constexpr int kMigrationForward = 3100;
@@ -20,10 +20,10 @@ inline constexpr int kMigrationAdjacent = 3102;
 inline constexpr int kGhostAtoms = 3110;
 inline constexpr int kMigrationReverse = 3120;
 inline constexpr int kGhostForces = 3125;
-// realspace/migration route / route_ghosts (a reused pair list's positions along the frozen plans).
+// particles/migration route / route_ghosts (a reused pair list's positions along the frozen plans).
 inline constexpr int kMigrationRoute = 3122;
 inline constexpr int kGhostRoute = 3127;
-// realspace/exclusions: the id directory round and the pairs to the atoms' holders (NBX, + 1 each).
+// particles/exclusions: the id directory round and the pairs to the atoms' holders (NBX, + 1 each).
 inline constexpr int kExclusionDirectory = 3130;
 inline constexpr int kExclusionHolders = 3140;
 // comm/exchange: every message of a plan's executors (FFT remaps, tests' plans) ...

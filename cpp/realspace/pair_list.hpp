@@ -45,7 +45,7 @@
 #include "base/kokkos_types.hpp"
 #include "comm/overlap.hpp"
 #include "geometry/lattice.hpp"
-#include "realspace/migration.hpp"
+#include "particles/migration.hpp"
 #include "realspace/realspace.hpp"
 
 namespace pmewald {

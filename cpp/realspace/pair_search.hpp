@@ -12,6 +12,7 @@
 #include "base/kokkos_types.hpp"
 #include "realspace/erfc_table.hpp"
 #include "realspace/pair_kernel.hpp"
+#include "realspace/pair_select.hpp"
 
 namespace pmewald {
 inline namespace realspace {
@@ -272,7 +273,7 @@ struct HalfPairKernel {
     return true;
   }
 
-  // Whether this rank evaluates the (not excluded) pair (a, j) (pair_kernel.hpp).
+  // Whether this rank evaluates the (not excluded) pair (a, j) (pair_select.hpp).
   bool keeps(int a, int j) const {
     const bool oa = own(a) != 0.0, oj = own(j) != 0.0;
     if (oa && oj) return true;

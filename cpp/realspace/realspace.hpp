@@ -6,7 +6,7 @@
 // cell (cells >= cutoff / 2, half stencil). Every pair of this rank's atoms is
 // visited once: two owned atoms count here and both get their force; an
 // owned-ghost pair counts fully on exactly one of the two ranks that see it
-// (keeps_cross_pair, pair_kernel.hpp), and the force on the ghost is sent to
+// (keeps_cross_pair, pair_select.hpp), and the force on the ghost is sent to
 // its owner; two ghosts are skipped. Since cutoff <= min height / 2, at most
 // one image of a pair is within the cutoff and it is the minimum image. The
 // kernel itself is pair_kernel.hpp's erfc_pair_batch.
@@ -30,8 +30,8 @@
 #include "base/kokkos_types.hpp"
 #include "base/virial.hpp"
 #include "comm/overlap.hpp"
-#include "realspace/migration.hpp"
-#include "realspace/exclusions.hpp"
+#include "particles/migration.hpp"
+#include "particles/exclusions.hpp"
 #include "realspace/pair_kernel.hpp"
 
 namespace pmewald {

@@ -17,7 +17,7 @@ inline namespace solver {
 
 namespace {
 
-// Sizes of the GhostRecord / forces the migration sends (realspace/migration.cpp):
+// Sizes of the GhostRecord / forces the migration sends (particles/migration.cpp):
 // s[3], r[3], q, id, key; and a 3-vector per ghost on the way back.
 constexpr int kGhostRecordBytes = 9 * 8;
 constexpr int kGhostForceBytes = 3 * 8;

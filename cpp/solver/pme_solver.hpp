@@ -37,7 +37,7 @@
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
-#include "realspace/migration.hpp"
+#include "particles/migration.hpp"
 #include "realspace/pair_list.hpp"
 #include "realspace/realspace.hpp"
 #include "solver/mode_choice.hpp"

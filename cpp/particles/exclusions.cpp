@@ -1,4 +1,4 @@
-#include "realspace/exclusions.hpp"
+#include "particles/exclusions.hpp"
 
 #include <algorithm>
 #include <string>
@@ -9,7 +9,7 @@
 #include "comm/tags.hpp"
 
 namespace pmewald {
-inline namespace realspace {
+inline namespace particles {
 
 namespace {
 
@@ -163,5 +163,5 @@ void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const s
   fingerprint_ = fp;
 }
 
-}  // namespace realspace
+}  // namespace particles
 }  // namespace pmewald

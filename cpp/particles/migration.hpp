@@ -36,7 +36,7 @@
 #include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
-inline namespace realspace {
+inline namespace particles {
 
 class Migration {
  public:
@@ -266,5 +266,5 @@ class Migration {
   std::vector<MPI_Request> reqs_;
 };
 
-}  // namespace realspace
+}  // namespace particles
 }  // namespace pmewald

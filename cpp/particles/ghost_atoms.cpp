@@ -10,11 +10,11 @@
 #include "base/errors.hpp"
 #include "comm/tags.hpp"
 #include "comm/mpi_helpers.hpp"
-#include "realspace/migration.hpp"
-#include "realspace/migration_rows.hpp"
+#include "particles/migration.hpp"
+#include "particles/migration_rows.hpp"
 
 namespace pmewald {
-inline namespace realspace {
+inline namespace particles {
 
 using detail::ensure_rows;
 using detail::ensure_rows3;
@@ -312,5 +312,5 @@ void Migration::route_ghosts(const double* owned_values, int ncomp, double* ghos
     check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
-}  // namespace realspace
+}  // namespace particles
 }  // namespace pmewald

@@ -1,4 +1,4 @@
-"""The order of the migration's lists (cpp/realspace/migration.cpp), which the threaded build
+"""The order of the migration's lists (cpp/particles/migration.cpp), which the threaded build
 must keep: its wrap / owner pass, the owned rows, the ghost images and their rows are
 Kokkos loops (count, prefix sum, write at each atom's offset), and the forces' sums follow
 these orders. On one rank the order is fully defined and computed here independently:

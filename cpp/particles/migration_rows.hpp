@@ -8,7 +8,7 @@
 #include "base/kokkos_types.hpp"
 
 namespace pmewald {
-inline namespace realspace {
+inline namespace particles {
 namespace detail {
 
 template <class V>
@@ -21,5 +21,5 @@ void ensure_rows3(V& v, std::size_t n, const char* label) {
 }
 
 }  // namespace detail
-}  // namespace realspace
+}  // namespace particles
 }  // namespace pmewald

@@ -1,4 +1,4 @@
-#include "realspace/migration.hpp"
+#include "particles/migration.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -10,10 +10,10 @@
 #include "comm/tags.hpp"
 #include "geometry/decomposition.hpp"
 #include "base/errors.hpp"
-#include "realspace/migration_rows.hpp"
+#include "particles/migration_rows.hpp"
 
 namespace pmewald {
-inline namespace realspace {
+inline namespace particles {
 
 using detail::ensure_rows;
 using detail::ensure_rows3;
@@ -379,5 +379,5 @@ void Migration::move_rows(const double* in, int ncomp, double* out, int tag, con
   }
 }
 
-}  // namespace realspace
+}  // namespace particles
 }  // namespace pmewald

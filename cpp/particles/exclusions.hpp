@@ -11,7 +11,7 @@
 #include "comm/sparse_exchange.hpp"
 
 namespace pmewald {
-inline namespace realspace {
+inline namespace particles {
 
 // Excluded partners of the caller's atoms, from (m x 2) id pairs held on any
 // ranks. Routed once through a distributed directory (id -> rank at
@@ -49,5 +49,5 @@ class ExclusionList {
   std::vector<std::int64_t> off_, ids_;
 };
 
-}  // namespace realspace
+}  // namespace particles
 }  // namespace pmewald

@@ -168,35 +168,23 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   sw.rows = static_cast<int>(N);
 }
 
-std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel& kern) {
-  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
-  if (n_o == 0) return 0;
-  // Excluded partners of each owned atom: the migration payload.
-  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
-  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
-  const auto own_r = mig.owned_positions();
-  const auto own_s = mig.owned_fractional();
-  const auto own_q = mig.owned_charges();
-  const auto own_id = mig.owned_ids();
-  const auto gh_r = mig.ghost_positions();
-  const auto gh_s = mig.ghost_fractional();
-  const auto gh_q = mig.ghost_charges();
-  const auto gh_id = mig.ghost_ids();
-  const auto gh_key = mig.ghost_keys();
-  {
-    // Cell grid over this rank's domain grown by the ghost margin, in
-    // fractional coordinates; cell edges >= (cutoff / height) / reach along
-    // each axis, so any pair within the cutoff is at most `reach` cells apart
-    // along every axis (triclinic-correct: |ds_d| <= r / height_d). reach = 2
-    // searches (5 rc/2)^3 instead of (3 rc)^3 per atom.
+// Cell grid over this rank's domain grown by the ghost margin, in fractional
+// coordinates; cell edges >= (cutoff / height) / reach along each axis, so any
+// pair within the cutoff is at most `reach` cells apart along every axis
+// (triclinic-correct: |ds_d| <= r / height_d). reach = 2 searches (5 rc/2)^3
+// instead of (3 rc)^3 per atom.
+struct RealSpace::CellGrid {
+  bool ortho = false;  // the orthorhombic row trimming (positive edges only)
+  int nc[3] = {1, 1, 1};
+  double flo[3] = {0, 0, 0}, inv_w[3] = {1, 1, 1};
+
+  explicit CellGrid(const Migration& mig) {
     const PeriodicCell& cell = mig.cell();
     // The orthorhombic row trimming needs positive edges (a negative diagonal, a
     // legitimate lattice, takes the general path).
-    const bool ortho = cell.box[0][1] == 0 && cell.box[0][2] == 0 && cell.box[1][0] == 0 &&
-                       cell.box[1][2] == 0 && cell.box[2][0] == 0 && cell.box[2][1] == 0 &&
-                       cell.box[0][0] > 0 && cell.box[1][1] > 0 && cell.box[2][2] > 0;
-    int nc[3];
-    double flo[3], inv_w[3];
+    ortho = cell.box[0][1] == 0 && cell.box[0][2] == 0 && cell.box[1][0] == 0 && cell.box[1][2] == 0 &&
+            cell.box[2][0] == 0 && cell.box[2][1] == 0 && cell.box[0][0] > 0 && cell.box[1][1] > 0 &&
+            cell.box[2][2] > 0;
     for (int d = 0; d < 3; ++d) {
       const int reach = ortho && d == 0 ? HalfPairKernel::kReachXOrtho : HalfPairKernel::kReach;
       const double c = mig.ghost_margin(d);
@@ -206,133 +194,181 @@ std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel&
       nc[d] = std::min(nc[d], 1 << 10);
       inv_w[d] = nc[d] / width;
     }
-    const int ncell = nc[0] * nc[1] * nc[2];
-    const std::size_t N = n_o + n_g;
-    auto cell_index = [&](double s0, double s1, double s2) {
-      const double s[3] = {s0, s1, s2};
-      int ci[3];
-      for (int d = 0; d < 3; ++d) {
-        int c = static_cast<int>(std::floor((s[d] - flo[d]) * inv_w[d]));
-        ci[d] = std::min(std::max(c, 0), nc[d] - 1);
-      }
-      return ci[0] + nc[0] * (ci[1] + nc[1] * ci[2]);
-    };
-    ensure1(cell_start_, static_cast<std::size_t>(ncell) + 1, "cell_start");
-    ensure1(cell_owned_, static_cast<std::size_t>(ncell) + 1, "cell_owned");
-    ensure1(slot_of_, N, "slot_of_atom");
-    for (View1<double>* v : {&sx_, &sy_, &sz_, &sq_, &sown_}) ensure1(*v, N, "sorted_atoms");
-    ensure1(sid_, N, "sorted_id");
-    ensure1(skey_, N, "sorted_key");
-    const bool any_excl = !excl_ids.empty();
-    if (any_excl) {
-      ensure1(selo_, N, "sorted_excl_lo");
-      ensure1(sehi_, N, "sorted_excl_hi");
-      ensure1(semask_, N, "sorted_excl_mask");
-    }
-    ensure1(scell_, N, "sorted_cell");
-    ensure1(sowner_, N, "sorted_owner");
-    if (sforce_.extent(0) < N)
-      sforce_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_forces"), N + N / 4 + 16, 3);
-    cell_of_.resize(N);
-    int* const cell_of = cell_of_.data();
-    Kokkos::parallel_for("pmewald::cell_of_atoms", Range(0, N), [&](const std::size_t a) {
-      cell_of[a] = a < n_o ? cell_index(own_s(a, 0), own_s(a, 1), own_s(a, 2))
-                           : cell_index(gh_s(a - n_o, 0), gh_s(a - n_o, 1), gh_s(a - n_o, 2));
-    });
-    for (int c = 0; c <= ncell; ++c) {
-      cell_start_(c) = 0;
-      cell_owned_(c) = 0;
-    }
-    for (std::size_t a = 0; a < N; ++a) {
-      cell_start_(cell_of_[a] + 1) += 1;
-      if (a < n_o) cell_owned_(cell_of_[a] + 1) += 1;
-    }
-    for (int c = 0; c < ncell; ++c) {
-      cell_start_(c + 1) += cell_start_(c);
-      cell_owned_(c + 1) += cell_owned_(c);
-    }
-    // A stable counting sort: each atom's slot on one thread (one increment per
-    // atom), then its sorted rows on all (each slot is written once).
-    fill_.assign(cell_start_.data(), cell_start_.data() + ncell);
-    for (std::size_t a = 0; a < N; ++a) slot_of_(a) = fill_[static_cast<std::size_t>(cell_of_[a])]++;
-    Kokkos::parallel_for("pmewald::sorted_rows", Range(0, N), [&](const std::size_t a) {
-      const int c = cell_of[a];
-      const int at = slot_of_(a);
-      scell_(at) = c;
-      if (a < n_o) {
-        sx_(at) = own_r(a, 0);
-        sy_(at) = own_r(a, 1);
-        sz_(at) = own_r(a, 2);
-        sq_(at) = own_q(a);
-        sid_(at) = own_id(a);
-        skey_(at) = mig.owned_key(a);
-        sown_(at) = 1.0;
-        sowner_(at) = static_cast<int>(a);
-        if (any_excl) {
-          std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
-          std::uint64_t mask = 0;
-          for (std::int64_t e = excl_off[a]; e < excl_off[a + 1]; ++e) {
-            const std::int64_t id = excl_ids[static_cast<std::size_t>(e)];
-            lo = std::min(lo, id);
-            hi = std::max(hi, id);
-            mask |= std::uint64_t{1} << (static_cast<std::uint64_t>(id) & 63);
-          }
-          selo_(at) = lo;
-          sehi_(at) = hi;
-          semask_(at) = static_cast<std::int64_t>(mask);
-        }
-      } else {
-        const std::size_t g = a - n_o;
-        sx_(at) = gh_r(g, 0);
-        sy_(at) = gh_r(g, 1);
-        sz_(at) = gh_r(g, 2);
-        sq_(at) = gh_q(g);
-        sid_(at) = gh_id(g);
-        skey_(at) = gh_key(g);
-        sown_(at) = 0.0;
-        sowner_(at) = -1;
-        if (any_excl) {
-          selo_(at) = std::numeric_limits<std::int64_t>::max();
-          sehi_(at) = std::numeric_limits<std::int64_t>::min();
-          semask_(at) = 0;
-        }
-      }
-    });
-    ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
-    for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
-    kern.x = sx_;
-    kern.y = sy_;
-    kern.z = sz_;
-    kern.q = sq_;
-    kern.own = sown_;
-    kern.sid = sid_;
-    kern.skey = skey_;
-    kern.scell = scell_;
-    kern.sowner = sowner_;
-    kern.cell_start = cell_start_;
-    kern.cell_owned = cell_owned_;
-    kern.excl_off = ConstI64(excl_off.data(), excl_off.size());
-    kern.excl_ids = ConstI64(excl_ids.data(), excl_ids.size());
-    kern.found = found_;
-    kern.any_excl = any_excl;
-    kern.elo = selo_;
-    kern.ehi = sehi_;
-    kern.emask = semask_;
-    kern.erfc_coef = ErfcTable::instance().coefficients();
-    kern.nc0 = nc[0];
-    kern.nc1 = nc[1];
-    kern.nc2 = nc[2];
-    kern.ortho = ortho;
-    kern.x_origin = flo[0] * cell.box[0][0];
-    kern.inv_x_width = inv_w[0] / cell.box[0][0];
-    for (int d = 0; d < 3; ++d) {
-      kern.len[d] = cell.box[d][d];
-      kern.flo[d] = flo[d];
-      kern.wf[d] = 1.0 / inv_w[d];
-    }
-    kern.rc2 = radius * radius;
-    return N;
   }
+  int cells() const { return nc[0] * nc[1] * nc[2]; }
+  int index(double s0, double s1, double s2) const {
+    const double s[3] = {s0, s1, s2};
+    int ci[3];
+    for (int d = 0; d < 3; ++d) {
+      int c = static_cast<int>(std::floor((s[d] - flo[d]) * inv_w[d]));
+      ci[d] = std::min(std::max(c, 0), nc[d] - 1);
+    }
+    return ci[0] + nc[0] * (ci[1] + nc[1] * ci[2]);
+  }
+};
+
+std::size_t RealSpace::sort_atoms(Migration& mig, double radius, HalfPairKernel& kern) {
+  const std::size_t n_o = mig.n_owned(), n_g = mig.n_ghost();
+  if (n_o == 0) return 0;
+  const CellGrid grid(mig);
+  const std::size_t N = n_o + n_g;
+  const bool any_excl = !mig.owned_payload().empty();
+  sorted_views(N, grid.cells(), any_excl);
+  bin_atoms(mig, grid);
+  write_sorted_rows(mig, any_excl);
+  point_kernel(mig, grid, radius, kern);
+  return N;
+}
+
+// The cell starts and the sorted atoms' rows for N atoms in ncell cells (kept
+// while large enough).
+void RealSpace::sorted_views(std::size_t N, int ncell, bool any_excl) {
+  ensure1(cell_start_, static_cast<std::size_t>(ncell) + 1, "cell_start");
+  ensure1(cell_owned_, static_cast<std::size_t>(ncell) + 1, "cell_owned");
+  ensure1(slot_of_, N, "slot_of_atom");
+  for (View1<double>* v : {&sx_, &sy_, &sz_, &sq_, &sown_}) ensure1(*v, N, "sorted_atoms");
+  ensure1(sid_, N, "sorted_id");
+  ensure1(skey_, N, "sorted_key");
+  if (any_excl) {
+    ensure1(selo_, N, "sorted_excl_lo");
+    ensure1(sehi_, N, "sorted_excl_hi");
+    ensure1(semask_, N, "sorted_excl_mask");
+  }
+  ensure1(scell_, N, "sorted_cell");
+  ensure1(sowner_, N, "sorted_owner");
+  if (sforce_.extent(0) < N)
+    sforce_ = View2<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "sorted_forces"), N + N / 4 + 16, 3);
+}
+
+// Each atom's cell, the cells' starts (all atoms, and the owned ones), and each
+// atom's slot: a stable counting sort, the slots on one thread (one increment
+// per atom).
+void RealSpace::bin_atoms(Migration& mig, const CellGrid& grid) {
+  const std::size_t n_o = mig.n_owned(), N = n_o + mig.n_ghost();
+  const int ncell = grid.cells();
+  const auto own_s = mig.owned_fractional();
+  const auto gh_s = mig.ghost_fractional();
+  cell_of_.resize(N);
+  int* const cell_of = cell_of_.data();
+  Kokkos::parallel_for("pmewald::cell_of_atoms", Range(0, N), [&](const std::size_t a) {
+    cell_of[a] = a < n_o ? grid.index(own_s(a, 0), own_s(a, 1), own_s(a, 2))
+                         : grid.index(gh_s(a - n_o, 0), gh_s(a - n_o, 1), gh_s(a - n_o, 2));
+  });
+  for (int c = 0; c <= ncell; ++c) {
+    cell_start_(c) = 0;
+    cell_owned_(c) = 0;
+  }
+  for (std::size_t a = 0; a < N; ++a) {
+    cell_start_(cell_of_[a] + 1) += 1;
+    if (a < n_o) cell_owned_(cell_of_[a] + 1) += 1;
+  }
+  for (int c = 0; c < ncell; ++c) {
+    cell_start_(c + 1) += cell_start_(c);
+    cell_owned_(c + 1) += cell_owned_(c);
+  }
+  fill_.assign(cell_start_.data(), cell_start_.data() + ncell);
+  for (std::size_t a = 0; a < N; ++a) slot_of_(a) = fill_[static_cast<std::size_t>(cell_of_[a])]++;
+}
+
+// Every atom's sorted row at its slot, on all threads (each slot is written
+// once): position, charge, id, key, owned flag and owner, and for an owned atom
+// its excluded partners' id range and mask (the migration payload).
+void RealSpace::write_sorted_rows(Migration& mig, bool any_excl) {
+  const std::size_t n_o = mig.n_owned(), N = n_o + mig.n_ghost();
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
+  const auto own_r = mig.owned_positions();
+  const auto own_q = mig.owned_charges();
+  const auto own_id = mig.owned_ids();
+  const auto gh_r = mig.ghost_positions();
+  const auto gh_q = mig.ghost_charges();
+  const auto gh_id = mig.ghost_ids();
+  const auto gh_key = mig.ghost_keys();
+  const int* const cell_of = cell_of_.data();
+  Kokkos::parallel_for("pmewald::sorted_rows", Range(0, N), [&](const std::size_t a) {
+    const int c = cell_of[a];
+    const int at = slot_of_(a);
+    scell_(at) = c;
+    if (a < n_o) {
+      sx_(at) = own_r(a, 0);
+      sy_(at) = own_r(a, 1);
+      sz_(at) = own_r(a, 2);
+      sq_(at) = own_q(a);
+      sid_(at) = own_id(a);
+      skey_(at) = mig.owned_key(a);
+      sown_(at) = 1.0;
+      sowner_(at) = static_cast<int>(a);
+      if (any_excl) {
+        std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+        std::uint64_t mask = 0;
+        for (std::int64_t e = excl_off[a]; e < excl_off[a + 1]; ++e) {
+          const std::int64_t id = excl_ids[static_cast<std::size_t>(e)];
+          lo = std::min(lo, id);
+          hi = std::max(hi, id);
+          mask |= std::uint64_t{1} << (static_cast<std::uint64_t>(id) & 63);
+        }
+        selo_(at) = lo;
+        sehi_(at) = hi;
+        semask_(at) = static_cast<std::int64_t>(mask);
+      }
+    } else {
+      const std::size_t g = a - n_o;
+      sx_(at) = gh_r(g, 0);
+      sy_(at) = gh_r(g, 1);
+      sz_(at) = gh_r(g, 2);
+      sq_(at) = gh_q(g);
+      sid_(at) = gh_id(g);
+      skey_(at) = gh_key(g);
+      sown_(at) = 0.0;
+      sowner_(at) = -1;
+      if (any_excl) {
+        selo_(at) = std::numeric_limits<std::int64_t>::max();
+        sehi_(at) = std::numeric_limits<std::int64_t>::min();
+        semask_(at) = 0;
+      }
+    }
+  });
+}
+
+// kern's atom, cell and exclusion arrays at the sorted atoms, and the grid's
+// geometry for its search of radius `radius`.
+void RealSpace::point_kernel(Migration& mig, const CellGrid& grid, double radius, HalfPairKernel& kern) {
+  const std::vector<std::int64_t>& excl_off = mig.owned_payload_offsets();
+  const std::vector<std::int64_t>& excl_ids = mig.owned_payload();
+  ensure1(found_, std::max<std::size_t>(excl_ids.size(), 1), "exclusion_found");
+  for (std::size_t e = 0; e < excl_ids.size(); ++e) found_(e) = 0;
+  kern.x = sx_;
+  kern.y = sy_;
+  kern.z = sz_;
+  kern.q = sq_;
+  kern.own = sown_;
+  kern.sid = sid_;
+  kern.skey = skey_;
+  kern.scell = scell_;
+  kern.sowner = sowner_;
+  kern.cell_start = cell_start_;
+  kern.cell_owned = cell_owned_;
+  kern.excl_off = ConstI64(excl_off.data(), excl_off.size());
+  kern.excl_ids = ConstI64(excl_ids.data(), excl_ids.size());
+  kern.found = found_;
+  kern.any_excl = !excl_ids.empty();
+  kern.elo = selo_;
+  kern.ehi = sehi_;
+  kern.emask = semask_;
+  kern.erfc_coef = ErfcTable::instance().coefficients();
+  kern.nc0 = grid.nc[0];
+  kern.nc1 = grid.nc[1];
+  kern.nc2 = grid.nc[2];
+  kern.ortho = grid.ortho;
+  const PeriodicCell& cell = mig.cell();
+  kern.x_origin = grid.flo[0] * cell.box[0][0];
+  kern.inv_x_width = grid.inv_w[0] / cell.box[0][0];
+  for (int d = 0; d < 3; ++d) {
+    kern.len[d] = cell.box[d][d];
+    kern.flo[d] = grid.flo[d];
+    kern.wf[d] = 1.0 / grid.inv_w[d];
+  }
+  kern.rc2 = radius * radius;
 }
 
 RealSpaceTerms RealSpace::finish_local() {

@@ -171,6 +171,13 @@ class RealSpace {
   // constants and forces are the caller's. Returns the sorted atoms (0 without
   // owned atoms: nothing to do). No MPI.
   std::size_t sort_atoms(Migration& mig, double radius, detail::HalfPairKernel& kern);
+  // sort_atoms' steps (realspace.cpp): the cell grid, the views for N atoms, the
+  // atoms' cells and slots (counting sort), their sorted rows, kern pointed at them.
+  struct CellGrid;
+  void sorted_views(std::size_t N, int ncell, bool any_excl);
+  void bin_atoms(Migration& mig, const CellGrid& grid);
+  void write_sorted_rows(Migration& mig, bool any_excl);
+  void point_kernel(Migration& mig, const CellGrid& grid, double radius, detail::HalfPairKernel& kern);
   std::unique_ptr<PairSweep> sweep_;
   // Potentials (request_potentials): the output, per sorted atom, the ghosts' rows.
   bool want_pot_ = false;

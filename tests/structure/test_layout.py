@@ -365,7 +365,6 @@ LONG_REASON = "Longer than 150 lines because"
 LONG_FUNCTION_DEBT = {
     ("particles/ghost_atoms.cpp", "Migration::exchange_ghosts"),  # 200: selection, counts, exchange, unpack
     ("particles/migration.cpp", "Migration::forward"),  # 217: ownership, counts, exchange, unpack
-    ("realspace/realspace.cpp", "RealSpace::sort_atoms"),  # 166: cell binning and the sorted copies
 }
 
 

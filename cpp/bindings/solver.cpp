@@ -25,6 +25,49 @@ PairPrecision parse_precision(const std::string& p) {
   throw py::value_error("precision must be 'double' or 'mixed', got '" + p + "'");
 }
 
+// A compute call's results as Python: compute's one set as numbers, compute_sets'
+// m sets as arrays with the set as leading axis (sets); the forces, potentials
+// and fields the call filled.
+py::dict results_to_python(const std::vector<SolverResult>& r, bool sets, const py::array_t<double>& forces,
+                           bool potentials, const py::array_t<double>& phi, const py::array_t<double>& field) {
+  const auto M = static_cast<py::ssize_t>(r.size());
+  // One value per set: a number for compute, an array for compute_sets.
+  auto each = [&](auto get) -> py::object {
+    if (!sets) return py::float_(get(r.front()));
+    py::array_t<double> v(M);
+    for (py::ssize_t c = 0; c < M; ++c) v.mutable_data()[c] = get(r[static_cast<std::size_t>(c)]);
+    return std::move(v);
+  };
+  py::dict d;
+  d["energy"] = each([](const SolverResult& x) { return x.energy; });
+  d["forces"] = forces;
+  if (!sets) {
+    d["virial"] = virial_to_python(r.front().virial);
+  } else {
+    py::array_t<double> virial({M, static_cast<py::ssize_t>(3), static_cast<py::ssize_t>(3)});
+    for (py::ssize_t c = 0; c < M; ++c) {
+      const auto w = r[static_cast<std::size_t>(c)].virial.matrix();
+      std::copy(w.begin(), w.end(), virial.mutable_data() + 9 * c);
+    }
+    d["virial"] = virial;
+  }
+  py::dict terms;
+  for (const auto& term : r.front().terms) {
+    const std::string name = term.first;
+    terms[py::str(name)] = each([&name](const SolverResult& x) { return x.terms.at(name); });
+  }
+  d["terms"] = terms;
+  d["sum_force2"] = each([](const SolverResult& x) { return x.sum_force2; });
+  if (!sets) d["sum_pair_force2"] = r.front().sum_pair_force2;
+  d["sum_q"] = each([](const SolverResult& x) { return x.sum_q; });
+  d["sum_q2"] = each([](const SolverResult& x) { return x.sum_q2; });
+  d["n_atoms"] = r.empty() ? 0 : r.front().n_atoms;
+  if (potentials) {
+    d["potentials"] = phi;
+    d["fields"] = field;
+  }
+  return d;
+}
 
 }  // namespace
 
@@ -71,28 +114,13 @@ void bind_solver(py::module_& m) {
             // potentials: phi (n) and field (n x 3) too (pme_solver.hpp).
             py::array_t<double> phi(static_cast<py::ssize_t>(potentials ? n : 0));
             py::array_t<double> field({static_cast<py::ssize_t>(potentials ? n : 0), static_cast<py::ssize_t>(3)});
-            SolverResult r;
+            std::vector<SolverResult> r(1);
             {
               py::gil_scoped_release nogil;
-              r = s.compute(positions.data(), charges.data(), ids.data(), n, exclusions.data(), m,
-                            forces.mutable_data(), potentials, phi.mutable_data(), field.mutable_data());
+              r[0] = s.compute(positions.data(), charges.data(), ids.data(), n, exclusions.data(), m,
+                               forces.mutable_data(), potentials, phi.mutable_data(), field.mutable_data());
             }
-
-            py::dict d;
-            d["energy"] = r.energy;
-            d["forces"] = forces;
-            d["virial"] = virial_to_python(r.virial);
-            d["terms"] = r.terms;
-            d["sum_force2"] = r.sum_force2;
-            d["sum_pair_force2"] = r.sum_pair_force2;
-            d["sum_q"] = r.sum_q;
-            d["sum_q2"] = r.sum_q2;
-            d["n_atoms"] = r.n_atoms;
-            if (potentials) {
-              d["potentials"] = phi;
-              d["fields"] = field;
-            }
-            return d;
+            return results_to_python(r, false, forces, potentials, phi, field);
           },
           py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"),
           py::arg("potentials") = false)
@@ -115,37 +143,7 @@ void bind_solver(py::module_& m) {
               r = s.compute_sets(positions.data(), charges.data(), sets, ids.data(), n, exclusions.data(), m,
                                  forces.mutable_data(), potentials, phi.mutable_data(), field.mutable_data());
             }
-            py::array_t<double> energy(M), f2(M), sum_q(M), sum_q2(M);
-            py::array_t<double> virial({M, static_cast<py::ssize_t>(3), static_cast<py::ssize_t>(3)});
-            py::dict terms;
-            for (const char* name : {"real", "reciprocal", "self", "background", "exclusion"}) {
-              py::array_t<double> v(M);
-              for (int c = 0; c < sets; ++c) v.mutable_data()[c] = r[static_cast<std::size_t>(c)].terms[name];
-              terms[name] = v;
-            }
-            for (int c = 0; c < sets; ++c) {
-              const SolverResult& rc = r[static_cast<std::size_t>(c)];
-              energy.mutable_data()[c] = rc.energy;
-              f2.mutable_data()[c] = rc.sum_force2;
-              sum_q.mutable_data()[c] = rc.sum_q;
-              sum_q2.mutable_data()[c] = rc.sum_q2;
-              const auto w = rc.virial.matrix();
-              std::copy(w.begin(), w.end(), virial.mutable_data() + 9 * c);
-            }
-            py::dict d;
-            d["energy"] = energy;
-            d["forces"] = forces;
-            d["virial"] = virial;
-            d["terms"] = terms;
-            d["sum_force2"] = f2;
-            d["sum_q"] = sum_q;
-            d["sum_q2"] = sum_q2;
-            d["n_atoms"] = r.empty() ? 0 : r[0].n_atoms;
-            if (potentials) {
-              d["potentials"] = phi;
-              d["fields"] = field;
-            }
-            return d;
+            return results_to_python(r, true, forces, potentials, phi, field);
           },
           py::arg("positions"), py::arg("charges"), py::arg("ids"), py::arg("exclusions"),
           py::arg("potentials") = false)

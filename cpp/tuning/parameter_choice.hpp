@@ -75,8 +75,8 @@ struct Choice {
 // Each (diff, order) keeps its cheapest (alpha, mesh) (ties: the alpha with the smallest
 // estimated total error); candidates whose spread + gather cost alone exceeds the best so
 // far are skipped. The cheapest candidates are then checked with the exact estimate at
-// their alpha (smallest FFT-friendly mesh near the predicted one), up to four, until no
-// unchecked prediction is within 10% of the cheapest checked one. Deterministic: no timing.
+// their alpha (smallest FFT-friendly mesh near the predicted one), up to six, until no
+// unchecked prediction is within 25% of the cheapest checked one. Deterministic: no timing.
 // mesh_target > 0 adds a bound on the mesh itself, whatever the differentiation: the ad
 // reciprocal estimate of (alpha, order, mesh) must not exceed it. The energy does not
 // depend on the differentiation and its error scales about like that estimate, so this

@@ -30,6 +30,11 @@ struct MigrationRecord {
   std::int32_t pad;
 };
 
+// Payload values of local atom i (none without a payload).
+std::int64_t pay_count(const std::int64_t* payload_offsets, std::size_t i) {
+  return payload_offsets ? payload_offsets[i + 1] - payload_offsets[i] : 0;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -97,6 +102,22 @@ void Migration::forward(const double* positions, const double* charges, const st
                         std::size_t n_local, const std::int64_t* payload_offsets,
                         const std::int64_t* payload, int vote) {
   if (!have_geometry_) throw std::logic_error("Migration::forward before set_geometry");
+  const std::string err = forward_input_error(positions, charges, n_local);
+  std::unordered_map<int, int> slot_of;
+  const int far = forward_owners(positions, n_local, err.empty(), slot_of);
+  forward_agree(err, far, vote);
+  forward_messages(charges, ids, payload_offsets, payload, slot_of);
+  forward_exchange();
+  forward_incoming(ids, payload_offsets, payload);
+  forward_owned(charges);
+  have_atoms_ = true;
+  have_ghosts_ = false;
+  ++generation_;
+  n_ghost_ = 0;
+}
+
+std::string Migration::forward_input_error(const double* positions, const double* charges,
+                                           std::size_t n_local) const {
   std::string err;
   for (std::size_t i = 0; i < n_local && err.empty(); ++i) {
     for (int a = 0; a < 3; ++a)
@@ -107,10 +128,11 @@ void Migration::forward(const double* positions, const double* charges, const st
     if (err.empty() && !std::isfinite(charges[i]))
       err = "charges[" + std::to_string(i) + "] is not finite";
   }
-  auto pay_count = [&](std::size_t i) -> std::int64_t {
-    return payload_offsets ? payload_offsets[i + 1] - payload_offsets[i] : 0;
-  };
+  return err;
+}
 
+int Migration::forward_owners(const double* positions, std::size_t n_local, bool valid,
+                              std::unordered_map<int, int>& slot_of) {
   // Plan: wrap every atom and find its owner (threaded: each atom writes only
   // its own rows), then group the local atoms by owner in input order.
   n_local_ = n_local;
@@ -122,15 +144,14 @@ void Migration::forward(const double* positions, const double* charges, const st
   double* const sw = loc_s_.data();
   double* const rw = loc_r_.data();
   int* const owner = loc_owner_.data();
-  if (err.empty())
+  if (valid)
     Kokkos::parallel_for("pmewald::migration_owners", Range(0, n_local), [=](const std::size_t i) {
       wrap(positions + 3 * i, sw + 3 * i, rw + 3 * i);
       owner[i] = owner_of(sw + 3 * i);
     });
-  std::unordered_map<int, int> slot_of;
   int far = 0;  // some atom goes beyond the adjacent domains
   self_idx_.reserve(n_local);
-  for (std::size_t i = 0; i < n_local && err.empty(); ++i) {
+  for (std::size_t i = 0; i < n_local && valid; ++i) {
     if (owner[i] == rank_) {
       self_idx_.push_back(static_cast<std::int64_t>(i));
     } else if (slot_of.emplace(owner[i], static_cast<int>(send_dests_.size())).second) {
@@ -138,6 +159,10 @@ void Migration::forward(const double* positions, const double* charges, const st
       if (!std::binary_search(adjacent_.send.begin(), adjacent_.send.end(), owner[i])) far = 1;
     }
   }
+  return far;
+}
+
+void Migration::forward_agree(const std::string& err, int far, int vote) {
   // One collective decides everything: bad input anywhere (then every rank
   // raises), whether any atom changes rank, whether all stay adjacent, and the
   // caller's vote.
@@ -147,12 +172,19 @@ void Migration::forward(const double* positions, const double* charges, const st
   if (any[0]) agree_or_throw(comm_, err);
   agreed_vote_ = any[3];
   forward_path_ = !any[1] ? ForwardPath::None : (any[2] ? ForwardPath::Sparse : ForwardPath::Neighbors);
+}
+
+void Migration::forward_messages(const double* charges, const std::int64_t* ids, const std::int64_t* payload_offsets,
+                                 const std::int64_t* payload, std::unordered_map<int, int>& slot_of) {
+  const double* const sw = loc_s_.data();
+  const double* const rw = loc_r_.data();
+  const int* const owner = loc_owner_.data();
   const std::size_t nd = send_dests_.size();
   send_idx_.resize(nd);
   if (sendbufs_.size() < nd) sendbufs_.resize(nd);
   for (std::size_t k = 0; k < nd; ++k) send_idx_[k].clear();
   if (nd > 0)
-    for (std::size_t i = 0; i < n_local; ++i)
+    for (std::size_t i = 0; i < n_local_; ++i)
       if (owner[i] != rank_)
         send_idx_[static_cast<std::size_t>(slot_of[owner[i]])].push_back(static_cast<std::int64_t>(i));
   auto make_record = [&](std::size_t i) {
@@ -173,12 +205,16 @@ void Migration::forward(const double* positions, const double* charges, const st
     buf.clear();
     append_bytes(buf, static_cast<std::int64_t>(send_idx_[k].size()));
     for (const std::int64_t i : send_idx_[k]) append_bytes(buf, make_record(static_cast<std::size_t>(i)));
-    for (const std::int64_t i : send_idx_[k]) append_bytes(buf, pay_count(static_cast<std::size_t>(i)));
+    for (const std::int64_t i : send_idx_[k])
+      append_bytes(buf, pay_count(payload_offsets, static_cast<std::size_t>(i)));
     if (payload_offsets)
       for (const std::int64_t i : send_idx_[k])
         for (std::int64_t p = payload_offsets[i]; p < payload_offsets[i + 1]; ++p) append_bytes(buf, payload[p]);
   }
+}
 
+void Migration::forward_exchange() {
+  const std::size_t nd = send_dests_.size();
   switch (forward_path_) {
     case ForwardPath::None:
       srcs_.clear();
@@ -197,7 +233,10 @@ void Migration::forward(const double* positions, const double* charges, const st
       for (std::size_t k = 0; k < nd; ++k) migration_traffic_.bytes += static_cast<std::int64_t>(sendbufs_[k].size());
       break;
   }
+}
 
+void Migration::forward_incoming(const std::int64_t* ids, const std::int64_t* payload_offsets,
+                                 const std::int64_t* payload) {
   // Everything this rank now owns, as sort keys that point at the data (the
   // kept atoms' rows of the caller's arrays, the received records in their
   // messages) and remember where each came from.
@@ -213,7 +252,7 @@ void Migration::forward(const double* positions, const double* charges, const st
     const std::size_t i = static_cast<std::size_t>(kept[j]);
     all[j] = {ids[i], static_cast<std::int64_t>(i), me, -1, static_cast<std::int64_t>(j), nullptr,
               payload_offsets ? reinterpret_cast<const char*>(payload + payload_offsets[i]) : nullptr,
-              pay_count(i)};
+              pay_count(payload_offsets, i)};
   });
   std::size_t at = n_self;
   for (std::size_t k = 0; k < recvbufs_.size(); ++k) {
@@ -243,8 +282,13 @@ void Migration::forward(const double* positions, const double* charges, const st
   };
   // Often already in order (one rank, or atoms passed sorted by id): O(N) check first.
   if (!std::is_sorted(order_.begin(), order_.end(), before)) std::sort(order_.begin(), order_.end(), before);
+}
 
-  n_owned_ = n_all;
+void Migration::forward_owned(const double* charges) {
+  const double* const sw = loc_s_.data();
+  const double* const rw = loc_r_.data();
+  const Incoming* const all = incoming_.data();
+  n_owned_ = incoming_.size();
   ensure_rows3(own_r_, n_owned_, "owned_positions");
   ensure_rows3(own_s_, n_owned_, "owned_fractional");
   ensure_rows(own_q_, n_owned_, "owned_charges");
@@ -259,7 +303,7 @@ void Migration::forward(const double* positions, const double* charges, const st
   recv_slot_.resize(recv_srcs_.size());
   for (std::size_t k = 0; k < recv_srcs_.size(); ++k)
     recv_slot_[k].resize(static_cast<std::size_t>(read_record<std::int64_t>(recvbufs_[k], 0)));
-  self_slot_.resize(n_self);
+  self_slot_.resize(self_idx_.size());
   // Each slot writes its own rows; self_slot_ and recv_slot_ get one slot per
   // entry (every incoming atom has exactly one slot).
   auto own_r = own_r_;
@@ -305,10 +349,6 @@ void Migration::forward(const double* positions, const double* charges, const st
     if (in.pay_count > 0)
       std::memcpy(pay_out + pay_off[slot], in.pay, static_cast<std::size_t>(in.pay_count) * sizeof(std::int64_t));
   });
-  have_atoms_ = true;
-  have_ghosts_ = false;
-  ++generation_;
-  n_ghost_ = 0;
 }
 
 std::int64_t** Migration::recv_slot_ptrs(std::vector<std::vector<std::int64_t>>& slots) {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "geometry/index_box.hpp"
@@ -230,6 +231,7 @@ class Migration {
   std::vector<int> gh_ent_dest_;
   std::vector<char> gh_ent_rec_;
 
+
   // Rows of `in` (ncomp each) to the ranks `to` (rows to_rows[k] to to[k]) and
   // rows from the ranks `from` into `out` (rows from_rows[k]), the self rows
   // in[self_in[j]] -> out[self_out[j]]: plain Irecv/Isend with counts known on
@@ -258,6 +260,23 @@ class Migration {
   std::vector<std::size_t> order_;
   std::vector<std::int64_t*> recv_slot_ptr_;
   std::int64_t** recv_slot_ptrs(std::vector<std::vector<std::int64_t>>& slots);
+
+  // forward()'s steps, in order.
+  // The first non-finite position or charge, as an error message (empty when none).
+  std::string forward_input_error(const double* positions, const double* charges, std::size_t n_local) const;
+  // Ownership: wraps the atoms, finds their owners, the kept atoms and the partners; returns `far`.
+  int forward_owners(const double* positions, std::size_t n_local, bool valid, std::unordered_map<int, int>& slot_of);
+  // The Allreduce: throws on bad input anywhere, picks the path, agrees on the vote.
+  void forward_agree(const std::string& err, int far, int vote);
+  // The atoms sent to each partner, and their messages (counts, records, payload).
+  void forward_messages(const double* charges, const std::int64_t* ids, const std::int64_t* payload_offsets,
+                        const std::int64_t* payload, std::unordered_map<int, int>& slot_of);
+  // The exchange along the agreed path (none, known partners or NBX).
+  void forward_exchange();
+  // Unpack: the owned atoms as sort keys (kept and received), in owned order.
+  void forward_incoming(const std::int64_t* ids, const std::int64_t* payload_offsets, const std::int64_t* payload);
+  // The owned atoms' rows, payload and origins, and each incoming atom's slot.
+  void forward_owned(const double* charges);
 
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;

@@ -364,7 +364,6 @@ LONG_REASON = "Longer than 150 lines because"
 # comment right above it (LONG_REASON), or splitting.
 LONG_FUNCTION_DEBT = {
     ("particles/ghost_atoms.cpp", "Migration::exchange_ghosts"),  # 200: selection, counts, exchange, unpack
-    ("particles/migration.cpp", "Migration::forward"),  # 217: ownership, counts, exchange, unpack
 }
 
 

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "base/errors.hpp"
@@ -31,19 +32,27 @@ inline void destroy_fftw_plan(fftw_plan& p) {
   p = nullptr;
 }
 
+// FFTW's planning rigour by name: "estimate", "measure", "patient" or
+// "exhaustive" (nothing for any other name). pmewald.fft's planner argument and
+// PMEWALD_FFTW_PLANNER both take these names.
+inline std::optional<unsigned> fftw_flags_from_name(const std::string& name) {
+  if (name == "estimate") return FFTW_ESTIMATE;
+  if (name == "measure") return FFTW_MEASURE;
+  if (name == "patient") return FFTW_PATIENT;
+  if (name == "exhaustive") return FFTW_EXHAUSTIVE;
+  return std::nullopt;
+}
+
 // The PME solver's FFTW planning rigour: FFTW_MEASURE unless the environment
-// variable PMEWALD_FFTW_PLANNER says "estimate", "measure", "patient" or
-// "exhaustive" (ValueError for anything else). A measured plan is the fastest
-// one FFTW timed, so two runs may pick different algorithms and differ in the
-// last bits; "estimate" plans without timing, the same plan every run (runs
-// reproducible bit for bit, like GROMACS's mdrun -reprod; docs/reliability.md, Reproducible runs).
+// variable PMEWALD_FFTW_PLANNER names another (ValueError for an unknown name).
+// A measured plan is the fastest one FFTW timed, so two runs may pick different
+// algorithms and differ in the last bits; "estimate" plans without timing, the
+// same plan every run (runs reproducible bit for bit, like GROMACS's mdrun
+// -reprod; docs/reliability.md, Reproducible runs).
 inline unsigned fftw_planner_flags() {
   const char* env = std::getenv("PMEWALD_FFTW_PLANNER");
   const std::string s = env ? env : "measure";
-  if (s == "estimate") return FFTW_ESTIMATE;
-  if (s == "measure") return FFTW_MEASURE;
-  if (s == "patient") return FFTW_PATIENT;
-  if (s == "exhaustive") return FFTW_EXHAUSTIVE;
+  if (const auto flags = fftw_flags_from_name(s)) return *flags;
   throw ValueError("PMEWALD_FFTW_PLANNER must be one of 'estimate', 'measure', 'patient', 'exhaustive', not '" +
                    s + "'");
 }

@@ -13,6 +13,7 @@
 
 #include "comm/mpi_helpers.hpp"
 #include "base/errors.hpp"
+#include "base/fftw_planner.hpp"
 #include "comm/exchange.hpp"
 #include "fft/fft3d.hpp"
 #include "fft/fftw_serial.hpp"
@@ -29,10 +30,7 @@ namespace pmewald::bindings {
 namespace {
 
 unsigned fftw_flags_from_string(const std::string& s) {
-  if (s == "estimate") return FFTW_ESTIMATE;
-  if (s == "measure") return FFTW_MEASURE;
-  if (s == "patient") return FFTW_PATIENT;
-  if (s == "exhaustive") return FFTW_EXHAUSTIVE;
+  if (const auto flags = fftw_flags_from_name(s)) return *flags;
   throw ValueError("planner must be one of 'estimate', 'measure', 'patient', 'exhaustive', not '" + s + "'");
 }
 

@@ -19,7 +19,7 @@ inline namespace particles {
 using detail::ensure_rows;
 using detail::ensure_rows3;
 
-namespace {
+namespace detail {
 
 struct GhostRecord {
   double s[3];
@@ -29,10 +29,25 @@ struct GhostRecord {
   std::int64_t key;  // the original's owned key (Migration::owned_key)
 };
 
-}  // namespace
+}  // namespace detail
+
+using detail::GhostRecord;
 
 void Migration::exchange_ghosts(double cutoff) {
   if (!have_atoms_) throw std::logic_error("Migration::exchange_ghosts before forward");
+  ghost_geometry(cutoff);
+  const int n_remote = ghost_images();
+  ghost_messages(n_remote);
+  // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
+  const auto m0 = near_ghost_.messages_sent(), b0 = near_ghost_.bytes_sent();
+  near_ghost_.exchange(ghost_dests_, sendbufs_, srcs_, recvbufs_);
+  ghost_traffic_.messages += near_ghost_.messages_sent() - m0;
+  ghost_traffic_.bytes += near_ghost_.bytes_sent() - b0;
+  ghost_rows(n_remote);
+  have_ghosts_ = true;
+}
+
+void Migration::ghost_geometry(double cutoff) {
   if (!(cutoff > 0) || !(cutoff <= 0.5 * cell_.min_height() * (1 + 1e-12)))
     throw ValueError("cutoff must be positive and at most half the smallest box height");
   for (int d = 0; d < 3; ++d) margin_[d] = cutoff / cell_.height[d] * (1.0 + 1e-9);
@@ -44,7 +59,10 @@ void Migration::exchange_ghosts(double cutoff) {
     Neighborhood nb = brick_neighborhood(grid_, mesh_, rank_, {ghost_reach_[0], ghost_reach_[1], ghost_reach_[2]});
     near_ghost_.set_partners(std::move(nb.send), std::move(nb.recv));
   }
+}
 
+template <class Emit>
+void Migration::images_of(std::size_t i, Emit&& emit) const {
   struct AxisHit {
     int g_lo, g_hi, shift;
   };
@@ -52,57 +70,51 @@ void Migration::exchange_ghosts(double cutoff) {
   auto slab_empty = [this](int d, int g) {
     return static_cast<std::int64_t>(g) * mesh_[d] / grid_[d] == static_cast<std::int64_t>(g + 1) * mesh_[d] / grid_[d];
   };
-  // Every image of owned atom i that some domain needs, in a fixed order (image
-  // shifts z, y, x, then destinations z, y, x): emit(dest, record) for each.
-  // The identity image stays off this rank's own list (the owned atom itself).
-  auto own_s = own_s_;
-  auto own_r = own_r_;
-  auto own_q = own_q_;
-  auto own_id = own_id_;
-  auto images = [=](std::size_t i, auto&& emit) {
-    AxisHit hits[3][8];
-    int nhits[3];
-    for (int d = 0; d < 3; ++d) {
-      nhits[d] = 0;
-      const double s = own_s(i, d), c = margin_[d];
-      const int n_min = static_cast<int>(std::ceil(-s - c));
-      const int n_max = static_cast<int>(std::ceil(1.0 + c - s)) - 1;
-      for (int n = n_min; n <= n_max && nhits[d] < 8; ++n) {
-        const double x = s + n;
-        long long m_lo = static_cast<long long>(std::floor(mesh_[d] * (x - c)));
-        long long m_hi = static_cast<long long>(std::floor(mesh_[d] * (x + c)));
-        m_lo = std::max<long long>(m_lo, 0);
-        m_hi = std::min<long long>(m_hi, mesh_[d] - 1);
-        if (m_lo > m_hi) continue;
-        hits[d][nhits[d]++] = {grid_coord_of(d, static_cast<int>(m_lo)), grid_coord_of(d, static_cast<int>(m_hi)), n};
-      }
+  AxisHit hits[3][8];
+  int nhits[3];
+  for (int d = 0; d < 3; ++d) {
+    nhits[d] = 0;
+    const double s = own_s_(i, d), c = margin_[d];
+    const int n_min = static_cast<int>(std::ceil(-s - c));
+    const int n_max = static_cast<int>(std::ceil(1.0 + c - s)) - 1;
+    for (int n = n_min; n <= n_max && nhits[d] < 8; ++n) {
+      const double x = s + n;
+      long long m_lo = static_cast<long long>(std::floor(mesh_[d] * (x - c)));
+      long long m_hi = static_cast<long long>(std::floor(mesh_[d] * (x + c)));
+      m_lo = std::max<long long>(m_lo, 0);
+      m_hi = std::min<long long>(m_hi, mesh_[d] - 1);
+      if (m_lo > m_hi) continue;
+      hits[d][nhits[d]++] = {grid_coord_of(d, static_cast<int>(m_lo)), grid_coord_of(d, static_cast<int>(m_hi)), n};
     }
-    GhostRecord rec{};
-    rec.q = own_q(i);
-    rec.id = own_id(i);
-    rec.key = owned_key(i);
-    for (int hz = 0; hz < nhits[2]; ++hz)
-      for (int hy = 0; hy < nhits[1]; ++hy)
-        for (int hx = 0; hx < nhits[0]; ++hx) {
-          const AxisHit& X = hits[0][hx];
-          const AxisHit& Y = hits[1][hy];
-          const AxisHit& Z = hits[2][hz];
-          const int sh[3] = {X.shift, Y.shift, Z.shift};
-          for (int a = 0; a < 3; ++a) {
-            rec.s[a] = own_s(i, a) + sh[a];
-            rec.r[a] = own_r(i, a) + sh[0] * cell_.box[0][a] + sh[1] * cell_.box[1][a] + sh[2] * cell_.box[2][a];
-          }
-          const bool identity = sh[0] == 0 && sh[1] == 0 && sh[2] == 0;
-          for (int gz = Z.g_lo; gz <= Z.g_hi; ++gz)
-            for (int gy = Y.g_lo; gy <= Y.g_hi; ++gy)
-              for (int gx = X.g_lo; gx <= X.g_hi; ++gx) {
-                if (slab_empty(0, gx) || slab_empty(1, gy) || slab_empty(2, gz)) continue;  // needs no ghosts
-                const int dest = gx + grid_[0] * (gy + grid_[1] * gz);
-                if (dest == rank_ && identity) continue;
-                emit(dest, rec);
-              }
+  }
+  GhostRecord rec{};
+  rec.q = own_q_(i);
+  rec.id = own_id_(i);
+  rec.key = owned_key(i);
+  for (int hz = 0; hz < nhits[2]; ++hz)
+    for (int hy = 0; hy < nhits[1]; ++hy)
+      for (int hx = 0; hx < nhits[0]; ++hx) {
+        const AxisHit& X = hits[0][hx];
+        const AxisHit& Y = hits[1][hy];
+        const AxisHit& Z = hits[2][hz];
+        const int sh[3] = {X.shift, Y.shift, Z.shift};
+        for (int a = 0; a < 3; ++a) {
+          rec.s[a] = own_s_(i, a) + sh[a];
+          rec.r[a] = own_r_(i, a) + sh[0] * cell_.box[0][a] + sh[1] * cell_.box[1][a] + sh[2] * cell_.box[2][a];
         }
-  };
+        const bool identity = sh[0] == 0 && sh[1] == 0 && sh[2] == 0;
+        for (int gz = Z.g_lo; gz <= Z.g_hi; ++gz)
+          for (int gy = Y.g_lo; gy <= Y.g_hi; ++gy)
+            for (int gx = X.g_lo; gx <= X.g_hi; ++gx) {
+              if (slab_empty(0, gx) || slab_empty(1, gy) || slab_empty(2, gz)) continue;  // needs no ghosts
+              const int dest = gx + grid_[0] * (gy + grid_[1] * gz);
+              if (dest == rank_ && identity) continue;
+              emit(dest, rec);
+            }
+      }
+}
+
+int Migration::ghost_images() {
   // Threaded in two passes over the owned atoms (count, then write at each
   // atom's offset), so the images come out in the serial order: the order of
   // every list below is independent of the threads.
@@ -111,7 +123,7 @@ void Migration::exchange_ghosts(double cutoff) {
   std::int64_t* const count = gh_count_.data();
   Kokkos::parallel_for("pmewald::ghost_count", Range(0, n_own), [=](const std::size_t i) {
     std::int64_t c = 0;
-    images(i, [&c](int, const GhostRecord&) { ++c; });
+    images_of(i, [&c](int, const GhostRecord&) { ++c; });
     count[i] = c;
   });
   std::int64_t total = 0;
@@ -127,23 +139,28 @@ void Migration::exchange_ghosts(double cutoff) {
   int* const ent_dest = gh_ent_dest_.data();
   std::int64_t* const ent_idx = gh_ent_idx_.data();
   char* const ent_rec = gh_ent_rec_.data();
+  const int me = rank_;
   int n_remote = 0;
   parallel_reduce_locked(
       "pmewald::ghost_images", Range(0, n_own),
       [=](const std::size_t i, int& remote) {
         std::int64_t e = count[i];
-        images(i, [&](int dest, const GhostRecord& rec) {
+        images_of(i, [&](int dest, const GhostRecord& rec) {
           ent_dest[e] = dest;
           ent_idx[e] = static_cast<std::int64_t>(i);
           std::memcpy(ent_rec + e * sizeof(GhostRecord), &rec, sizeof(rec));
-          remote += dest != rank_ ? 1 : 0;
+          remote += dest != me ? 1 : 0;
           ++e;
         });
       },
       n_remote);
+  return n_remote;
+}
 
+void Migration::ghost_messages(int n_remote) {
   // The images kept here (in image order) and one message per destination
   // (destinations in order of first appearance, records in image order).
+  const std::int64_t total = gh_count_.back();
   std::vector<int>& dests = ghost_dests_;
   dests.clear();
   ghost_self_idx_.clear();
@@ -152,37 +169,34 @@ void Migration::exchange_ghosts(double cutoff) {
   for (auto& v : ghost_send_idx_) v.clear();
   if (n_remote == 0) {
     ghost_self_idx_.assign(gh_ent_idx_.begin(), gh_ent_idx_.end());
-  } else {
-    std::unordered_map<int, int> slot_of;
-    for (std::int64_t e = 0; e < total; ++e) {
-      const int dest = ent_dest[e];
-      if (dest == rank_) {
-        gh_self_ent_.push_back(e);
-        ghost_self_idx_.push_back(ent_idx[e]);
-        continue;
-      }
-      auto it = slot_of.find(dest);
-      std::size_t k;
-      if (it == slot_of.end()) {
-        k = dests.size();
-        slot_of.emplace(dest, static_cast<int>(k));
-        dests.push_back(dest);
-        if (sendbufs_.size() < dests.size()) sendbufs_.emplace_back();
-        if (ghost_send_idx_.size() < dests.size()) ghost_send_idx_.emplace_back();
-      } else {
-        k = static_cast<std::size_t>(it->second);
-      }
-      auto& buf = sendbufs_[k];
-      buf.insert(buf.end(), ent_rec + e * sizeof(GhostRecord), ent_rec + (e + 1) * sizeof(GhostRecord));
-      ghost_send_idx_[k].push_back(ent_idx[e]);
-    }
+    return;
   }
-  // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
-  const auto m0 = near_ghost_.messages_sent(), b0 = near_ghost_.bytes_sent();
-  near_ghost_.exchange(dests, sendbufs_, srcs_, recvbufs_);
-  ghost_traffic_.messages += near_ghost_.messages_sent() - m0;
-  ghost_traffic_.bytes += near_ghost_.bytes_sent() - b0;
+  std::unordered_map<int, int> slot_of;
+  for (std::int64_t e = 0; e < total; ++e) {
+    const int dest = gh_ent_dest_[e];
+    if (dest == rank_) {
+      gh_self_ent_.push_back(e);
+      ghost_self_idx_.push_back(gh_ent_idx_[e]);
+      continue;
+    }
+    auto it = slot_of.find(dest);
+    std::size_t k;
+    if (it == slot_of.end()) {
+      k = dests.size();
+      slot_of.emplace(dest, static_cast<int>(k));
+      dests.push_back(dest);
+      if (sendbufs_.size() < dests.size()) sendbufs_.emplace_back();
+      if (ghost_send_idx_.size() < dests.size()) ghost_send_idx_.emplace_back();
+    } else {
+      k = static_cast<std::size_t>(it->second);
+    }
+    const char* const rec = gh_ent_rec_.data() + e * sizeof(GhostRecord);
+    sendbufs_[k].insert(sendbufs_[k].end(), rec, rec + sizeof(GhostRecord));
+    ghost_send_idx_[k].push_back(gh_ent_idx_[e]);
+  }
+}
 
+void Migration::ghost_rows(int n_remote) {
   // Ghost order: this rank's own images first, then each source's records.
   ghost_srcs_ = srcs_;
   ghost_recv_count_.clear();
@@ -215,6 +229,7 @@ void Migration::exchange_ghosts(double cutoff) {
     gid(at) = g.id;
     gkey(at) = g.key;
   };
+  const char* const ent_rec = gh_ent_rec_.data();
   const std::int64_t* const self_ent = gh_self_ent_.data();
   const bool all_self = n_remote == 0;
   Kokkos::parallel_for("pmewald::ghost_rows_self", Range(0, n_self), [=](const std::size_t j) {
@@ -229,7 +244,6 @@ void Migration::exchange_ghosts(double cutoff) {
                          [=](const std::size_t j) { put(at + j, base + j * sizeof(GhostRecord)); });
     at += m;
   }
-  have_ghosts_ = true;
 }
 
 void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout, int ncomp) {

@@ -278,6 +278,21 @@ class Migration {
   // The owned atoms' rows, payload and origins, and each incoming atom's slot.
   void forward_owned(const double* charges);
 
+  // exchange_ghosts()'s steps, in order.
+  // The checks, the margins and (when they changed) the partners.
+  void ghost_geometry(double cutoff);
+  // Every image of owned atom i that some domain needs, in a fixed order (image
+  // shifts z, y, x, then destinations z, y, x): emit(dest, GhostRecord) for each.
+  // The identity image stays off this rank's own list (the owned atom itself).
+  template <class Emit>
+  void images_of(std::size_t i, Emit&& emit) const;
+  // All images in the serial order (gh_count_, gh_ent_*); returns how many leave this rank.
+  int ghost_images();
+  // The images kept here and one message per destination.
+  void ghost_messages(int n_remote);
+  // The ghost rows: this rank's own images first, then each source's records.
+  void ghost_rows(int n_remote);
+
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;
   std::vector<int> srcs_;

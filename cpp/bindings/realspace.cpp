@@ -164,8 +164,10 @@ ValueError on every rank.)doc");
          const Int3& mesh, py::array_t<double, py::array::c_style | py::array::forcecast> pos,
          py::array_t<double, py::array::c_style | py::array::forcecast> q,
          py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> ids, double cutoff,
-         py::object excl_obj) {
+         py::object excl_obj, const std::string& ghost_exchange) {
         MPI_Comm comm = comm_from_python(comm_obj);
+        if (ghost_exchange != "direct" && ghost_exchange != "staged")
+          throw py::value_error("ghost_exchange must be 'direct' or 'staged'");
         std::string err;
         if (box.ndim() != 2 || box.shape(0) != 3 || box.shape(1) != 3) err = "box must be 3x3";
         else if (pos.ndim() != 2 || pos.shape(1) != 3 || q.ndim() != 1 || ids.ndim() != 1 ||
@@ -183,10 +185,32 @@ ValueError on every rank.)doc");
           auto e = excl_obj.cast<py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>>();
           excl.update(ids.data(), n, e.size() ? e.data() : nullptr, static_cast<std::size_t>(e.size() / 2));
         }
+        mig.set_ghost_exchange(ghost_exchange == "staged" ? Migration::GhostExchange::Staged
+                                                          : Migration::GhostExchange::Direct);
         mig.forward(pos.data(), q.data(), ids.data(), n, excl.offsets(), excl.partners());
+        mig.reset_traffic();
         mig.exchange_ghosts(cutoff);
+        const auto ghost_messages = mig.ghost_traffic().messages;
         const auto no = static_cast<py::ssize_t>(mig.n_owned());
         const auto ng = static_cast<py::ssize_t>(mig.n_ghost());
+        // The ghosts' rows back to their owners ((1, id) per ghost: each owned atom
+        // gets its number of images and that many times its id) and the owners'
+        // rows out to the ghosts ((id, q): each ghost gets its original's).
+        std::vector<double> gh_rows(static_cast<std::size_t>(ng) * 2), own_sum(static_cast<std::size_t>(no) * 2, 0.0);
+        for (py::ssize_t g = 0; g < ng; ++g) {
+          gh_rows[2 * g] = 1.0;
+          gh_rows[2 * g + 1] = static_cast<double>(mig.ghost_ids()(g));
+        }
+        mig.reverse_ghosts(gh_rows.data(), own_sum.data(), 2);
+        std::vector<double> own_rows(static_cast<std::size_t>(no) * 2);
+        for (py::ssize_t i = 0; i < no; ++i) {
+          own_rows[2 * i] = static_cast<double>(mig.owned_ids()(i));
+          own_rows[2 * i + 1] = mig.owned_charges()(i);
+        }
+        py::array_t<double> routed({ng, py::ssize_t{2}});
+        mig.route_ghosts(own_rows.data(), 2, routed.mutable_data());
+        py::array_t<double> images({no, py::ssize_t{2}});
+        std::copy(own_sum.begin(), own_sum.end(), images.mutable_data());
         py::array_t<double> own_r({no, py::ssize_t{3}}), own_s({no, py::ssize_t{3}}), own_q(no);
         py::array_t<std::int64_t> own_id(no), origin_rank(no), origin_index(no);
         std::vector<double> back_in(static_cast<std::size_t>(no) * 4);
@@ -227,6 +251,10 @@ ValueError on every rank.)doc");
         d["ghost_charges"] = gh_q;
         d["ghost_ids"] = gh_id;
         d["returned"] = back;
+        d["ghost_images_back"] = images;
+        d["ghost_routed"] = routed;
+        d["ghost_messages"] = ghost_messages;
+        d["pulses"] = std::array<int, 3>{mig.staged_pulses()[0], mig.staged_pulses()[1], mig.staged_pulses()[2]};
         py::list payload;
         for (std::size_t i = 0; i < mig.n_owned(); ++i) {
           py::list l;
@@ -243,12 +271,15 @@ ValueError on every rank.)doc");
         return d;
       },
       py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("positions"), py::arg("charges"),
-      py::arg("ids"), py::arg("cutoff"), py::arg("exclusions") = py::none(),
+      py::arg("ids"), py::arg("cutoff"), py::arg("exclusions") = py::none(), py::arg("ghost_exchange") = "direct",
       R"doc(Migration and ghost exchange alone (for tests): owned and ghost atoms of this
 rank, the processor grid, brick and ghost margin, `returned`: the owners'
 (id, x, y, z) rows sent back through the reverse path, in the caller's order,
 and `owned_payload`: each owned atom's excluded partner ids, carried by the
-migration.)doc");
+migration. `ghost_exchange`: 'direct' or 'staged'; `ghost_images_back`: per owned
+atom (count, count x id) of its ghosts summed back by reverse_ghosts;
+`ghost_routed`: per ghost its original's (id, q) by route_ghosts;
+`ghost_messages`: messages the ghost exchange sent; `pulses`: the staged pulses.)doc");
 
   py::class_<ExclusionList, std::shared_ptr<ExclusionList>>(
       r, "ExclusionList", "Excluded partners of the caller's atoms, routed once and cached.")

@@ -69,6 +69,20 @@ py::dict results_to_python(const std::vector<SolverResult>& r, bool sets, const 
   return d;
 }
 
+GhostExchangeChoice parse_ghost_exchange(const std::string& s) {
+  if (s == "direct") return GhostExchangeChoice::Direct;
+  if (s == "staged") return GhostExchangeChoice::Staged;
+  if (s == "auto") return GhostExchangeChoice::Auto;
+  throw ValueError("ghost_exchange must be 'auto', 'direct' or 'staged', got '" + s + "'");
+}
+
+BalanceMode parse_balance(const std::string& s) {
+  if (s == "off") return BalanceMode::Off;
+  if (s == "once") return BalanceMode::Once;
+  if (s == "dynamic") return BalanceMode::Dynamic;
+  throw ValueError("balance must be 'off', 'once' or 'dynamic', got '" + s + "'");
+}
+
 }  // namespace
 
 // Longer than 150 lines because it is a list of independent declarations (one .def per bound
@@ -78,7 +92,8 @@ void bind_solver(py::module_& m) {
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
                        bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us,
-                       double skin, const std::string& precision) {
+                       double skin, const std::string& precision, const std::string& ghost_exchange,
+                       const std::string& balance, const std::string& balance_by, double balance_threshold) {
              SolverOptions o;
              o.box = mat3_from_python(box);
              o.mesh = mesh;
@@ -96,6 +111,12 @@ void bind_solver(py::module_& m) {
              o.real_space = real_space;
              o.skin = skin;
              o.precision = parse_precision(precision);
+             o.ghost_exchange = parse_ghost_exchange(ghost_exchange);
+             o.balance.mode = parse_balance(balance);
+             if (balance_by != "pairs" && balance_by != "time")
+               throw ValueError("balance_by must be 'pairs' or 'time', got '" + balance_by + "'");
+             o.balance.work = balance_by == "time" ? BalanceWork::Time : BalanceWork::Pairs;
+             o.balance.threshold = balance_threshold;
              MPI_Comm c = comm_from_python(comm);
              py::gil_scoped_release nogil;
              return std::make_unique<PMESolver>(c, o);
@@ -103,7 +124,9 @@ void bind_solver(py::module_& m) {
            py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("order"), py::arg("alpha"), py::arg("cutoff"),
            py::arg("differentiation"), py::arg("comm_mode"), py::arg("coulomb_constant"), py::arg("real_space"),
            py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
-           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0, py::arg("precision") = "double")
+           py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0, py::arg("precision") = "double",
+           py::arg("ghost_exchange") = "auto", py::arg("balance") = "off", py::arg("balance_by") = "pairs",
+           py::arg("balance_threshold") = BalanceSettings{}.threshold)
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions, bool potentials) {
@@ -185,6 +208,25 @@ void bind_solver(py::module_& m) {
           })
       .def("reset_timings", &PMESolver::reset_timings)
       .def_property_readonly("brick", [](const PMESolver& s) { return box_to_python(s.brick()); })
+      .def_property_readonly("ghost_exchange",
+                             [](const PMESolver& s) {
+                               return std::string(s.ghost_exchange_used() == Migration::GhostExchange::Staged
+                                                      ? "staged"
+                                                      : "direct");
+                             })
+      .def_property_readonly(
+          "realspace_cuts",
+          [](const PMESolver& s) {
+            // Per axis the real-space domains' cuts as fractions (the bricks' without balancing).
+            const DomainGrid& d = s.realspace_domains();
+            py::list out;
+            for (int a = 0; a < 3; ++a) {
+              py::list axis;
+              for (int c : d.cuts(a)) axis.append(double(c) / d.resolution()[a]);
+              out.append(axis);
+            }
+            return out;
+          })
       .def_property_readonly("kspace_box", [](const PMESolver& s) { return box_to_python(s.kspace_box()); });
 
   m.def(

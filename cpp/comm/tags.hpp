@@ -23,6 +23,11 @@ inline constexpr int kGhostForces = 3125;
 // particles/migration route / route_ghosts (a reused pair list's positions along the frozen plans).
 inline constexpr int kMigrationRoute = 3122;
 inline constexpr int kGhostRoute = 3127;
+// particles/staged_ghosts: each pulse's two directions (+ 0 toward higher grid
+// coordinates, + 1 toward lower ones) for the ghosts, the forces back and the route.
+inline constexpr int kStagedGhosts = 3150;
+inline constexpr int kStagedGhostForces = 3152;
+inline constexpr int kStagedGhostRoute = 3154;
 // particles/exclusions: the id directory round and the pairs to the atoms' holders (NBX, + 1 each).
 inline constexpr int kExclusionDirectory = 3130;
 inline constexpr int kExclusionHolders = 3140;

@@ -25,6 +25,7 @@
 #include <array>
 #include <vector>
 
+#include "geometry/domain_grid.hpp"
 #include "geometry/index_box.hpp"
 
 namespace pmewald {
@@ -39,9 +40,15 @@ struct Neighborhood {
 // part `from` reaches part `to` within `reach` mesh spacings (see above).
 bool slab_reaches(int K, int p, int from, int to, double reach);
 
+// The same for index ranges a = [a0, a1) and b on a periodic axis of K points.
+bool range_reaches(int K, const std::array<int, 2>& a, const std::array<int, 2>& b, double reach);
+
 // The send and receive sets of `rank` in the brick decomposition `grid` x `mesh`
 // for a reach of reach[d] mesh spacings along axis d.
 Neighborhood brick_neighborhood(const Int3& grid, const Int3& mesh, int rank, const std::array<double, 3>& reach);
+
+// The same for any domain grid (reach in its index points).
+Neighborhood domain_neighborhood(const DomainGrid& domains, int rank, const std::array<double, 3>& reach);
 
 }  // namespace geometry
 }  // namespace pmewald

@@ -19,23 +19,20 @@ inline namespace particles {
 using detail::ensure_rows;
 using detail::ensure_rows3;
 
-namespace detail {
-
-struct GhostRecord {
-  double s[3];
-  double r[3];
-  double q;
-  std::int64_t id;
-  std::int64_t key;  // the original's owned key (Migration::owned_key)
-};
-
-}  // namespace detail
-
 using detail::GhostRecord;
 
 void Migration::exchange_ghosts(double cutoff) {
   if (!have_atoms_) throw std::logic_error("Migration::exchange_ghosts before forward");
   ghost_geometry(cutoff);
+  if (ghost_exchange_ == GhostExchange::Staged) {
+    const auto m0 = staged_.messages_sent(), b0 = staged_.bytes_sent();
+    staged_.build(*this);
+    ghost_traffic_.messages += staged_.messages_sent() - m0;
+    ghost_traffic_.bytes += staged_.bytes_sent() - b0;
+    ghost_rows_from(staged_.records().data(), staged_.records().size());
+    have_ghosts_ = true;
+    return;
+  }
   const int n_remote = ghost_images();
   ghost_messages(n_remote);
   // exchange() reads only the first dests.size() buffers; the rest keep their capacity.
@@ -56,7 +53,7 @@ void Migration::ghost_geometry(double cutoff) {
   if (margin_[0] * mesh_[0] != ghost_reach_[0] || margin_[1] * mesh_[1] != ghost_reach_[1] ||
       margin_[2] * mesh_[2] != ghost_reach_[2]) {
     for (int d = 0; d < 3; ++d) ghost_reach_[d] = margin_[d] * mesh_[d];
-    Neighborhood nb = brick_neighborhood(grid_, mesh_, rank_, {ghost_reach_[0], ghost_reach_[1], ghost_reach_[2]});
+    Neighborhood nb = domain_neighborhood(domains_, rank_, {ghost_reach_[0], ghost_reach_[1], ghost_reach_[2]});
     near_ghost_.set_partners(std::move(nb.send), std::move(nb.recv));
   }
 }
@@ -67,9 +64,7 @@ void Migration::images_of(std::size_t i, Emit&& emit) const {
     int g_lo, g_hi, shift;
   };
   // Grid coordinate g of axis d owns no mesh point (more ranks than points).
-  auto slab_empty = [this](int d, int g) {
-    return static_cast<std::int64_t>(g) * mesh_[d] / grid_[d] == static_cast<std::int64_t>(g + 1) * mesh_[d] / grid_[d];
-  };
+  auto slab_empty = [this](int d, int g) { return domains_.empty(d, g); };
   AxisHit hits[3][8];
   int nhits[3];
   for (int d = 0; d < 3; ++d) {
@@ -246,9 +241,40 @@ void Migration::ghost_rows(int n_remote) {
   }
 }
 
+void Migration::ghost_rows_from(const GhostRecord* records, std::size_t n) {
+  n_ghost_ = n;
+  ensure_rows3(gh_r_, n, "ghost_positions");
+  ensure_rows3(gh_s_, n, "ghost_fractional");
+  ensure_rows(gh_q_, n, "ghost_charges");
+  ensure_rows(gh_id_, n, "ghost_ids");
+  ensure_rows(gh_key_, n, "ghost_keys");
+  auto gr = gh_r_;
+  auto gs = gh_s_;
+  auto gq = gh_q_;
+  auto gid = gh_id_;
+  auto gkey = gh_key_;
+  Kokkos::parallel_for("pmewald::ghost_rows_staged", Range(0, n), [=](const std::size_t j) {
+    const GhostRecord& g = records[j];
+    for (int a = 0; a < 3; ++a) {
+      gr(j, a) = g.r[a];
+      gs(j, a) = g.s[a];
+    }
+    gq(j) = g.q;
+    gid(j) = g.id;
+    gkey(j) = g.key;
+  });
+}
+
 void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout, int ncomp) {
   const std::size_t nc = static_cast<std::size_t>(ncomp);
   if (!have_ghosts_) throw std::logic_error("Migration::reverse_ghosts before exchange_ghosts");
+  if (ghost_exchange_ == GhostExchange::Staged) {
+    const auto m0 = staged_.messages_sent(), b0 = staged_.bytes_sent();
+    staged_.reverse(ghost_values, owned_inout, ncomp);
+    ghost_traffic_.messages += staged_.messages_sent() - m0;
+    ghost_traffic_.bytes += staged_.bytes_sent() - b0;
+    return;
+  }
   // The ghosts' senders receive exactly the records they sent (their counts
   // are known on both sides), so this is plain point-to-point.
   std::size_t nrecv = 0;
@@ -290,6 +316,13 @@ void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout, 
 
 void Migration::route_ghosts(const double* owned_values, int ncomp, double* ghost_out) {
   if (!have_ghosts_) throw std::logic_error("Migration::route_ghosts before exchange_ghosts");
+  if (ghost_exchange_ == GhostExchange::Staged) {
+    const auto m0 = staged_.messages_sent(), b0 = staged_.bytes_sent();
+    staged_.route(owned_values, ncomp, ghost_out);
+    ghost_traffic_.messages += staged_.messages_sent() - m0;
+    ghost_traffic_.bytes += staged_.bytes_sent() - b0;
+    return;
+  }
   const std::size_t nc = static_cast<std::size_t>(ncomp);
   std::size_t nsend = 0;
   for (std::size_t k = 0; k < ghost_dests_.size(); ++k) nsend += ghost_send_idx_[k].size();

@@ -42,7 +42,7 @@ std::int64_t pay_count(const std::int64_t* payload_offsets, std::size_t i) {
 // ---------------------------------------------------------------------------
 
 Migration::Migration(MPI_Comm comm)
-    : comm_(comm), nbx_forward_(comm, tags::kMigrationForward), near_forward_(comm, tags::kMigrationAdjacent),
+    : comm_(comm), staged_(comm), nbx_forward_(comm, tags::kMigrationForward), near_forward_(comm, tags::kMigrationAdjacent),
       near_ghost_(comm, tags::kGhostAtoms) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -51,24 +51,25 @@ Migration::Migration(MPI_Comm comm)
 void Migration::set_geometry(const PeriodicCell& cell, const Int3& mesh) {
   for (int d = 0; d < 3; ++d)
     if (mesh[d] < 1) throw ValueError("mesh sizes must be positive");
+  set_domains(cell, mesh == mesh_ && domains_.ranks() == size_ && domains_ == DomainGrid::bricks(grid_, mesh_)
+                        ? domains_
+                        : DomainGrid::bricks(processor_grid_3d(size_, mesh), mesh));
+}
+
+void Migration::set_domains(const PeriodicCell& cell, const DomainGrid& domains) {
+  if (domains.ranks() != size_) throw std::logic_error("Migration::set_domains: a domain grid of another rank count");
   cell_ = cell;
-  if (!(mesh_ == mesh)) {
-    mesh_ = mesh;
-    grid_ = processor_grid_3d(size_, mesh_);
-    brick_ = brick_box(grid_, mesh_, rank_);
-    adjacent_ = brick_neighborhood(grid_, mesh_, rank_, {0.0, 0.0, 0.0});
+  if (domains != domains_) {
+    domains_ = domains;
+    mesh_ = domains_.resolution();
+    grid_ = domains_.grid();
+    brick_ = domains_.box(rank_);
+    adjacent_ = domain_neighborhood(domains_, rank_, {0.0, 0.0, 0.0});
     near_forward_.set_partners(adjacent_.send, adjacent_.recv);
     for (double& r : ghost_reach_) r = -1;
   }
   have_geometry_ = true;
   have_atoms_ = false;
-}
-
-int Migration::grid_coord_of(int d, int m) const {
-  // split_range(K, p, g) = [g*K/p, (g+1)*K/p): g owns m iff floor(g*K/p) <= m,
-  // i.e. g*K < (m+1)*p; the largest such g.
-  const std::int64_t p = grid_[d], K = mesh_[d];
-  return static_cast<int>(((static_cast<std::int64_t>(m) + 1) * p - 1) / K);
 }
 
 int Migration::owner_of(const double s[3]) const {

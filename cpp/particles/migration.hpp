@@ -29,12 +29,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "geometry/domain_grid.hpp"
 #include "geometry/index_box.hpp"
 #include "geometry/lattice.hpp"
 #include "geometry/neighborhood.hpp"
 #include "base/kokkos_types.hpp"
 #include "comm/neighbor_exchange.hpp"
 #include "comm/sparse_exchange.hpp"
+#include "particles/staged_ghosts.hpp"
 
 namespace pmewald {
 inline namespace particles {
@@ -44,9 +46,12 @@ class Migration {
   // Uses `comm` as given (the caller owns it, normally a pmewald::Comm dup).
   explicit Migration(MPI_Comm comm);
 
-  // Box and mesh define ownership. Collective only in the sense that every
-  // rank must pass the same values; no communication.
+  // Box and mesh define ownership: the domains are the mesh's bricks
+  // (DomainGrid::bricks over processor_grid_3d). Collective only in the sense
+  // that every rank must pass the same values; no communication.
   void set_geometry(const PeriodicCell& cell, const Int3& mesh);
+  // Box and any domain grid of size() ranks (balanced cuts: particles/balance.hpp).
+  void set_domains(const PeriodicCell& cell, const DomainGrid& domains);
 
   // Collective. Moves the caller's atoms (positions n x 3 row-major, any
   // place in space; charges n; ids n) to their owners. Non-finite positions
@@ -80,8 +85,24 @@ class Migration {
   // Collective. Builds the ghost atoms of this rank: every periodic image of
   // every atom (owned anywhere) that lies within `cutoff` of this rank's
   // domain, except the owned atoms themselves (identity image). Requires
-  // forward() first; cutoff <= min height / 2.
+  // forward() first; cutoff <= min height / 2. The same images either way of
+  // exchanging them (set_ghost_exchange), in another order.
   void exchange_ghosts(double cutoff);
+
+  // How exchange_ghosts (and reverse_ghosts, route_ghosts along its plan) move
+  // the ghosts: Direct sends each image straight to every domain that needs it
+  // (one message per partner: all domains within the cutoff); Staged goes axis
+  // by axis through the neighbours (particles/staged_ghosts.hpp: 2 messages per
+  // axis and pulse). Every rank must choose the same; takes effect at the next
+  // exchange_ghosts.
+  enum class GhostExchange : int { Direct = 0, Staged = 1 };
+  void set_ghost_exchange(GhostExchange how) {
+    ghost_exchange_ = how;
+    have_ghosts_ = false;
+  }
+  GhostExchange ghost_exchange() const { return ghost_exchange_; }
+  // Staged: pulses per axis of the last exchange_ghosts.
+  const int* staged_pulses() const { return staged_.pulses(); }
 
   // Collective (point-to-point with the partners of the last
   // exchange_ghosts). ghost_values: n_ghost x 3, one row per ghost; each row
@@ -153,9 +174,12 @@ class Migration {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const PeriodicCell& cell() const { return cell_; }
+  // The domains: their index resolution per axis (the mesh for bricks), the
+  // processor grid, and this rank's index box.
   const Int3& mesh() const { return mesh_; }
   const Int3& grid() const { return grid_; }
   const Box3& my_brick() const { return brick_; }
+  const DomainGrid& domains() const { return domains_; }
   // Fractional extent of this rank's domain along axis d: [lo/K, hi/K).
   double domain_lo(int d) const { return double(brick_.lo[d]) / mesh_[d]; }
   double domain_hi(int d) const { return double(brick_.hi[d]) / mesh_[d]; }
@@ -165,8 +189,8 @@ class Migration {
 
   // Owner rank of a wrapped fractional point (s_d in [0, 1)).
   int owner_of(const double s[3]) const;
-  // Grid coordinate along axis d owning mesh index m (inverse of split_range).
-  int grid_coord_of(int d, int m) const;
+  // Grid coordinate along axis d owning index m.
+  int grid_coord_of(int d, int m) const { return domains_.coord_of(d, m); }
 
   // Wrap a Cartesian position: s in [0, 1), r_wrapped = r - n @ box with
   // integer n (exact for atoms already inside the box).
@@ -176,7 +200,8 @@ class Migration {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   PeriodicCell cell_;
-  Int3 mesh_{0, 0, 0}, grid_{1, 1, 1};
+  DomainGrid domains_;
+  Int3 mesh_{0, 0, 0}, grid_{1, 1, 1};  // domains_.resolution(), domains_.grid()
   Box3 brick_;
   bool have_geometry_ = false;
   bool have_atoms_ = false;
@@ -186,6 +211,8 @@ class Migration {
   int agreed_vote_ = 0;
   double margin_[3] = {0, 0, 0};
 
+  GhostExchange ghost_exchange_ = GhostExchange::Direct;
+  StagedGhosts staged_;
   SparseExchange nbx_forward_;
   // Known-partner exchanges: atoms moving to adjacent domains (partners: the
   // neighbourhood of reach 0), ghost atoms (reach: the ghost margin, recomputed
@@ -292,6 +319,8 @@ class Migration {
   void ghost_messages(int n_remote);
   // The ghost rows: this rank's own images first, then each source's records.
   void ghost_rows(int n_remote);
+  // The ghost views from n records (the staged exchange's).
+  void ghost_rows_from(const detail::GhostRecord* records, std::size_t n);
 
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;

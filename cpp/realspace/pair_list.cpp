@@ -224,6 +224,18 @@ void PairList::set_geometry(const PeriodicCell& cell, const Int3& mesh) {
   valid_ = false;
 }
 
+void PairList::set_domains(const PeriodicCell& cell, const DomainGrid& domains) {
+  mig_.set_domains(cell, domains);
+  cell_ = cell;
+  have_geometry_ = true;
+  valid_ = false;
+}
+
+void PairList::set_ghost_exchange(Migration::GhostExchange how) {
+  mig_.set_ghost_exchange(how);
+  valid_ = false;
+}
+
 int PairList::vote(const double* positions, const std::int64_t* ids, std::size_t n, double skin) {
   if (!have_geometry_) throw std::logic_error("PairList::vote before set_geometry");
   ScopedTimer timer(stats_.refresh_seconds);

@@ -76,6 +76,11 @@ class PairList {
 
   // Box and mesh (ownership at the next build); the next call rebuilds. No MPI.
   void set_geometry(const PeriodicCell& cell, const Int3& mesh);
+  // Box and any domain grid (balanced real-space domains, particles/balance.hpp);
+  // the next call rebuilds. No MPI.
+  void set_domains(const PeriodicCell& cell, const DomainGrid& domains);
+  // How the list's ghosts travel (Migration::GhostExchange); the next call rebuilds.
+  void set_ghost_exchange(Migration::GhostExchange how);
   // The next call rebuilds (e.g. the exclusions changed). No MPI.
   void invalidate() { valid_ = false; }
   // The erfc pairs' kernel precision for the next begin() (pair_kernel.hpp). No MPI.

@@ -1,14 +1,17 @@
 // PMESolver::compute and compute_sets: one call path (run) for one charge column
 // and for m charge sets on the same atoms, in the order of its stages:
 //
-//   begin        the call's checks, the comm mode's choice (first call), exclusions
+//   begin        the call's checks, the comm mode's choice (first call), exclusions,
+//                the first balanced domains (balance on, from the atoms' positions)
 //   migrate      atoms to their owners (one set: the pair list's vote rides on it;
-//                sets: one column leads, the sets' charges follow its plan)
+//                sets: one column leads, the sets' charges follow its plan;
+//                balanced: also to the real-space domains' owners)
 //   begin_pairs  ghosts and the pair loop, as work the mesh's exchanges can hide
 //   mesh         the stencils once, then each set's spread, FFTs, solve, gather
 //   finish_pairs the pair loop's rest, ghost forces back
 //   reduce       total forces, one Allreduce of every set's sums, the results
 //   return       forces (and potentials) back to the callers' order
+//   balance      the real-space imbalance measured; balance on: new cuts
 //
 // What differs between one set and m sets stays inside a stage: the reused pair
 // list and the cost model's charges serve the one-set call; the sets' per-atom
@@ -58,6 +61,11 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   // searches afresh, and exclusions changed in it make the list's next call rebuild.
   s.use_list = list_skin_ > 0 && !call.potentials && !call.sets;
   if (list_skin_ > 0 && !s.use_list && exclusions_.changed()) list_stale_ = true;
+  // Balanced real-space domains serve the same calls (the list keeps its own migration).
+  const bool balancing = balancer_->on() && opt_.real_space && !call.potentials && !call.sets;
+  s.balanced = balancing && !s.use_list;
+  if (balancing && !balancer_->started() && balancer_->balance_atoms(cell_, call.positions, call.n))
+    apply_domains();
   migrate(call, s, t);
   begin_pairs(call, s, t);
   Overlap* overlap = start_work(s.work, t);
@@ -75,10 +83,30 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
     t = timers_.lap("real_space", t);
   }
   realspace_.request_sets(0);
+  if (s.balanced) {  // the balanced domains' pair forces to the callers' order
+    f_list_.resize(3 * call.n);
+    rs_migration_->reverse(f_real_rs_.data(), 3, f_list_.data());
+    charge(Work::Migrate, static_cast<double>(call.n));
+    t = timers_.lap("migrate", t);
+  }
   reduce(call, s, res, t);
   return_forces(call, s, res, t);
+  balance_after(call, s);
   timers_.count("calls");
   return res;
+}
+
+// The imbalance of this call's pair loop (slowest / mean, every mode) and, with
+// balancing on, new cuts for the next call (the list rebuilds on them).
+void PMESolver::balance_after(const Call& call, const CallState& s) {
+  const bool pairs = s.work != nullptr && opt_.real_space && !call.sets;
+  const Migration* m = s.use_list ? &list_->migration() : s.balanced ? rs_migration_.get() : &migration_;
+  const bool on_domains = s.use_list ? balancer_->on() : s.balanced;
+  const std::size_t n_own = on_domains ? m->n_owned() : 0;
+  if (balancer_->after_call(pairs ? s.local.candidates : 0.0, pairs ? s.local.t_pairs : 0.0,
+                            on_domains ? m->owned_fractional() : View2<double>(), n_own) &&
+      on_domains)
+    apply_domains();
 }
 
 // Atoms to their owners by current position. With the pair list the real-space
@@ -96,6 +124,13 @@ void PMESolver::migrate(const Call& call, CallState& s, double& t) {
     list_stale_ = false;
     t = timers_.lap("real_space", t);
     migration_.forward(call.positions, call.charges, call.ids, call.n, nullptr, nullptr, vote);
+  } else if (s.balanced) {
+    // The mesh's owners without the exclusions; the real-space owners with them.
+    migration_.forward(call.positions, call.charges, call.ids, call.n);
+    rs_migration_->forward(call.positions, call.charges, call.ids, call.n, exclusions_.offsets(),
+                           exclusions_.partners());
+    const std::size_t n_rs = rs_migration_->n_owned();
+    if (f_real_rs_.extent(0) != n_rs) f_real_rs_ = View2<double>("pme_f_real_balanced", n_rs, 3);
   } else {
     migration_.forward(call.positions, call.charges, call.ids, call.n, exclusions_.offsets(),
                        exclusions_.partners());
@@ -125,14 +160,16 @@ void PMESolver::begin_pairs(const Call& call, CallState& s, double& t) {
                  opt_.coulomb_constant);
     s.work = &list_->pairs();
   } else if (pairs) {
-    migration_.exchange_ghosts(opt_.cutoff);
+    Migration& rs = s.balanced ? *rs_migration_ : migration_;
+    rs.exchange_ghosts(opt_.cutoff);
     if (call.sets) {
       route_set_ghosts(call.sets);
     } else {
-      charge(Work::GhostAtoms, static_cast<double>(migration_.n_ghost()));
+      charge(Work::GhostAtoms, static_cast<double>(rs.n_ghost()));
     }
     t = timers_.lap("ghost_atoms", t);
-    realspace_.begin_local(migration_, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, f_real_, opt_.real_space);
+    realspace_.begin_local(rs, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, s.balanced ? f_real_rs_ : f_real_,
+                           opt_.real_space);
     s.work = &realspace_.pairs();
   } else if (!call.sets) {
     // No pairs: the charge sums the result needs (sets: reduce_sets has them).
@@ -143,7 +180,7 @@ void PMESolver::begin_pairs(const Call& call, CallState& s, double& t) {
     }
     if (call.potentials) Kokkos::deep_copy(real_pot_, 0.0);
   }
-  if (!call.sets && (s.use_list || !pairs)) Kokkos::deep_copy(f_real_, 0.0);
+  if (!call.sets && (s.separate() || !pairs)) Kokkos::deep_copy(f_real_, 0.0);
 }
 
 // The mesh: the stencils once, then each set's spread, FFTs, solve and gather on
@@ -191,7 +228,7 @@ double PMESolver::total_forces(const Call& call, CallState& s, double& t) {
       },
       f2);
   charge(Work::Reduce, static_cast<double>(n_own));
-  if (s.use_list) {
+  if (s.separate()) {
     migration_.reverse(fk.data(), 3, call.forces_out);
     f2 = 0;
     for (std::size_t i = 0; i < 3 * call.n; ++i) {
@@ -237,7 +274,7 @@ void PMESolver::return_forces(const Call& call, const CallState& s, const std::v
     t = timers_.lap("migrate", t);
     return;
   }
-  if (!s.use_list) {
+  if (!s.separate()) {
     migration_.reverse(f_rec_.data(), 3, call.forces_out);
     charge(Work::Migrate, static_cast<double>(call.n));
     t = timers_.lap("migrate", t);

@@ -46,6 +46,9 @@ std::string check_options(const SolverOptions& o) {
     return "precision 'mixed' needs alpha * cutoff < 8 (the range of its erfc), got " +
            std::to_string(o.alpha * o.cutoff);
   if (o.overlap_poll.poll_rows < 1) return "overlap poll_rows must be at least 1";
+  if (!(o.balance.threshold >= 1) || !std::isfinite(o.balance.threshold))
+    return "balance threshold must be a finite number of at least 1";
+  if (!(o.balance.relax > 0 && o.balance.relax <= 1)) return "balance relax must be in (0, 1]";
   if (!(o.overlap_poll.poll_seconds > 0) || !std::isfinite(o.overlap_poll.poll_seconds))
     return "overlap poll interval must be a positive finite number of seconds";
   const PeriodicCell cell(o.box.data());
@@ -63,7 +66,9 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
                      double(static_cast<int>(o.differentiation)), double(static_cast<int>(o.mode)),
                      o.coulomb_constant, o.real_space ? 1.0 : 0.0, o.choose_mode ? 1.0 : 0.0,
                      o.overlap ? (*o.overlap ? 1.0 : 0.0) : -1.0, double(o.overlap_poll.poll_rows),
-                     o.overlap_poll.poll_seconds, o.skin, double(static_cast<int>(o.precision))});
+                     o.overlap_poll.poll_seconds, o.skin, double(static_cast<int>(o.precision)),
+                     double(static_cast<int>(o.ghost_exchange)), double(static_cast<int>(o.balance.mode)),
+                     double(static_cast<int>(o.balance.work)), o.balance.threshold, o.balance.relax});
   return v;
 }
 
@@ -75,7 +80,8 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   agree_or_throw(comm_.get(), check_options(opt_));
   if (!same_on_all_ranks(comm_.get(), options_fingerprint(opt_)))
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
-                     "order, alpha, differentiation, comm_mode, coulomb_constant, real_space and overlap");
+                     "order, alpha, differentiation, comm_mode, coulomb_constant, real_space, overlap, "
+                     "ghost_exchange and balance");
   configure_overlap();
   realspace_.set_precision(opt_.precision);
   cell_ = PeriodicCell(opt_.box.data());
@@ -105,6 +111,9 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order, opt_.coulomb_constant,
                                              fft_->outbox(), kCOrder, layout);
     migration_.set_geometry(cell_, opt_.mesh);
+    migration_.set_ghost_exchange(ghost_exchange_for(migration_.domains(), opt_.cutoff));
+    balancer_ = std::make_unique<Balancer>(comm_.get(), grid, opt_.balance);
+    if (balancer_->on()) rs_migration_ = std::make_unique<Migration>(comm_.get());
     configure_list();
 
     const Int3 e = halo_->extended().shape();
@@ -140,7 +149,43 @@ void PMESolver::configure_list() {
   if (list_) {
     list_->set_geometry(cell_, opt_.mesh);
     list_->set_precision(opt_.precision);
+    list_->set_ghost_exchange(ghost_exchange_for(migration_.domains(), opt_.cutoff + list_skin_));
   }
+  apply_domains();
+}
+
+void PMESolver::apply_domains() {
+  if (!balancer_ || !balancer_->on()) return;
+  const DomainGrid& dom = balancer_->domains();
+  rs_migration_->set_domains(cell_, dom);
+  rs_migration_->set_ghost_exchange(ghost_exchange_for(dom, opt_.cutoff));
+  if (list_) {
+    list_->set_domains(cell_, dom);
+    list_->set_ghost_exchange(ghost_exchange_for(dom, opt_.cutoff + list_skin_));
+  }
+}
+
+Migration::GhostExchange PMESolver::ghost_exchange_for(const DomainGrid& domains, double radius) const {
+  switch (opt_.ghost_exchange) {
+    case GhostExchangeChoice::Direct:
+      return Migration::GhostExchange::Direct;
+    case GhostExchangeChoice::Staged:
+      return Migration::GhostExchange::Staged;
+    case GhostExchangeChoice::Auto:
+      break;
+  }
+  std::array<double, 3> reach{};
+  for (int d = 0; d < 3; ++d) reach[d] = radius / cell_.height[d] * domains.resolution()[d];
+  return staged_preferred(domains, reach) ? Migration::GhostExchange::Staged : Migration::GhostExchange::Direct;
+}
+
+Migration::GhostExchange PMESolver::ghost_exchange_used() const {
+  if (list_) return list_->migration().ghost_exchange();
+  return rs_migration_ ? rs_migration_->ghost_exchange() : migration_.ghost_exchange();
+}
+
+const DomainGrid& PMESolver::realspace_domains() const {
+  return rs_migration_ ? rs_migration_->domains() : migration_.domains();
 }
 
 void PMESolver::adopt(const SolverOptions& next, const char* differs) {
@@ -173,6 +218,7 @@ void PMESolver::set_box(const Mat3& box) {
   recip_ = reciprocal_of(opt_.box);
   kspace_->set_box(opt_.box);
   migration_.set_geometry(cell_, opt_.mesh);
+  migration_.set_ghost_exchange(ghost_exchange_for(migration_.domains(), opt_.cutoff));
   configure_list();
 }
 
@@ -243,6 +289,21 @@ std::map<std::string, double> PMESolver::timings() const {
     out["pair_list_refresh"] = ls.refresh_seconds;
     out["pair_list_evaluate"] = ls.evaluate_seconds;
   }
+  if (rs_migration_) {
+    out["migrate_messages"] += static_cast<double>(rs_migration_->migration_traffic().messages);
+    out["migrate_bytes"] += static_cast<double>(rs_migration_->migration_traffic().bytes);
+    out["ghost_atoms_messages"] += static_cast<double>(rs_migration_->ghost_traffic().messages);
+    out["ghost_atoms_bytes"] += static_cast<double>(rs_migration_->ghost_traffic().bytes);
+  }
+  // The real-space imbalance: slowest / mean pair-loop seconds over the calls
+  // (and the last call's, by pairs and by time), the re-balances.
+  const Balancer::Stats& bs = balancer_->stats();
+  out["real_space_slowest"] = bs.max_seconds;
+  out["real_space_mean"] = bs.mean_seconds;
+  out["real_space_imbalance"] = bs.mean_seconds > 0 ? bs.max_seconds / bs.mean_seconds : 1.0;
+  out["real_space_imbalance_last"] = bs.last_time_imbalance;
+  out["real_space_pairs_imbalance_last"] = bs.last_pairs_imbalance;
+  out["balance_rebalances"] = bs.rebalances;
   // The reciprocal part's communication left exposed (inside MPI, not computing),
   // and with overlap what was hidden behind the pair loop, and the polling's cost.
   out["comm_wait"] = out["fft_comm_wait"] + out["ghost_comm_wait"];
@@ -270,6 +331,8 @@ void PMESolver::reset_timings() {
   fft_->reset_stats();
   halo_->reset_stats();
   migration_.reset_traffic();
+  if (rs_migration_) rs_migration_->reset_traffic();
+  balancer_->reset_stats();
   if (list_) list_->reset_stats();
 }
 

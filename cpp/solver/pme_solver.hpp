@@ -37,6 +37,7 @@
 #include "base/kokkos_types.hpp"
 #include "geometry/lattice.hpp"
 #include "pme/differentiation.hpp"
+#include "particles/balance.hpp"
 #include "particles/migration.hpp"
 #include "realspace/pair_list.hpp"
 #include "realspace/realspace.hpp"
@@ -48,6 +49,10 @@
 
 namespace pmewald {
 inline namespace solver {
+
+// How the ghost atoms travel (particles/migration.hpp, particles/staged_ghosts.hpp);
+// Auto picks per Migration by the geometry (staged_preferred).
+enum class GhostExchangeChoice : int { Direct = 0, Staged = 1, Auto = 2 };
 
 struct SolverOptions {
   Mat3 box{};  // rows are lattice vectors
@@ -76,6 +81,14 @@ struct SolverOptions {
   // PMEWALD_FFTW_PLANNER says: base/fftw_planner.hpp). FFTW_ESTIMATE makes runs
   // reproducible bit for bit; each rank plans its own transforms.
   unsigned fftw_flags = fftw_planner_flags();
+  // How the ghost atoms travel: directly to every domain within the cutoff, staged
+  // through the neighbours axis by axis, or Auto (by the geometry, per decomposition).
+  GhostExchangeChoice ghost_exchange = GhostExchangeChoice::Auto;
+  // Real-space load balancing (particles/balance.hpp): off by default. On, the
+  // real-space part of compute() (without potentials) runs on its own balanced
+  // domains, the mesh part on the mesh's bricks as before; compute_sets and calls
+  // with potentials run it on the bricks.
+  BalanceSettings balance;
 };
 
 struct SolverResult {
@@ -143,6 +156,11 @@ class PMESolver {
   // The pair list's skin for the current box (0: no list).
   double skin_used() const { return list_ ? list_skin_ : 0.0; }
   const Box3& brick() const { return halo_->brick(); }
+  // The ghost exchange the real-space part uses ("direct" or "staged"), and the
+  // real-space domains (the bricks, or the balanced cuts).
+  Migration::GhostExchange ghost_exchange_used() const;
+  const DomainGrid& realspace_domains() const;
+  const Balancer& balancer() const { return *balancer_; }
   const Box3& kspace_box() const { return fft_->outbox(); }
   std::map<std::string, double> timings() const;
   void reset_timings();
@@ -168,6 +186,9 @@ class PMESolver {
   // the pair work to run (none without pairs), one set's local real-space terms.
   struct CallState {
     bool use_list = false;
+    bool balanced = false;  // the pairs on the balanced domains (rs_migration_)
+    // The pairs' forces come back in the callers' order (f_list_), not in the mesh's.
+    bool separate() const { return use_list || balanced; }
     BackgroundWork* work = nullptr;
     RealSpaceTerms local;
   };
@@ -215,6 +236,12 @@ class PMESolver {
   void choose_mode();
   void configure_overlap();  // overlap_ as options.overlap says for the mode in use
   void configure_list();     // list_ and list_skin_ for options.skin and the box
+  // The balanced domains (balancer_) to rs_migration_ and the list, with their ghost exchange.
+  void apply_domains();
+  // A Migration's ghost exchange for ghosts within `radius` (options.ghost_exchange).
+  Migration::GhostExchange ghost_exchange_for(const DomainGrid& domains, double radius) const;
+  // After a call: the balancer's statistics and (balance on) new cuts.
+  void balance_after(const Call& call, const CallState& s);
   // Collective: `next` checked (ValueError on every rank) and the same everywhere
   // (else ValueError(differs)), then in use.
   void adopt(const SolverOptions& next, const char* differs);
@@ -235,7 +262,7 @@ class PMESolver {
   RealSpace realspace_;
   std::unique_ptr<PairList> list_;  // null with skin 0 (or real_space off)
   double list_skin_ = 0;            // options.skin limited by the box; 0: fresh searches
-  std::vector<double> f_list_;      // the list's forces, caller order
+  std::vector<double> f_list_;      // the list's (or balanced pairs') forces, caller order
   bool list_stale_ = false;         // exclusions changed while the list sat out: rebuild
   Stencil stencil_;
   // Extended bricks (the FFT's input/output storage): charges, then potential.
@@ -244,6 +271,12 @@ class PMESolver {
   View1<Complex> kspace_c_;              // half spectrum, z-pencils
   std::array<View1<Complex>, 3> kfield_;
   View2<double> f_real_, f_rec_;
+  // Real-space load balancing: the balancer (statistics in every mode) and, with
+  // it on, the real-space part's own migration over the balanced domains and its
+  // forces on the atoms it owns.
+  std::unique_ptr<Balancer> balancer_;
+  std::unique_ptr<Migration> rs_migration_;
+  View2<double> f_real_rs_;
   // Potentials (compute(..., potentials)): per owned atom (phi, E) of the real-space
   // part, the reciprocal phi and E, unit charges for the field gathers.
   View2<double> real_pot_, rec_field_;

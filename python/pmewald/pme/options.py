@@ -25,6 +25,9 @@ DEFAULT_POLL = (256, 100.0)
 DIFFERENTIATIONS = ("auto", "ad", "ik")
 ERROR_MODELS = ("correlated", "uncorrelated")
 PRECISIONS = ("auto", "double", "mixed")
+GHOST_EXCHANGES = ("auto", "direct", "staged")
+BALANCES = ("off", "once", "dynamic")
+BALANCE_BY = ("pairs", "time")
 # skin="auto": this fraction of the cutoff (docs/realspace.md, "The skin", has the measurements).
 AUTO_SKIN_FRACTION = 0.1
 
@@ -65,10 +68,15 @@ class Options:
     skin_auto: bool
     slab: object
     precision: str
+    ghost_exchange: str = "auto"
+    balance: str = "off"
+    balance_by: str = "pairs"
+    balance_threshold: float = 1.05
 
     @classmethod
     def parse(cls, box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant,
-              real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision) -> "Options":
+              real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision,
+              ghost_exchange="auto", balance="off", balance_by="pairs", balance_threshold=1.05) -> "Options":
         """Checks every argument of ``PME(...)`` on this rank (no communication)."""
         rc = _positive(cutoff, "cutoff")
         tol = float(tolerance)
@@ -113,14 +121,25 @@ class Options:
         if rows < 1 or not (math.isfinite(us) and us > 0):
             raise ValueError(f"overlap_poll must be (rows >= 1, microseconds > 0), got {overlap_poll!r}")
         sk = auto_or_length(skin, "skin")
+        if not isinstance(ghost_exchange, str) or ghost_exchange not in GHOST_EXCHANGES:
+            raise ValueError(f"ghost_exchange must be 'auto', 'direct' or 'staged', got {ghost_exchange!r}")
+        if not isinstance(balance, str) or balance not in BALANCES:
+            raise ValueError(f"balance must be 'off', 'once' or 'dynamic', got {balance!r}")
+        if not isinstance(balance_by, str) or balance_by not in BALANCE_BY:
+            raise ValueError(f"balance_by must be 'pairs' or 'time', got {balance_by!r}")
+        bt = float(balance_threshold)
+        if not (math.isfinite(bt) and bt >= 1.0):
+            raise ValueError(f"balance_threshold must be a finite number of at least 1, got {balance_threshold!r}")
         return cls(box=b, cutoff=rc, tolerance=tol, alpha=a, mesh=m, order=p, differentiation=differentiation,
                    comm_mode=comm_mode, coulomb_constant=k, real_space=bool(real_space), error_model=error_model,
                    overlap=None if overlap is None else bool(overlap), poll=(rows, us),
                    skin=AUTO_SKIN_FRACTION * rc if sk is None else sk, skin_auto=sk is None, slab=sl,
-                   precision=precision)
+                   precision=precision, ghost_exchange=ghost_exchange, balance=balance, balance_by=balance_by,
+                   balance_threshold=bt)
 
     def agreement_key(self) -> tuple:
         """What every rank must have the same of (compared by ``same_everywhere``)."""
         return (self.box.tobytes(), self.cutoff, self.tolerance, self.alpha, self.mesh, self.order,
                 self.differentiation, self.comm_mode, self.coulomb_constant, self.real_space, self.error_model,
-                self.overlap, self.poll, self.skin, self.slab is None, self.precision)
+                self.overlap, self.poll, self.skin, self.slab is None, self.precision, self.ghost_exchange,
+                self.balance, self.balance_by, self.balance_threshold)

@@ -37,6 +37,8 @@ class Problem:
         self.comm_mode, self.overlap, self.poll = opts.comm_mode, opts.overlap, opts.poll
         self.slab = opts.slab
         self.skin_active = 0.0 if opts.skin_auto else opts.skin
+        self.ghost_exchange = opts.ghost_exchange
+        self.balance = (opts.balance, opts.balance_by, opts.balance_threshold)
 
     def real_volume(self):
         """The volume the atoms fill (the real-space estimate's density): a slab's own
@@ -62,7 +64,7 @@ class Problem:
         agreed(comm, fits)
         return _core.PMESolver(comm, self.box, mesh, order, alpha, self.cutoff, differentiation,
                                mode or self.comm_mode, self.k, real_space, self.overlap, *self.poll, skin,
-                               precision if real_space else "double")
+                               precision if real_space else "double", self.ghost_exchange, *self.balance)
 
     def run(self, solver, alpha, pos, q, idv, ex, potentials=False, probe_base=None):
         """solver.compute (q of shape (n,)) or solver.compute_sets (q of shape (n, m)),

@@ -129,6 +129,33 @@ class PME:
         ion pairs, whose mesh errors largely cancel, are estimated as accurately as random
         charges; ``"uncorrelated"`` is the textbook functional that assumes uncorrelated
         charges (pessimistic for molecular systems). See docs/accuracy.md.
+    ghost_exchange : "auto", "direct" or "staged"
+        How the real-space ghost atoms travel between ranks. ``"direct"``: each image straight
+        to every domain within the cutoff (one message per such domain: 26 and more on a 3-D
+        grid); ``"staged"``: axis by axis through the two neighbours, forwarding what came
+        (LAMMPS's and GROMACS's scheme: 2 messages per axis and pulse, more pulses when the
+        cutoff spans several domains). The same ghosts either way, so the same results to
+        rounding. ``"auto"`` (default): staged where the direct exchange would send more than
+        twice as many messages (from 32 ranks on a 3-D grid; direct on 1-16 ranks, where it
+        is one round of a few messages), decided by the geometry alone;
+        ``parameters["ghost_exchange_used"]`` says which. docs/scaling.md.
+    balance : "off", "once" or "dynamic"
+        Real-space load balancing. ``"off"`` (default): the real-space domains are the mesh's
+        bricks. Otherwise the real-space part runs on domains of its own whose cut planes
+        (per axis, shared by the ranks along it) move so that every rank has the same pair
+        work, while the mesh keeps its bricks: ``"once"`` places the cuts at the first call
+        (equal atom counts), corrects them once by the work measured there, and keeps them;
+        ``"dynamic"`` also moves them (half way, as GROMACS) after any call whose imbalance
+        exceeds ``balance_threshold``. The cost: the atoms' migration to the balanced owners
+        and the forces' return (one more neighbour exchange each way per call). Calls with
+        ``potentials`` and charge sets run the pairs on the bricks. ``timings()`` reports the
+        imbalance (``real_space_imbalance``: slowest / mean pair-loop seconds) whatever the
+        mode. docs/scaling.md, "Load balancing".
+    balance_by : "pairs" or "time"
+        The work balanced: the candidate pairs each rank's pair loop tests (default;
+        deterministic) or its measured seconds (includes whatever else slows a rank).
+    balance_threshold : float
+        ``"dynamic"``: re-balance when slowest / mean work exceeds this (default 1.05).
 
     Notes
     -----
@@ -177,14 +204,15 @@ class PME:
     def __init__(self, box, cutoff, *, tolerance=1e-5, alpha=None, mesh=None, order=None,
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
-                 slab=False, slab_gap="auto", precision="double"):
+                 slab=False, slab_gap="auto", precision="double", ghost_exchange="auto", balance="off",
+                 balance_by="pairs", balance_threshold=1.05):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
         def check():
             return Options.parse(box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode,
                                  coulomb_constant, real_space, error_model, overlap, overlap_poll, skin, slab,
-                                 slab_gap, precision)
+                                 slab_gap, precision, ghost_exchange, balance, balance_by, balance_threshold)
 
         with Rules():
             opts = agreed(user_comm, check)
@@ -193,7 +221,8 @@ class PME:
             same_everywhere(self._comm, opts.agreement_key(),
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
-                            "real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap and precision")
+                            "real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision, "
+                            "ghost_exchange and balance")
             self._busy = Busy("PME")
             self._opts = opts
             # The box as given (reported by parameters); the solver gets its canonical form.
@@ -235,7 +264,10 @@ class PME:
                  error_model=o.error_model, box=self._user_box.copy(), skin=o.skin,
                  precision=st.precision, precision_request=o.precision,
                  skin_used=solver.skin if solver is not None else None,
-                 slab=pr.slab is not None, slab_gap=pr.slab.gap if pr.slab is not None else None)
+                 slab=pr.slab is not None, slab_gap=pr.slab.gap if pr.slab is not None else None,
+                 ghost_exchange=o.ghost_exchange,
+                 ghost_exchange_used=solver.ghost_exchange if solver is not None else None,
+                 balance=o.balance, balance_by=o.balance_by, balance_threshold=o.balance_threshold)
         p.update(self._last_estimate)
         return p
 

@@ -1,0 +1,136 @@
+#include "particles/balance.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm/mpi_helpers.hpp"
+
+namespace pmewald {
+inline namespace particles {
+
+namespace {
+
+constexpr int kBinsPerRank = 64, kMaxBins = 4096;
+
+int bins_of(int p) { return p > 1 ? std::min(kMaxBins, kBinsPerRank * p) : 0; }
+
+DomainGrid uniform(const Int3& grid) {
+  std::array<std::vector<int>, 3> cuts;
+  for (int d = 0; d < 3; ++d) {
+    cuts[d].resize(static_cast<std::size_t>(grid[d]) + 1);
+    for (int g = 0; g <= grid[d]; ++g)
+      cuts[d][g] = static_cast<int>(static_cast<long long>(g) * Balancer::kResolution / grid[d]);
+  }
+  return DomainGrid::with_cuts(grid, {Balancer::kResolution, Balancer::kResolution, Balancer::kResolution},
+                               std::move(cuts));
+}
+
+// The cut positions (fractions) that split the histogram h (B bins over [0, 1))
+// into p equal parts; empty when it holds nothing.
+std::vector<double> quantiles(const double* h, int B, int p) {
+  double total = 0;
+  for (int b = 0; b < B; ++b) total += h[b];
+  if (!(total > 0)) return {};
+  std::vector<double> out;
+  double below = 0;
+  int b = 0;
+  for (int g = 1; g < p; ++g) {
+    const double target = total * g / p;
+    while (b < B && below + h[b] < target) below += h[b++];
+    if (b >= B) {
+      out.push_back(1.0);
+      continue;
+    }
+    const double inside = h[b] > 0 ? (target - below) / h[b] : 0.5;
+    out.push_back((b + std::min(std::max(inside, 0.0), 1.0)) / B);
+  }
+  return out;
+}
+
+}  // namespace
+
+Balancer::Balancer(MPI_Comm comm, const Int3& grid, const BalanceSettings& settings)
+    : comm_(comm), settings_(settings), domains_(uniform(grid)) {}
+
+bool Balancer::balance_atoms(const PeriodicCell& cell, const double* positions, std::size_t n) {
+  started_ = true;
+  std::vector<double> s(3 * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d) {
+      const double* r = positions + 3 * i;
+      const double x = r[0] * cell.recip[0][d] + r[1] * cell.recip[1][d] + r[2] * cell.recip[2][d];
+      s[3 * i + d] = x - std::floor(x);
+    }
+  return rebalance(s.data(), 3, n, 1.0, 1.0);
+}
+
+bool Balancer::after_call(double pairs, double seconds, View2<double> own_s, std::size_t n_own) {
+  // Slowest and mean of both measures.
+  double mx[2] = {seconds, pairs}, sm[2] = {seconds, pairs};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sm, 2, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+  const int P = domains_.ranks();
+  const double mean_t = sm[0] / P, mean_p = sm[1] / P;
+  stats_.calls += 1;
+  stats_.max_seconds += mx[0];
+  stats_.mean_seconds += mean_t;
+  stats_.last_time_imbalance = mean_t > 0 ? mx[0] / mean_t : 1.0;
+  stats_.last_pairs_imbalance = mean_p > 0 ? mx[1] / mean_p : 1.0;
+  stats_.last_imbalance =
+      settings_.work == BalanceWork::Time ? stats_.last_time_imbalance : stats_.last_pairs_imbalance;
+  if (!on() || !started_) return false;
+  double relax = settings_.relax;
+  if (settings_.mode == BalanceMode::Once) {
+    if (corrected_) return false;
+    corrected_ = true;
+    relax = 1.0;
+  } else if (!(stats_.last_imbalance > settings_.threshold)) {
+    return false;
+  }
+  const double work = settings_.work == BalanceWork::Time ? seconds : pairs;
+  const double weight = n_own > 0 ? work / static_cast<double>(n_own) : 0.0;
+  return rebalance(own_s.data(), own_s.stride(0), n_own, weight, relax);
+}
+
+bool Balancer::rebalance(const double* s, std::size_t stride, std::size_t n, double weight, double relax) {
+  const Int3& grid = domains_.grid();
+  int B[3], off[4] = {0, 0, 0, 0};
+  for (int d = 0; d < 3; ++d) {
+    B[d] = bins_of(grid[d]);
+    off[d + 1] = off[d] + B[d];
+  }
+  if (off[3] == 0) return false;  // one rank along every axis: nothing to cut
+  hist_.assign(static_cast<std::size_t>(off[3]), 0.0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d) {
+      if (B[d] == 0) continue;
+      const int b = std::min(B[d] - 1, std::max(0, static_cast<int>(std::floor(s[i * stride + d] * B[d]))));
+      hist_[static_cast<std::size_t>(off[d] + b)] += weight;
+    }
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, hist_.data(), off[3], MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+  std::array<std::vector<int>, 3> cuts;
+  for (int d = 0; d < 3; ++d) {
+    cuts[d] = domains_.cuts(d);
+    if (B[d] == 0) continue;
+    const std::vector<double> q = quantiles(hist_.data() + off[d], B[d], grid[d]);
+    if (q.empty()) continue;
+    const int p = grid[d], R = kResolution;
+    for (int g = 1; g < p; ++g) {
+      const double now = cuts[d][g];
+      const double want = q[static_cast<std::size_t>(g - 1)] * R;
+      int c = static_cast<int>(std::lround(now + relax * (want - now)));
+      // Every domain keeps at least one index point (no empty domains).
+      c = std::max(c, cuts[d][g - 1] + 1);
+      c = std::min(c, R - (p - g));
+      cuts[d][g] = c;
+    }
+  }
+  DomainGrid next = DomainGrid::with_cuts(grid, domains_.resolution(), std::move(cuts));
+  if (next == domains_) return false;
+  domains_ = std::move(next);
+  stats_.rebalances += 1;
+  return true;
+}
+
+}  // namespace particles
+}  // namespace pmewald

@@ -1,0 +1,105 @@
+// Real-space load balancing: domain cuts that move so that every rank has the
+// same real-space work (LAMMPS's `balance shift` / `fix balance shift`: one set
+// of cut planes per axis, shared by all ranks along it; GROMACS's DLB: the
+// measured work decides, under-relaxed).
+//
+// The cuts live on a fine resolution (kResolution index points per axis,
+// DomainGrid::with_cuts). Along each axis with more than one rank, the new cuts
+// split a global histogram of the work along that axis into equal parts: the
+// histogram (64 bins per rank along the axis, at most 4,096) sums, over every
+// owned atom, its rank's work divided by the rank's atom count (the work's
+// density follows the atoms; one Allreduce of the three histograms).
+//
+//   - The first balance (before the first call's real-space part) weighs every
+//     atom the same: equal atom counts per slab, from the callers' positions.
+//   - After a call, the work of each rank is either the candidate pairs its pair
+//     loop tested (BalanceWork::Pairs: deterministic, the same on every run) or
+//     the seconds of its pair loop, the MPI-free region (BalanceWork::Time:
+//     whatever makes a rank slow, noisy run to run).
+//   - BalanceMode::Once corrects the first cuts once, after the first call, by
+//     the work, then keeps them. BalanceMode::Dynamic re-balances after any call
+//     whose imbalance (slowest / mean work) exceeds the threshold, moving each
+//     cut `relax` of the way to the balanced position (0.5, as GROMACS).
+//
+// The imbalance itself (slowest / mean of the pair loop's seconds and of the
+// candidate pairs) is measured after every call in every mode (two Allreduces of
+// two numbers), so the solver's timings report it with balancing off too.
+//
+// A tensor product of per-axis cuts balances work that varies along the axes
+// (a slab with vacuum, an interface, a layered system); work that varies in 3-D
+// within an axis's slabs is balanced only on average.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "base/kokkos_types.hpp"
+#include "geometry/domain_grid.hpp"
+#include "geometry/lattice.hpp"
+
+namespace pmewald {
+inline namespace particles {
+
+enum class BalanceMode : int { Off = 0, Once = 1, Dynamic = 2 };
+enum class BalanceWork : int { Pairs = 0, Time = 1 };
+
+struct BalanceSettings {
+  BalanceMode mode = BalanceMode::Off;
+  BalanceWork work = BalanceWork::Pairs;
+  double threshold = 1.05;  // Dynamic: re-balance when slowest / mean work exceeds it
+  double relax = 0.5;       // Dynamic: the fraction of the way to the balanced cuts
+};
+
+class Balancer {
+ public:
+  static constexpr int kResolution = 1 << 20;
+
+  // Uniform cuts over `grid` (the particle decomposition's processor grid).
+  Balancer(MPI_Comm comm, const Int3& grid, const BalanceSettings& settings);
+
+  const BalanceSettings& settings() const { return settings_; }
+  const DomainGrid& domains() const { return domains_; }
+  bool on() const { return settings_.mode != BalanceMode::Off; }
+  // Whether the first balance (from the atoms' positions) has been made.
+  bool started() const { return started_; }
+
+  // Collective: the first cuts, from the callers' atoms (n x 3 Cartesian, any
+  // rank, any place), each weighing the same. Returns whether the cuts changed.
+  bool balance_atoms(const PeriodicCell& cell, const double* positions, std::size_t n);
+
+  // Collective, after every call: this rank's candidate pairs and pair-loop
+  // seconds, and its owned atoms' fractional positions (n x 3, in [0, 1)) in the
+  // domains the call used. Updates the statistics; with balancing on, may move
+  // the cuts (per the mode). Returns whether they changed.
+  bool after_call(double pairs, double seconds, View2<double> own_s, std::size_t n_own);
+
+  struct Stats {
+    int calls = 0;
+    int rebalances = 0;
+    double last_imbalance = 1.0;        // slowest / mean of the last call's work measure
+    double last_time_imbalance = 1.0;   // slowest / mean pair-loop seconds of the last call
+    double last_pairs_imbalance = 1.0;  // the same for candidate pairs
+    double max_seconds = 0, mean_seconds = 0;  // sums over calls of the slowest and the mean
+  };
+  const Stats& stats() const { return stats_; }
+  void reset_stats() { stats_ = Stats{}; }
+
+ private:
+  // Histograms of the weights along each axis with p_d > 1 (summed over ranks),
+  // and the cuts that split them into equal parts; `relax` of the way there.
+  bool rebalance(const double* s, std::size_t stride, std::size_t n, double weight, double relax);
+
+  MPI_Comm comm_;
+  BalanceSettings settings_;
+  DomainGrid domains_;
+  bool started_ = false;
+  bool corrected_ = false;  // Once: the correction after the first call is made
+  Stats stats_;
+  std::vector<double> hist_;
+};
+
+}  // namespace particles
+}  // namespace pmewald

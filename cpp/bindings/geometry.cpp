@@ -9,6 +9,7 @@
 
 #include "geometry/decomposition.hpp"
 #include "geometry/index_box.hpp"
+#include "geometry/domain_grid.hpp"
 #include "geometry/neighborhood.hpp"
 #include "bindings/bindings.hpp"
 
@@ -81,6 +82,33 @@ void bind_geometry(py::module_& m) {
         py::arg("grid"), py::arg("mesh"), py::arg("rank"), py::arg("reach"),
         "(send, recv): sorted ranks of the brick decomposition grid x mesh that rank's domain reaches "
         "within reach[d] mesh spacings, and those whose domains reach it (neighborhood.hpp).");
+  g.def(
+      "domain_grid",
+      [](const Int3& grid, const Int3& resolution, const std::array<std::vector<int>, 3>& cuts, double rx, double ry,
+         double rz) {
+        // (pulses per axis for the reach, direct and staged messages, coord_of every index per axis)
+        const DomainGrid d = DomainGrid::with_cuts(grid, resolution, cuts);
+        const std::array<double, 3> reach{rx, ry, rz};
+        std::array<int, 3> pulses{};
+        py::list coords;
+        for (int a = 0; a < 3; ++a) {
+          pulses[a] = d.pulses(a, reach[a]);
+          std::vector<int> c(static_cast<std::size_t>(resolution[a]));
+          for (int m = 0; m < resolution[a]; ++m) c[static_cast<std::size_t>(m)] = d.coord_of(a, m);
+          coords.append(c);
+        }
+        const GhostMessageCounts n = ghost_message_counts(d, reach);
+        return py::make_tuple(pulses, n.direct, n.staged, coords, staged_preferred(d, reach));
+      },
+      py::arg("grid"), py::arg("resolution"), py::arg("cuts"), py::arg("rx"), py::arg("ry"), py::arg("rz"),
+      "A domain grid with explicit cuts (domain_grid.hpp): (pulses per axis for the reach in index points, "
+      "the direct and staged ghost messages per rank, each index's grid coordinate per axis, staged_preferred).");
+  g.def("bricks_as_cuts",
+        [](const Int3& grid, const Int3& mesh) {
+          const DomainGrid d = DomainGrid::bricks(grid, mesh);
+          return std::array<std::vector<int>, 3>{d.cuts(0), d.cuts(1), d.cuts(2)};
+        },
+        py::arg("grid"), py::arg("mesh"), "The bricks' cuts per axis (DomainGrid::bricks).");
   g.def("slab_reaches", &slab_reaches, py::arg("K"), py::arg("p"), py::arg("from_part"), py::arg("to_part"),
         py::arg("reach"));
   g.def("pencil_box",

@@ -61,10 +61,13 @@ bool Balancer::balance_atoms(const PeriodicCell& cell, const double* positions, 
       const double x = r[0] * cell.recip[0][d] + r[1] * cell.recip[1][d] + r[2] * cell.recip[2][d];
       s[3 * i + d] = x - std::floor(x);
     }
-  return rebalance(s.data(), 3, n, 1.0, 1.0);
+  WorkSample all;
+  all.s = s.data();
+  all.n = n;
+  return rebalance(all, 1.0, 1.0);
 }
 
-bool Balancer::after_call(double pairs, double seconds, View2<double> own_s, std::size_t n_own) {
+bool Balancer::after_call(double pairs, double seconds, const WorkSample* where) {
   // Slowest and mean of both measures.
   double mx[2] = {seconds, pairs}, sm[2] = {seconds, pairs};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce");
@@ -78,21 +81,23 @@ bool Balancer::after_call(double pairs, double seconds, View2<double> own_s, std
   stats_.last_pairs_imbalance = mean_p > 0 ? mx[1] / mean_p : 1.0;
   stats_.last_imbalance =
       settings_.work == BalanceWork::Time ? stats_.last_time_imbalance : stats_.last_pairs_imbalance;
-  if (!on() || !started_) return false;
+  if (!on() || !started_ || !where || !(stats_.last_imbalance > settings_.threshold)) return false;
   double relax = settings_.relax;
   if (settings_.mode == BalanceMode::Once) {
-    if (corrected_) return false;
-    corrected_ = true;
+    if (corrections_ >= kOnceCorrections) return false;
+    corrections_ += 1;
     relax = 1.0;
-  } else if (!(stats_.last_imbalance > settings_.threshold)) {
-    return false;
   }
+  // The rank's whole work (its ghost rows' too) over its points, in proportion
+  // to their weights (or evenly).
   const double work = settings_.work == BalanceWork::Time ? seconds : pairs;
-  const double weight = n_own > 0 ? work / static_cast<double>(n_own) : 0.0;
-  return rebalance(own_s.data(), own_s.stride(0), n_own, weight, relax);
+  double total = 0;
+  for (std::size_t i = 0; i < where->n; ++i) total += where->w ? where->w[i] : 1.0;
+  const double scale = total > 0 ? work / total : 0.0;
+  return rebalance(*where, scale, relax);
 }
 
-bool Balancer::rebalance(const double* s, std::size_t stride, std::size_t n, double weight, double relax) {
+bool Balancer::rebalance(const WorkSample& where, double scale, double relax) {
   const Int3& grid = domains_.grid();
   int B[3], off[4] = {0, 0, 0, 0};
   for (int d = 0; d < 3; ++d) {
@@ -101,12 +106,15 @@ bool Balancer::rebalance(const double* s, std::size_t stride, std::size_t n, dou
   }
   if (off[3] == 0) return false;  // one rank along every axis: nothing to cut
   hist_.assign(static_cast<std::size_t>(off[3]), 0.0);
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = 0; i < where.n; ++i) {
+    const double weight = scale * (where.w ? where.w[i] : 1.0);
     for (int d = 0; d < 3; ++d) {
       if (B[d] == 0) continue;
-      const int b = std::min(B[d] - 1, std::max(0, static_cast<int>(std::floor(s[i * stride + d] * B[d]))));
+      const double x = where.s[i * where.stride + d];
+      const int b = std::min(B[d] - 1, std::max(0, static_cast<int>(std::floor(x * B[d]))));
       hist_[static_cast<std::size_t>(off[d] + b)] += weight;
     }
+  }
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, hist_.data(), off[3], MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
   std::array<std::vector<int>, 3> cuts;
   for (int d = 0; d < 3; ++d) {

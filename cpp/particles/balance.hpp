@@ -16,8 +16,13 @@
 //     loop tested (BalanceWork::Pairs: deterministic, the same on every run) or
 //     the seconds of its pair loop, the MPI-free region (BalanceWork::Time:
 //     whatever makes a rank slow, noisy run to run).
-//   - BalanceMode::Once corrects the first cuts once, after the first call, by
-//     the work, then keeps them. BalanceMode::Dynamic re-balances after any call
+//   - The work's place: the rank's work (its ghost rows' included) spread over
+//     its owned atoms in proportion to their own rows' candidate pairs where the
+//     pair loop records them (RealSpace::row_work), else evenly (the reused
+//     pair list).
+//   - BalanceMode::Once corrects the first cuts after the first calls by the
+//     work (at most kOnceCorrections times, while the imbalance exceeds the
+//     threshold), then keeps them. BalanceMode::Dynamic re-balances after any call
 //     whose imbalance (slowest / mean work) exceeds the threshold, moving each
 //     cut `relax` of the way to the balanced position (0.5, as GROMACS).
 //
@@ -56,6 +61,7 @@ struct BalanceSettings {
 class Balancer {
  public:
   static constexpr int kResolution = 1 << 20;
+  static constexpr int kOnceCorrections = 3;
 
   // Uniform cuts over `grid` (the particle decomposition's processor grid).
   Balancer(MPI_Comm comm, const Int3& grid, const BalanceSettings& settings);
@@ -70,11 +76,20 @@ class Balancer {
   // rank, any place), each weighing the same. Returns whether the cuts changed.
   bool balance_atoms(const PeriodicCell& cell, const double* positions, std::size_t n);
 
+  // Where this rank's work was: n points (fractional positions in [0, 1),
+  // `stride` doubles apart) with a weight each (candidate pairs), or without
+  // weights the same share of the rank's work each (its owned atoms).
+  struct WorkSample {
+    const double* s = nullptr;
+    std::size_t stride = 3, n = 0;
+    const double* w = nullptr;
+  };
   // Collective, after every call: this rank's candidate pairs and pair-loop
-  // seconds, and its owned atoms' fractional positions (n x 3, in [0, 1)) in the
-  // domains the call used. Updates the statistics; with balancing on, may move
-  // the cuts (per the mode). Returns whether they changed.
-  bool after_call(double pairs, double seconds, View2<double> own_s, std::size_t n_own);
+  // seconds, and where they were (nullptr on every rank when the call did not
+  // run on the balanced domains: potentials, charge sets). Updates the
+  // statistics; with balancing on, may move the cuts (per the mode). Returns
+  // whether they changed.
+  bool after_call(double pairs, double seconds, const WorkSample* where);
 
   struct Stats {
     int calls = 0;
@@ -90,13 +105,13 @@ class Balancer {
  private:
   // Histograms of the weights along each axis with p_d > 1 (summed over ranks),
   // and the cuts that split them into equal parts; `relax` of the way there.
-  bool rebalance(const double* s, std::size_t stride, std::size_t n, double weight, double relax);
+  bool rebalance(const WorkSample& where, double scale, double relax);
 
   MPI_Comm comm_;
   BalanceSettings settings_;
   DomainGrid domains_;
   bool started_ = false;
-  bool corrected_ = false;  // Once: the correction after the first call is made
+  int corrections_ = 0;  // Once: the corrections made after the first calls
   Stats stats_;
   std::vector<double> hist_;
 };

@@ -25,25 +25,6 @@ int dir_index(int dir) { return dir > 0 ? 0 : 1; }
 
 }  // namespace
 
-GhostMessageCounts ghost_message_counts(const DomainGrid& domains, const std::array<double, 3>& reach) {
-  GhostMessageCounts c;
-  int product = 1;
-  for (int d = 0; d < 3; ++d) {
-    const int p = domains.grid()[d];
-    if (p == 1) continue;
-    const int pulses = domains.pulses(d, reach[d]);
-    product *= std::min(p, 2 * pulses + 1);
-    c.staged += 2 * pulses;
-  }
-  c.direct = product - 1;
-  return c;
-}
-
-bool staged_preferred(const DomainGrid& domains, const std::array<double, 3>& reach) {
-  const GhostMessageCounts c = ghost_message_counts(domains, reach);
-  return c.direct > 2 * c.staged;
-}
-
 void StagedGhosts::build(const Migration& mig) {
   MPI_Comm_rank(comm_, &rank_);
   const DomainGrid& dom = mig.domains();

@@ -41,19 +41,6 @@ inline namespace particles {
 
 class Migration;
 
-// The messages per rank and exchange of each way, for a domain grid and ghost
-// reach (index points per axis) on a grid without empty slabs: the direct
-// exchange sends one message to every domain within reach (prod over the axes of
-// min(p_d, 2 pulses_d + 1), less the rank itself); the staged one 2 per pulse
-// along every axis with more than one rank. Pure geometry.
-struct GhostMessageCounts {
-  int direct = 0, staged = 0;
-};
-GhostMessageCounts ghost_message_counts(const DomainGrid& domains, const std::array<double, 3>& reach);
-// The automatic choice: staged when the direct exchange would send more than
-// twice as many messages (its single round against the staged exchange's 3 x
-// pulses rounds one after the other; docs/scaling.md has the measurements).
-bool staged_preferred(const DomainGrid& domains, const std::array<double, 3>& reach);
 
 class StagedGhosts {
  public:

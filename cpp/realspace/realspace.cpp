@@ -166,6 +166,9 @@ void RealSpace::begin_local(Migration& mig, double cutoff, double alpha, double 
   kern.ssets = ScatterForces(ssets);
   sw.sforce = sforce;
   sw.rows = static_cast<int>(N);
+  if (want_row_work_ && sw.row_work.extent(0) < N)
+    sw.row_work = View1<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "row_work"), N + N / 4 + 16);
+  if (!want_row_work_) sw.row_work = View1<double>();
 }
 
 // Cell grid over this rank's domain grown by the ghost margin, in fractional
@@ -369,6 +372,23 @@ void RealSpace::point_kernel(Migration& mig, const CellGrid& grid, double radius
     kern.wf[d] = 1.0 / grid.inv_w[d];
   }
   kern.rc2 = radius * radius;
+}
+
+void RealSpace::row_work(const PeriodicCell& cell, std::vector<double>& s, std::vector<double>& w) const {
+  const std::size_t n = sweep_ && sweep_->row_work.extent(0) >= static_cast<std::size_t>(sweep_->rows)
+                            ? static_cast<std::size_t>(sweep_->rows)
+                            : 0;
+  s.clear();
+  w.clear();
+  for (std::size_t a = 0; a < n; ++a) {
+    if (!(sown_(a) > 0)) continue;  // owned rows: the work stays inside the domain
+    const double r[3] = {sx_(a), sy_(a), sz_(a)};
+    for (int d = 0; d < 3; ++d) {
+      const double x = r[0] * cell.recip[0][d] + r[1] * cell.recip[1][d] + r[2] * cell.recip[2][d];
+      s.push_back(x - std::floor(x));
+    }
+    w.push_back(sweep_->row_work(a));
+  }
 }
 
 RealSpaceTerms RealSpace::finish_local() {

@@ -108,6 +108,12 @@ class RealSpace {
     want_pot_ = on;
     pot_out_ = out;
   }
+  // The load balancer's work density (particles/balance.hpp): on, the next pair
+  // loops record each sorted atom's candidate pairs; after finish_local,
+  // row_work() gives every owned atom's fractional position (wrapped into
+  // [0, 1), n x 3) and its row's count. No MPI.
+  void request_row_work(bool on) { want_row_work_ = on; }
+  void row_work(const PeriodicCell& cell, std::vector<double>& s, std::vector<double>& w) const;
   // The erfc pairs' kernel precision from the next begin_local on (pair_kernel.hpp;
   // Double by default). No MPI.
   void set_precision(PairPrecision p) { precision_ = p; }
@@ -181,6 +187,7 @@ class RealSpace {
   std::unique_ptr<PairSweep> sweep_;
   // Potentials (request_potentials): the output, per sorted atom, the ghosts' rows.
   bool want_pot_ = false;
+  bool want_row_work_ = false;
   PairPrecision precision_ = PairPrecision::Double;
   View2<double> pot_out_, spot_;
   std::vector<double> ghost_pot_;

@@ -52,6 +52,9 @@ class RowBlocks : public BackgroundWork {
   int rows = 0, next = 0;  // rows of the loop; the next one to run
   double sums[kSums] = {};
   double seconds = 0;  // inside the pieces
+  // When allocated (at least `rows` long): each row's candidate pairs (the load
+  // balancer's work density, particles/balance.hpp).
+  View1<double> row_work;
 
  private:
   int blocks() const { return (rows + kBlockRows - 1) / kBlockRows; }
@@ -70,11 +73,17 @@ class RowBlocks : public BackgroundWork {
     const View2<double> bs = block_sums_;
     const Kernel k = kern;
     const int n_rows = rows;
+    const View1<double> rw = row_work;
+    const bool per_row = rw.extent(0) >= static_cast<std::size_t>(n_rows);
     using Dynamic = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
     Kokkos::parallel_for("pmewald::pair_rows", Dynamic(0, b1 - b0).set_chunk_size(1), [=](const int i) {
       double acc[kSums] = {};
       const int a0 = (b0 + i) * kBlockRows, a1 = std::min(n_rows, a0 + kBlockRows);
-      for (int a = a0; a < a1; ++a) k(a, acc);
+      for (int a = a0; a < a1; ++a) {
+        const double before = acc[kCandidateSum];
+        k(a, acc);
+        if (per_row) rw(static_cast<std::size_t>(a)) = acc[kCandidateSum] - before;
+      }
       for (int s = 0; s < kSums; ++s) bs(static_cast<std::size_t>(i), static_cast<std::size_t>(s)) = acc[s];
     });
     Kokkos::fence();

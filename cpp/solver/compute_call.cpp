@@ -100,12 +100,21 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
 // balancing on, new cuts for the next call (the list rebuilds on them).
 void PMESolver::balance_after(const Call& call, const CallState& s) {
   const bool pairs = s.work != nullptr && opt_.real_space && !call.sets;
-  const Migration* m = s.use_list ? &list_->migration() : s.balanced ? rs_migration_.get() : &migration_;
-  const bool on_domains = s.use_list ? balancer_->on() : s.balanced;
-  const std::size_t n_own = on_domains ? m->n_owned() : 0;
+  Balancer::WorkSample where;
+  if (s.balanced) {  // each sorted atom's candidate pairs, where the loop was
+    realspace_.row_work(cell_, row_s_, row_w_);
+    where.s = row_s_.data();
+    where.n = row_w_.size();
+    where.w = row_w_.data();
+  } else if (s.use_list && balancer_->on()) {  // the list's owned atoms, each its share
+    const Migration& m = list_->migration();
+    where.s = m.owned_fractional().data();
+    where.stride = m.owned_fractional().stride(0);
+    where.n = m.n_owned();
+  }
+  const bool on_domains = s.balanced || (s.use_list && balancer_->on());  // the same on every rank
   if (balancer_->after_call(pairs ? s.local.candidates : 0.0, pairs ? s.local.t_pairs : 0.0,
-                            on_domains ? m->owned_fractional() : View2<double>(), n_own) &&
-      on_domains)
+                            on_domains ? &where : nullptr))
     apply_domains();
 }
 
@@ -168,6 +177,7 @@ void PMESolver::begin_pairs(const Call& call, CallState& s, double& t) {
       charge(Work::GhostAtoms, static_cast<double>(rs.n_ghost()));
     }
     t = timers_.lap("ghost_atoms", t);
+    realspace_.request_row_work(s.balanced);
     realspace_.begin_local(rs, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, s.balanced ? f_real_rs_ : f_real_,
                            opt_.real_space);
     s.work = &realspace_.pairs();

@@ -277,6 +277,7 @@ class PMESolver {
   std::unique_ptr<Balancer> balancer_;
   std::unique_ptr<Migration> rs_migration_;
   View2<double> f_real_rs_;
+  std::vector<double> row_s_, row_w_;  // the pair loop's work and where (balance_after)
   // Potentials (compute(..., potentials)): per owned atom (phi, E) of the real-space
   // part, the reciprocal phi and E, unit charges for the field gathers.
   View2<double> real_pot_, rec_field_;

@@ -207,3 +207,82 @@ def test_neighborhood_cost_is_local_at_65536_ranks():
     send, recv = _geo.brick_neighborhood(grid, mesh, 12345, (9.0, 9.0, 9.0))
     assert len(send) == len(recv) and len(send) < 300
     assert time.perf_counter() - t0 < 0.05
+
+
+# --------------------------------------------------------------------------- domain grids
+
+
+def _random_cuts(rng, p, K, allow_empty=True):
+    inner = np.sort(rng.integers(0 if allow_empty else 1, K + (1 if allow_empty else 0), size=p - 1))
+    if not allow_empty:
+        inner = np.sort(rng.choice(np.arange(1, K), size=p - 1, replace=False))
+    return [0] + [int(c) for c in inner] + [K]
+
+
+def _pulses_brute(cuts, K, R):
+    """Largest hop |h| (coordinates between a needing domain and a source domain, through the
+    periodic images) at which a non-empty source has a point within R index points of a
+    non-empty domain: the forwarding chain's length (staged exchange)."""
+    p = len(cuts) - 1
+    most = 0
+    for g in range(p):
+        lo, hi = cuts[g], cuts[g + 1]
+        if lo == hi:
+            continue
+        for s in range(p):
+            a, b = cuts[s], cuts[s + 1]
+            if a == b:
+                continue
+            for n in range(-3, 4):
+                h = s + n * p - g
+                if h == 0:
+                    continue
+                src_lo, src_hi = a + n * K, b + n * K
+                if src_hi + R > lo and src_lo - R < hi:  # some point of the source within R
+                    most = max(most, abs(h))
+    return most
+
+
+def test_domain_grid_coordinates_and_pulses_match_brute_force():
+    """Each index's grid coordinate is the slab holding it; the staged exchange's pulse count
+    is the longest forwarding chain to a domain within reach (random cuts with empty slabs,
+    reaches up to half the axis)."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        p = int(rng.integers(1, 6))
+        K = int(rng.integers(p, 40))
+        cuts = _random_cuts(rng, p, K)
+        R = float(rng.uniform(0, K / 2))
+        pulses, _, _, coords, _ = _geo.domain_grid((p, 1, 1), (K, 1, 1), [cuts, [0, 1], [0, 1]], R, 0.0, 0.0)
+        for m, g in enumerate(coords[0]):
+            assert cuts[g] <= m < cuts[g + 1], (cuts, m, g)
+        assert pulses[0] == _pulses_brute(cuts, K, R), (cuts, K, R, pulses)
+        assert pulses[1] == pulses[2] == 0
+
+
+def test_bricks_are_split_range_cuts():
+    for grid, mesh in (((2, 3, 4), (10, 9, 17)), ((5, 1, 2), (3, 7, 8))):
+        cuts = _geo.bricks_as_cuts(grid, mesh)
+        for d in range(3):
+            assert cuts[d] == [_geo.split_range(mesh[d], grid[d], g)[0] for g in range(grid[d])] + [mesh[d]]
+
+
+@pytest.mark.parametrize("grid, reach, pulses, direct, staged, prefer", [
+    ((1, 1, 1), 0.2, 1, 0, 0, False),     # one rank: images of its own atoms only
+    ((2, 2, 2), 0.2, 1, 7, 6, False),     # every other rank is a neighbour: direct
+    ((4, 4, 4), 0.2, 1, 26, 6, True),     # 26 neighbours against 6 messages
+    ((4, 4, 2), 0.2, 1, 17, 6, True),
+    ((8, 8, 8), 0.2, 2, 124, 12, True),   # the cutoff spans two domains: 2 pulses
+])
+def test_ghost_message_counts(grid, reach, pulses, direct, staged, prefer):
+    """Direct: one message to every domain within reach (the brick neighbourhood's size);
+    staged: 2 per pulse and axis with more than one rank."""
+    K = 40
+    cuts = [[K * g // p for g in range(p)] + [K] for p in grid]
+    R = reach * K
+    got_pulses, n_direct, n_staged, _, pref = _geo.domain_grid(grid, (K, K, K), cuts, R, R, R)
+    assert [got_pulses[d] for d in range(3) if grid[d] > 1] == [pulses] * sum(p > 1 for p in grid)
+    assert (n_direct, n_staged, pref) == (direct, staged, prefer)
+    if grid != (1, 1, 1):
+        send, _ = _geo.brick_neighborhood(grid, (K, K, K), 0, (R, R, R))
+        assert len(send) == direct

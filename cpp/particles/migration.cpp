@@ -59,7 +59,7 @@ void Migration::set_geometry(const PeriodicCell& cell, const Int3& mesh) {
 void Migration::set_domains(const PeriodicCell& cell, const DomainGrid& domains) {
   if (domains.ranks() != size_) throw std::logic_error("Migration::set_domains: a domain grid of another rank count");
   cell_ = cell;
-  if (domains != domains_) {
+  if (!have_geometry_ || domains != domains_) {
     domains_ = domains;
     mesh_ = domains_.resolution();
     grid_ = domains_.grid();

@@ -232,8 +232,9 @@ void bind_solver(py::module_& m) {
   m.def(
       "solver_census",
       [](int ranks, std::array<int, 3> mesh, int order, const std::string& differentiation, darr box, double cutoff,
-         std::int64_t atoms) {
+         std::int64_t atoms, const std::string& ghost_exchange) {
         CensusInput in;
+        in.ghost_exchange = static_cast<int>(parse_ghost_exchange(ghost_exchange));
         in.ranks = ranks;
         in.mesh = mesh;
         in.order = order;
@@ -269,7 +270,7 @@ void bind_solver(py::module_& m) {
         return out;
       },
       py::arg("ranks"), py::arg("mesh"), py::arg("order"), py::arg("differentiation"), py::arg("box"),
-      py::arg("cutoff"), py::arg("atoms"),
+      py::arg("cutoff"), py::arg("atoms"), py::arg("ghost_exchange") = "auto",
       "What one PMESolver compute call sends, rank by rank, from the plan geometry alone (solver/"
       "plan_census.hpp): per exchange its name, element size, forward/reverse executions per call, the "
       "forward messages as CSR over senders (start, dst, elements), each rank's self piece and its "

@@ -10,6 +10,7 @@
 #include "fft/stage_plan.hpp"
 #include "geometry/decomposition.hpp"
 #include "geometry/lattice.hpp"
+#include "geometry/domain_grid.hpp"
 #include "geometry/neighborhood.hpp"
 
 namespace pmewald {
@@ -78,6 +79,115 @@ double overlap_length(double a0, double a1, double b0, double b1, double R, int 
   return len;
 }
 
+// The direct exchange: every domain within reach gets a size message and (when it
+// gets any) one message of ghost records; the forces come back in one message each.
+void direct_ghosts(std::vector<ExchangeCensus>& out, const Int3& grid, const Int3& mesh,
+                   const std::vector<Box3>& bricks, const std::array<double, 3>& reach, double per_point) {
+  const int P = static_cast<int>(bricks.size());
+  ExchangeCensus atoms, forces;
+  atoms.name = "ghost atoms";
+  forces.name = "ghost forces";
+  atoms.element_bytes = forces.element_bytes = 0;  // bytes
+  atoms.forward_calls = forces.forward_calls = 1;
+  atoms.start.assign(static_cast<std::size_t>(P) + 1, 0);
+  forces.start.assign(static_cast<std::size_t>(P) + 1, 0);
+  atoms.self_elements.assign(static_cast<std::size_t>(P), 0);
+  forces.self_elements.assign(static_cast<std::size_t>(P), 0);
+  // Forces go back from each ghost holder to the owner: collect (holder -> owner) first.
+  std::vector<std::vector<std::pair<int, std::int64_t>>> back(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r) {
+    const Box3& a = bricks[r];
+    const Neighborhood nb = brick_neighborhood(grid, mesh, r, reach);
+    for (const int s : nb.send) {
+      const Box3& b = bricks[s];
+      double expected = per_point;
+      for (int d = 0; d < 3; ++d) expected *= overlap_length(a.lo[d], a.hi[d], b.lo[d], b.hi[d], reach[d], mesh[d]);
+      const std::int64_t ghosts = std::llround(expected);
+      // Sizes go to every partner; records to those that get any.
+      atoms.dst.push_back(s);
+      atoms.elements.push_back(kSizeMessageBytes);
+      if (ghosts > 0) {
+        atoms.dst.push_back(s);
+        atoms.elements.push_back(ghosts * kGhostRecordBytes);
+        back[s].emplace_back(r, ghosts * kGhostForceBytes);
+      }
+    }
+    atoms.start[r + 1] = static_cast<std::int64_t>(atoms.dst.size());
+  }
+  for (int s = 0; s < P; ++s) {
+    for (const auto& [r, bytes] : back[s]) {
+      forces.dst.push_back(r);
+      forces.elements.push_back(bytes);
+    }
+    forces.start[s + 1] = static_cast<std::int64_t>(forces.dst.size());
+  }
+  components(atoms, P);
+  components(forces, P);
+  out.push_back(std::move(atoms));
+  out.push_back(std::move(forces));
+}
+
+// The staged exchange (particles/staged_ghosts.hpp): per axis with more than one
+// rank and per pulse one round of two messages per rank (to the lower and the
+// higher neighbour), each a header and the records that neighbour needs: along
+// the axis the part of the sender's slab (pulse 1) or of what came in the last
+// pulse within reach, across it the slab grown by the reach along the axes
+// already done. The forces come back along the same rounds, backwards.
+void staged_ghosts(std::vector<ExchangeCensus>& out, const DomainGrid& dom, const std::array<double, 3>& reach,
+                   double per_point) {
+  const int P = dom.ranks();
+  const Int3& grid = dom.grid();
+  static const char axis_name[3] = {'x', 'y', 'z'};
+  for (int d = 0; d < 3; ++d) {
+    if (grid[d] == 1) continue;
+    const int pulses = dom.pulses(d, reach[d]);
+    for (int k = 1; k <= pulses; ++k) {
+      ExchangeCensus atoms, forces;
+      atoms.name = std::string("ghost atoms ") + axis_name[d] + std::to_string(k);
+      forces.name = std::string("ghost forces ") + axis_name[d] + std::to_string(k);
+      atoms.element_bytes = forces.element_bytes = 0;  // bytes
+      atoms.forward_calls = forces.forward_calls = 1;
+      atoms.start.assign(static_cast<std::size_t>(P) + 1, 0);
+      forces.start.assign(static_cast<std::size_t>(P) + 1, 0);
+      atoms.self_elements.assign(static_cast<std::size_t>(P), 0);
+      forces.self_elements.assign(static_cast<std::size_t>(P), 0);
+      std::vector<std::vector<std::pair<int, std::int64_t>>> back(static_cast<std::size_t>(P));
+      for (int r = 0; r < P; ++r) {
+        const Int3 g = dom.coords(r);
+        double across = per_point;
+        for (int e = 0; e < 3; ++e) {
+          if (e == d) continue;
+          const double w = dom.hi(e, g[e]) - dom.lo(e, g[e]);
+          across *= e < d ? w + 2 * reach[e] : w;  // the axes done: grown by their ghosts
+        }
+        const double w = dom.hi(d, g[d]) - dom.lo(d, g[d]);
+        const double along = std::max(0.0, std::min(w, reach[d] - (k - 1) * w));
+        const std::int64_t ghosts = std::llround(across * along);
+        for (int dir : {+1, -1}) {
+          Int3 n = g;
+          n[d] = ((g[d] + dir) % grid[d] + grid[d]) % grid[d];
+          const int to = dom.rank_of(n[0], n[1], n[2]);
+          atoms.dst.push_back(to);
+          atoms.elements.push_back(kSizeMessageBytes + ghosts * kGhostRecordBytes);
+          back[to].emplace_back(r, ghosts * kGhostForceBytes);
+        }
+        atoms.start[r + 1] = static_cast<std::int64_t>(atoms.dst.size());
+      }
+      for (int s = 0; s < P; ++s) {
+        for (const auto& [r, bytes] : back[s]) {
+          forces.dst.push_back(r);
+          forces.elements.push_back(bytes);
+        }
+        forces.start[s + 1] = static_cast<std::int64_t>(forces.dst.size());
+      }
+      components(atoms, P);
+      components(forces, P);
+      out.push_back(std::move(atoms));
+      out.push_back(std::move(forces));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<ExchangeCensus> solver_census(const CensusInput& in) {
@@ -126,47 +236,12 @@ std::vector<ExchangeCensus> solver_census(const CensusInput& in) {
   std::array<double, 3> reach{};
   for (int d = 0; d < 3; ++d) reach[d] = in.cutoff / cell.height[d] * (1.0 + 1e-9) * mesh[d];
   const double per_point = static_cast<double>(in.atoms) / (static_cast<double>(mesh[0]) * mesh[1] * mesh[2]);
-  ExchangeCensus atoms, forces;
-  atoms.name = "ghost atoms";
-  forces.name = "ghost forces";
-  atoms.element_bytes = forces.element_bytes = 0;  // bytes
-  atoms.forward_calls = forces.forward_calls = 1;
-  atoms.start.assign(static_cast<std::size_t>(P) + 1, 0);
-  forces.start.assign(static_cast<std::size_t>(P) + 1, 0);
-  atoms.self_elements.assign(static_cast<std::size_t>(P), 0);
-  forces.self_elements.assign(static_cast<std::size_t>(P), 0);
-  // Forces go back from each ghost holder to the owner: collect (holder -> owner) first.
-  std::vector<std::vector<std::pair<int, std::int64_t>>> back(static_cast<std::size_t>(P));
-  for (int r = 0; r < P; ++r) {
-    const Box3& a = bricks[r];
-    const Neighborhood nb = brick_neighborhood(grid, mesh, r, reach);
-    for (const int s : nb.send) {
-      const Box3& b = bricks[s];
-      double expected = per_point;
-      for (int d = 0; d < 3; ++d) expected *= overlap_length(a.lo[d], a.hi[d], b.lo[d], b.hi[d], reach[d], mesh[d]);
-      const std::int64_t ghosts = std::llround(expected);
-      // Sizes go to every partner; records to those that get any.
-      atoms.dst.push_back(s);
-      atoms.elements.push_back(kSizeMessageBytes);
-      if (ghosts > 0) {
-        atoms.dst.push_back(s);
-        atoms.elements.push_back(ghosts * kGhostRecordBytes);
-        back[s].emplace_back(r, ghosts * kGhostForceBytes);
-      }
-    }
-    atoms.start[r + 1] = static_cast<std::int64_t>(atoms.dst.size());
-  }
-  for (int s = 0; s < P; ++s) {
-    for (const auto& [r, bytes] : back[s]) {
-      forces.dst.push_back(r);
-      forces.elements.push_back(bytes);
-    }
-    forces.start[s + 1] = static_cast<std::int64_t>(forces.dst.size());
-  }
-  components(atoms, P);
-  components(forces, P);
-  out.push_back(std::move(atoms));
-  out.push_back(std::move(forces));
+  const DomainGrid domains = DomainGrid::bricks(grid, mesh);
+  const bool staged = in.ghost_exchange == 1 || (in.ghost_exchange == 2 && staged_preferred(domains, reach));
+  if (staged)
+    staged_ghosts(out, domains, reach, per_point);
+  else
+    direct_ghosts(out, grid, mesh, bricks, reach, per_point);
   return out;
 }
 

@@ -22,7 +22,9 @@ inline namespace solver {
 
 // One exchange of the compute call, as executed in its forward direction.
 struct ExchangeCensus {
-  std::string name;          // "in->x", "x->y", "y->z", "halo", "ghost atoms", "ghost forces"
+  // "in->x", "x->y", "y->z", "halo", "ghost atoms", "ghost forces"; staged ghosts: one
+  // exchange per axis and pulse, "ghost atoms z2" (its forces "ghost forces z2").
+  std::string name;
   int element_bytes = 0;     // bytes per element of `elements` (0: `elements` are bytes)
   int forward_calls = 0;     // executions per compute call in the forward direction ...
   int reverse_calls = 0;     // ... and reversed (the backward FFT, the halo reduce)
@@ -45,6 +47,7 @@ struct CensusInput {
   double box[9] = {0};         // rows are lattice vectors
   double cutoff = 0;
   std::int64_t atoms = 0;      // uniform density: atoms / box volume
+  int ghost_exchange = 0;      // 0 direct, 1 staged, 2 auto (solver's GhostExchangeChoice rule)
 };
 
 std::vector<ExchangeCensus> solver_census(const CensusInput& in);

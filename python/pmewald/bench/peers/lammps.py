@@ -22,7 +22,7 @@ def bonds_of(s, max_bond=1.55):
     most three bonds apart must be exactly ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0``
     excludes what pmewald does."""
     from ...geometry.cell import minimum_image
-    from ...systems import _bond_exclusions
+    from ...systems.chains import _bond_exclusions
 
     ex = np.asarray(s.exclusions, dtype=np.int64).reshape(-1, 2)
     d = minimum_image(s.box, s.positions[ex[:, 0]] - s.positions[ex[:, 1]])

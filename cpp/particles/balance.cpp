@@ -67,13 +67,13 @@ bool Balancer::balance_atoms(const PeriodicCell& cell, const double* positions, 
   return rebalance(all, 1.0, 1.0);
 }
 
-bool Balancer::after_call(double pairs, double seconds, const WorkSample* where) {
-  // Slowest and mean of both measures.
-  double mx[2] = {seconds, pairs}, sm[2] = {seconds, pairs};
+bool Balancer::after_call(const Work& w, const WorkSample* where) {
+  const double pairs = w.pairs, seconds = w.seconds;
+  // The slowest rank's measures (the sums came with the caller's reduction).
+  double mx[2] = {seconds, pairs};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sm, 2, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
   const int P = domains_.ranks();
-  const double mean_t = sm[0] / P, mean_p = sm[1] / P;
+  const double mean_t = w.sum_seconds / P, mean_p = w.sum_pairs / P;
   stats_.calls += 1;
   stats_.max_seconds += mx[0];
   stats_.mean_seconds += mean_t;

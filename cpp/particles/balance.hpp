@@ -27,8 +27,9 @@
 //     cut `relax` of the way to the balanced position (0.5, as GROMACS).
 //
 // The imbalance itself (slowest / mean of the pair loop's seconds and of the
-// candidate pairs) is measured after every call in every mode (two Allreduces of
-// two numbers), so the solver's timings report it with balancing off too.
+// candidate pairs) is measured after every call in every mode (one Allreduce of
+// two maxima; the sums ride on the solver's result reduction), so the solver's
+// timings report it with balancing off too.
 //
 // A tensor product of per-axis cuts balances work that varies along the axes
 // (a slab with vacuum, an interface, a layered system); work that varies in 3-D
@@ -89,7 +90,13 @@ class Balancer {
   // run on the balanced domains: potentials, charge sets). Updates the
   // statistics; with balancing on, may move the cuts (per the mode). Returns
   // whether they changed.
-  bool after_call(double pairs, double seconds, const WorkSample* where);
+  // This rank's candidate pairs and pair-loop seconds, and their sums over the
+  // ranks (the caller's reduction carries them: the balancer adds one Allreduce,
+  // the maxima).
+  struct Work {
+    double pairs = 0, seconds = 0, sum_pairs = 0, sum_seconds = 0;
+  };
+  bool after_call(const Work& work, const WorkSample* where);
 
   struct Stats {
     int calls = 0;

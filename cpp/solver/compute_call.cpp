@@ -99,9 +99,10 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
 // The imbalance of this call's pair loop (slowest / mean, every mode) and, with
 // balancing on, new cuts for the next call (the list rebuilds on them).
 void PMESolver::balance_after(const Call& call, const CallState& s) {
-  const bool pairs = s.work != nullptr && opt_.real_space && !call.sets;
+  if (call.sets) return;  // (the same on every rank) the sets' pair loop is not the one balanced
+  const bool pairs = opt_.real_space;  // (s.local holds zeros where no pair loop ran)
   Balancer::WorkSample where;
-  if (s.balanced) {  // each sorted atom's candidate pairs, where the loop was
+  if (s.balanced) {  // each owned atom's candidate pairs, where the loop was
     realspace_.row_work(cell_, row_s_, row_w_);
     where.s = row_s_.data();
     where.n = row_w_.size();
@@ -113,9 +114,9 @@ void PMESolver::balance_after(const Call& call, const CallState& s) {
     where.n = m.n_owned();
   }
   const bool on_domains = s.balanced || (s.use_list && balancer_->on());  // the same on every rank
-  if (balancer_->after_call(pairs ? s.local.candidates : 0.0, pairs ? s.local.t_pairs : 0.0,
-                            on_domains ? &where : nullptr))
-    apply_domains();
+  const Balancer::Work work{pairs ? s.local.candidates : 0.0, pairs ? s.local.t_pairs : 0.0, pair_work_sums_[1],
+                            pair_work_sums_[0]};
+  if (balancer_->after_call(work, on_domains ? &where : nullptr)) apply_domains();
 }
 
 // Atoms to their owners by current position. With the pair list the real-space
@@ -217,7 +218,7 @@ void PMESolver::reduce(const Call& call, CallState& s, std::vector<SolverResult>
     local.push_back(s.local);
     f2.push_back(total_forces(call, s, t));
   }
-  reduce_results(res, local, f2, call.n);
+  reduce_results(res, local, f2, call.n, call.sets || !opt_.real_space ? nullptr : &s.local);
   t = timers_.lap("reduce", t);
 }
 
@@ -251,12 +252,17 @@ double PMESolver::total_forces(const Call& call, CallState& s, double& t) {
 }
 
 // One Allreduce: per set the real-space terms' sums, reciprocal energy, virial
-// and sum |F|^2, then the atom count (exact in a double below 2^53).
+// and sum |F|^2, then the atom count (exact in a double below 2^53), then (one
+// set) the pair loop's seconds and candidate pairs for the balancer's means.
 void PMESolver::reduce_results(std::vector<SolverResult>& res, const std::vector<RealSpaceTerms>& local,
-                               const std::vector<double>& f2, std::size_t n) {
+                               const std::vector<double>& f2, std::size_t n, const RealSpaceTerms* pair_work) {
   const std::size_t Ms = res.size();
   constexpr int kReal = RealSpace::kSums, kPer = kReal + 2 + Virial::kComponents;
-  std::vector<double> sums(kPer * Ms + 1, 0.0);
+  std::vector<double> sums(kPer * Ms + 3, 0.0);
+  if (pair_work) {
+    sums[kPer * Ms + 1] = pair_work->t_pairs;
+    sums[kPer * Ms + 2] = pair_work->candidates;
+  }
   for (std::size_t c = 0; c < Ms; ++c) {
     double* out = &sums[kPer * c];
     RealSpace::terms_to_sum(local[c], out);
@@ -268,6 +274,8 @@ void PMESolver::reduce_results(std::vector<SolverResult>& res, const std::vector
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, comm_.get()),
             "MPI_Allreduce");
   const std::int64_t n_total = static_cast<std::int64_t>(sums[kPer * Ms]);
+  pair_work_sums_[0] = sums[kPer * Ms + 1];
+  pair_work_sums_[1] = sums[kPer * Ms + 2];
   for (std::size_t c = 0; c < Ms; ++c) {
     const double* in = &sums[kPer * c];
     const RealSpaceTerms terms = RealSpace::terms_from_sums(in, cell_, opt_.alpha, opt_.coulomb_constant);

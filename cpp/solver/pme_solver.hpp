@@ -201,7 +201,7 @@ class PMESolver {
   void reduce(const Call& call, CallState& s, std::vector<SolverResult>& res, double& t);
   double total_forces(const Call& call, CallState& s, double& t);
   void reduce_results(std::vector<SolverResult>& res, const std::vector<RealSpaceTerms>& local,
-                      const std::vector<double>& f2, std::size_t n);
+                      const std::vector<double>& f2, std::size_t n, const RealSpaceTerms* pair_work);
   void return_forces(const Call& call, const CallState& s, const std::vector<SolverResult>& res, double& t);
   // The owned atoms' B-spline stencils (stencil_), for reciprocal() of any charges.
   void stencils();
@@ -278,6 +278,7 @@ class PMESolver {
   std::unique_ptr<Migration> rs_migration_;
   View2<double> f_real_rs_;
   std::vector<double> row_s_, row_w_;  // the pair loop's work and where (balance_after)
+  double pair_work_sums_[2] = {0, 0};   // the last call's pair-loop seconds and candidates, summed over ranks
   // Potentials (compute(..., potentials)): per owned atom (phi, E) of the real-space
   // part, the reciprocal phi and E, unit charges for the field gathers.
   View2<double> real_pot_, rec_field_;

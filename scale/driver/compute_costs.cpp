@@ -15,6 +15,7 @@ namespace {
 
 struct Model {
   ComputeCosts costs;
+  double speedup = 1.0;
   bool execute = false;
   std::array<double, pmewald::kWorkKinds> units{}, seconds{};
 };
@@ -24,7 +25,7 @@ void sink(pmewald::Work kind, double units, void*) {
   const int k = static_cast<int>(kind);
   g_model.units[k] += units;
   if (!g_model.execute || !(units > 0)) return;
-  const double s = units * g_model.costs.seconds_per_unit[k];
+  const double s = units * g_model.costs.seconds_per_unit[k] / g_model.speedup;
   g_model.seconds[k] += s;
 #ifdef PMEWALD_SMPI
   // The benched variant: no smpi/cpu-threshold (bursts below it are not dropped).
@@ -70,10 +71,12 @@ ComputeCosts read_compute_costs(const std::string& path) {
   return c;
 }
 
-void install_work_sink(const ComputeCosts* costs) {
+void install_work_sink(const ComputeCosts* costs, double speedup) {
 #ifndef PMEWALD_SMPI
   if (costs) throw std::runtime_error("--compute-costs needs the SMPI build (it models simulated time)");
 #endif
+  if (!(speedup > 0)) throw std::runtime_error("--compute-speedup must be positive");
+  g_model.speedup = speedup;
   g_model.execute = costs != nullptr;
   if (costs) g_model.costs = *costs;
   pmewald::set_work_sink(&sink);

@@ -28,7 +28,9 @@ ComputeCosts read_compute_costs(const std::string& path);
 
 // Installs the driver's sink: counts units per kind, and with `costs` (SMPI builds
 // only) executes their modelled time.
-void install_work_sink(const ComputeCosts* costs);
+// speedup: the modelled seconds are divided by it (--compute-speedup: a rank that
+// computes K times faster than this machine's core, e.g. one GPU per rank).
+void install_work_sink(const ComputeCosts* costs, double speedup = 1.0);
 
 // Units counted since the last reset, per kind, and the modelled seconds.
 const std::array<double, pmewald::kWorkKinds>& work_units();

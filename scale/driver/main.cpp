@@ -59,6 +59,10 @@ struct Args {
   int warmup = 1, steps = 2;
   std::string json, dump;
   std::string compute_costs;  // modelled computation (compute_costs.hpp); "" = SMPI times the bursts
+  double compute_speedup = 1.0;  // the modelled computation divided by this (compute_costs.hpp)
+  std::string ghosts = "auto";   // ghost exchange: auto, direct, staged
+  std::string balance = "off";   // real-space load balancing: off, once, dynamic
+  std::string balance_by = "pairs";
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -67,7 +71,9 @@ struct Args {
       "\nusage: pmewald_scale --system rocksalt|water --cells N [--vacuum F] [--displacement A] [--seed S]\n"
       "         --mesh K|Kx,Ky,Kz --alpha A [--cutoff RC] [--order P] [--diff ad|ik] [--coulomb K]\n"
       "         [--modes pt2pt,nonblocking,collective,auto (each optionally +overlap)] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]\n"
-      "         [--compute-costs FILE (SMPI: modelled computation, run with smpi/simulate-computation:no)]");
+      "         [--compute-costs FILE (SMPI: modelled computation, run with smpi/simulate-computation:no)]\n"
+      "         [--compute-speedup K (modelled computation / K)] [--ghosts auto|direct|staged]\n"
+      "         [--balance off|once|dynamic] [--balance-by pairs|time]");
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -127,10 +133,18 @@ Args parse(int argc, char** argv) {
     else if (k == "--json") a.json = value();
     else if (k == "--dump") a.dump = value();
     else if (k == "--compute-costs") a.compute_costs = value();
+    else if (k == "--compute-speedup") a.compute_speedup = std::stod(value());
+    else if (k == "--ghosts") a.ghosts = value();
+    else if (k == "--balance") a.balance = value();
+    else if (k == "--balance-by") a.balance_by = value();
     else usage("unknown argument " + k);
   }
   if (a.mesh[0] <= 0 || !(a.alpha > 0)) usage("--mesh and --alpha are required");
   if (a.steps < 1 || a.warmup < 0) usage("--steps must be >= 1 and --warmup >= 0");
+  if (a.ghosts != "auto" && a.ghosts != "direct" && a.ghosts != "staged") usage("--ghosts must be auto, direct or staged");
+  if (a.balance != "off" && a.balance != "once" && a.balance != "dynamic") usage("--balance must be off, once or dynamic");
+  if (a.balance_by != "pairs" && a.balance_by != "time") usage("--balance-by must be pairs or time");
+  if (!(a.compute_speedup > 0)) usage("--compute-speedup must be positive");
   return a;
 }
 
@@ -147,6 +161,13 @@ pmewald::SolverOptions solver_options(const Args& a, const Variant& v) {
   o.mode = v.mode;
   o.choose_mode = v.choose_mode;
   o.overlap = v.overlap;
+  o.ghost_exchange = a.ghosts == "direct"   ? pmewald::GhostExchangeChoice::Direct
+                     : a.ghosts == "staged" ? pmewald::GhostExchangeChoice::Staged
+                                            : pmewald::GhostExchangeChoice::Auto;
+  o.balance.mode = a.balance == "once"      ? pmewald::BalanceMode::Once
+                   : a.balance == "dynamic" ? pmewald::BalanceMode::Dynamic
+                                            : pmewald::BalanceMode::Off;
+  o.balance.work = a.balance_by == "time" ? pmewald::BalanceWork::Time : pmewald::BalanceWork::Pairs;
   return o;
 }
 
@@ -166,6 +187,31 @@ Stat over_ranks(double x, MPI_Comm comm) {
   MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
   return {mx, sum / P};
 }
+
+// Every statistic of a run reduced at once: two Allreduces (max and sum) for the
+// whole report. One pair per number cost a 256-rank simulation more wall time than
+// the timed calls themselves (~150 collectives of 2,048 simulated messages each).
+class StatBatch {
+ public:
+  int add(double x) {
+    v_.push_back(x);
+    return static_cast<int>(v_.size()) - 1;
+  }
+  void reduce(MPI_Comm comm) {
+    int P = 1;
+    MPI_Comm_size(comm, &P);
+    mx_.resize(v_.size());
+    sm_.resize(v_.size());
+    MPI_Allreduce(v_.data(), mx_.data(), static_cast<int>(v_.size()), MPI_DOUBLE, MPI_MAX, comm);
+    MPI_Allreduce(v_.data(), sm_.data(), static_cast<int>(v_.size()), MPI_DOUBLE, MPI_SUM, comm);
+    P_ = P;
+  }
+  Stat operator[](int i) const { return {mx_[static_cast<std::size_t>(i)], sm_[static_cast<std::size_t>(i)] / P_}; }
+
+ private:
+  std::vector<double> v_, mx_, sm_;
+  int P_ = 1;
+};
 
 std::string num(double x) {
   if (!std::isfinite(x)) return "null";
@@ -226,7 +272,8 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   MPI_Barrier(comm);
   double t0 = MPI_Wtime();
   pmewald::PMESolver solver(comm, solver_options(a, v));
-  const Stat setup = over_ranks(MPI_Wtime() - t0, comm);
+  const double setup_s = MPI_Wtime() - t0;
+  const double w_setup = wall_now();
   std::vector<double> f(3 * atoms.size());
   const std::int64_t* excl = atoms.exclusions.empty() ? nullptr : atoms.exclusions.data();
   const std::size_t m = atoms.exclusions.size() / 2;
@@ -234,6 +281,7 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   for (int k = 0; k < a.warmup; ++k)
     res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
   MPI_Barrier(comm);
+  const double w_warm = wall_now();
   solver.reset_timings();
   pmewald_scale::reset_work();
   auto& prof = pmewald_scale::mpi_profile();
@@ -248,52 +296,74 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   }
   // Snapshot the profile before the reductions below add to it.
   const pmewald_scale::MpiProfile p = prof;
-  MPI_Allreduce(mine.data(), steps.data(), a.steps, MPI_DOUBLE, MPI_MAX, comm);
-  double no_kspace = solver.kspace_box().empty() ? 1.0 : 0.0, ranks_no_kspace = 0;
-  MPI_Allreduce(&no_kspace, &ranks_no_kspace, 1, MPI_DOUBLE, MPI_SUM, comm);
+  const double w_steps = wall_now();
   const auto tm = solver.timings();
   const double S = a.steps;
+  // Every number of the report, reduced in one batch.
+  StatBatch st;
+  const int i_setup = st.add(setup_s), i_no_kspace = st.add(solver.kspace_box().empty() ? 1.0 : 0.0);
+  std::vector<int> i_steps;
+  for (double x : mine) i_steps.push_back(st.add(x));
+  std::vector<std::pair<std::string, int>> i_phase;
+  for (const auto& kv : tm) i_phase.emplace_back(kv.first, st.add(kv.second / S));  // the same keys on every rank
+  const int i_compute = st.add((busy - p.seconds) / S), i_mpi = st.add(p.seconds / S),
+            i_share = st.add(busy > 0 ? p.seconds / busy : 0), i_msgs = st.add(static_cast<double>(p.messages) / S),
+            i_bytes = st.add(static_cast<double>(p.bytes) / S);
+  std::vector<int> i_calls, i_units, i_modelled;
+  for (int c = 0; c < pmewald_scale::kNumCalls; ++c)
+    i_calls.push_back(st.add(static_cast<double>(p.calls[static_cast<std::size_t>(c)]) / S));
+  const auto units = pmewald_scale::work_units();
+  const auto modelled = pmewald_scale::work_seconds();
+  for (int k = 0; k < pmewald::kWorkKinds; ++k) {
+    i_units.push_back(st.add(units[static_cast<std::size_t>(k)] / S));
+    i_modelled.push_back(st.add(modelled[static_cast<std::size_t>(k)] / S));
+  }
+  st.reduce(comm);
   std::ostringstream j;
   // The mode used (with "auto": the one the solver measured fastest).
   j << "{\"variant\": \"" << v.name << "\", \"mode\": \"" << pmewald::comm_mode_name(solver.comm_mode())
     << "\", \"overlap\": " << (solver.overlapping() ? "true" : "false");
-  j << ", \"setup_s\": " << stat_json(setup) << ", \"ranks_without_kspace\": " << num(ranks_no_kspace);
+  j << ", \"setup_s\": " << stat_json(st[i_setup])
+    << ", \"ranks_without_kspace\": " << num(st[i_no_kspace].mean * P);
+  // The ghost exchange in use, the real-space imbalance (slowest / mean pair-loop
+  // seconds over the timed calls, and the last call's by pairs) and the re-balances.
+  j << ", \"ghost_exchange\": \""
+    << (solver.ghost_exchange_used() == pmewald::Migration::GhostExchange::Staged ? "staged" : "direct")
+    << "\", \"balance\": \"" << a.balance << "\", \"real_space_imbalance\": " << num(tm.at("real_space_imbalance"))
+    << ", \"real_space_pairs_imbalance_last\": " << num(tm.at("real_space_pairs_imbalance_last"))
+    << ", \"balance_rebalances\": " << num(tm.at("balance_rebalances"));
   double mean_step = 0;
-  for (double s : steps) mean_step += s / S;
+  for (int i : i_steps) mean_step += st[i].max / S;
   j << ", \"step_s\": " << num(mean_step) << ", \"steps_s\": [";
-  for (std::size_t k = 0; k < steps.size(); ++k) j << (k ? ", " : "") << num(steps[k]);
+  for (std::size_t k = 0; k < i_steps.size(); ++k) j << (k ? ", " : "") << num(st[i_steps[k]].max);
   j << "], \"phases\": {";
-  // Every rank has the same keys (the solver fills them all on every rank).
   bool first = true;
-  for (const auto& kv : tm) {
-    const Stat s = over_ranks(kv.second / S, comm);
-    j << (first ? "" : ", ") << "\"" << kv.first << "\": " << stat_json(s);
+  for (const auto& [name, i] : i_phase) {
+    j << (first ? "" : ", ") << "\"" << name << "\": " << stat_json(st[i]);
     first = false;
   }
-  j << "}, \"compute_s\": " << stat_json(over_ranks((busy - p.seconds) / S, comm));
-  j << ", \"mpi\": {\"seconds\": " << stat_json(over_ranks(p.seconds / S, comm));
-  j << ", \"share\": " << stat_json(over_ranks(busy > 0 ? p.seconds / busy : 0, comm));
-  j << ", \"messages\": " << stat_json(over_ranks(static_cast<double>(p.messages) / S, comm));
-  j << ", \"bytes\": " << stat_json(over_ranks(static_cast<double>(p.bytes) / S, comm)) << ", \"calls\": {";
+  j << "}, \"compute_s\": " << stat_json(st[i_compute]);
+  j << ", \"mpi\": {\"seconds\": " << stat_json(st[i_mpi]);
+  j << ", \"share\": " << stat_json(st[i_share]);
+  j << ", \"messages\": " << stat_json(st[i_msgs]);
+  j << ", \"bytes\": " << stat_json(st[i_bytes]) << ", \"calls\": {";
   first = true;
   for (int c = 0; c < pmewald_scale::kNumCalls; ++c) {
-    const Stat s = over_ranks(static_cast<double>(p.calls[static_cast<std::size_t>(c)]) / S, comm);
+    const Stat s = st[i_calls[static_cast<std::size_t>(c)]];
     if (s.max == 0) continue;
     j << (first ? "" : ", ") << "\"" << pmewald_scale::mpi_call_name(c) << "\": " << stat_json(s);
     first = false;
   }
   j << "}}";
   // The work of the timed calls per kind (units per call) and, modelled, its seconds.
-  const auto units = pmewald_scale::work_units();
-  const auto modelled = pmewald_scale::work_seconds();
   j << ", \"work\": {";
   for (int k = 0; k < pmewald::kWorkKinds; ++k)
     j << (k ? ", " : "") << "\"" << pmewald::work_name(static_cast<pmewald::Work>(k))
-      << "\": " << stat_json(over_ranks(units[static_cast<std::size_t>(k)] / S, comm));
+      << "\": " << stat_json(st[i_units[static_cast<std::size_t>(k)]]);
   j << "}, \"modelled_s\": {";
   for (int k = 0; k < pmewald::kWorkKinds; ++k)
     j << (k ? ", " : "") << "\"" << pmewald::work_name(static_cast<pmewald::Work>(k))
-      << "\": " << stat_json(over_ranks(modelled[static_cast<std::size_t>(k)] / S, comm));
+      << "\": " << stat_json(st[i_modelled[static_cast<std::size_t>(k)]]);
   j << "}";
   j << ", \"energy\": " << num(res.energy) << ", \"terms\": {";
   first = true;
@@ -305,7 +375,9 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   j << "}, \"virial\": [";
   for (int k = 0; k < 9; ++k) j << (k ? ", " : "") << num(W[static_cast<std::size_t>(k)]);
   j << "], \"sum_force2\": " << num(res.sum_force2) << ", \"force_checksum\": " << num(force_checksum(atoms, f, comm));
-  j << ", \"wall_s\": " << num(wall_now() - w0) << "}";
+  // The simulation's own (wall) seconds: building the solver, the warm-up calls, the rest.
+  j << ", \"wall_s\": " << num(wall_now() - w0) << ", \"wall_setup_s\": " << num(w_setup - w0)
+    << ", \"wall_warmup_s\": " << num(w_warm - w_setup) << ", \"wall_steps_s\": " << num(w_steps - w_warm) << "}";
   if (!a.dump.empty()) dump_forces(a.dump + "." + v.name + ".bin", atoms, f, comm);
   return j.str();
 }
@@ -321,7 +393,7 @@ int main(int argc, char** argv) {
     const Args a = parse(argc, argv);
     pmewald_scale::ComputeCosts costs;
     if (!a.compute_costs.empty()) costs = pmewald_scale::read_compute_costs(a.compute_costs);
-    pmewald_scale::install_work_sink(a.compute_costs.empty() ? nullptr : &costs);
+    pmewald_scale::install_work_sink(a.compute_costs.empty() ? nullptr : &costs, a.compute_speedup);
     const pmewald::Int3 grid = pmewald::processor_grid_3d(P, a.mesh);
     const pmewald::Box3 brick = pmewald::brick_box(grid, a.mesh, me);
     const LocalAtoms atoms = pmewald_scale::generate_local(a.system, a.mesh, brick.lo, brick.hi);
@@ -350,7 +422,9 @@ int main(int argc, char** argv) {
       << ", \"mean\": " << num(per_rank.mean) << "}, \"ranks_without_atoms\": " << num(empties[0])
       << ", \"ranks_without_brick\": " << num(empties[1]) << ", \"warmup\": " << a.warmup
       << ", \"steps\": " << a.steps << ", \"compute_costs\": "
-      << (a.compute_costs.empty() ? std::string("null") : "\"" + a.compute_costs + "\"") << ", \"runs\": [";
+      << (a.compute_costs.empty() ? std::string("null") : "\"" + a.compute_costs + "\"")
+      << ", \"compute_speedup\": " << num(a.compute_speedup) << ", \"ghosts\": \"" << a.ghosts
+      << "\", \"balance\": \"" << a.balance << "\", \"balance_by\": \"" << a.balance_by << "\", \"runs\": [";
     for (std::size_t k = 0; k < a.variants.size(); ++k)
       j << (k ? ", " : "") << run_variant(a, a.variants[k], atoms, MPI_COMM_WORLD);
     j << "]}\n";

@@ -17,7 +17,8 @@ mode on a :class:`Network`:
   exchange graph's connected component): its ranks taken 32 at a time, each block
   waited before the next, zero counts skipped: ``sum over non-empty blocks (alpha +
   max(block bytes out, in) / beta)``;
-* the ghost-atom exchange (sizes and data together, every mode): ``2 alpha + bytes / beta``;
+* the ghost-atom exchange (every mode): direct, sizes and data together, ``2 alpha + bytes /
+  beta``; staged, ``alpha + bytes / beta`` per axis and pulse, one after another;
 * the slowest rank sets each exchange's time; on a dragonfly the bytes between two
   groups also share one bundle of global links, and those from one switch to another
   group one gateway link (SimGrid's minimal routing);
@@ -82,15 +83,17 @@ DRAGONFLY = Network("dragonfly", "dragonfly", link_latency=0.4e-6, bandwidth=25e
 NETWORKS = {n.name: n for n in (FAT_TREE, DRAGONFLY)}
 
 
-def census(ranks, mesh, order, differentiation, box, cutoff, atoms):
-    """Per exchange of one compute call: the C++ census as numpy arrays (see _core.solver_census)."""
+def census(ranks, mesh, order, differentiation, box, cutoff, atoms, ghost_exchange="auto"):
+    """Per exchange of one compute call: the C++ census as numpy arrays (see _core.solver_census).
+    ``ghost_exchange``: "direct", "staged" or "auto" (the solver's rule); staged ghosts are one
+    exchange per axis and pulse ("ghost atoms z2", "ghost forces z2"), run one after another."""
     box = np.asarray(box, dtype=float)
     if box.shape == (3,):
         box = np.diag(box)
     if np.isscalar(mesh):
         mesh = (int(mesh),) * 3
     out = _core.solver_census(int(ranks), tuple(int(k) for k in mesh), int(order), differentiation, box,
-                              float(cutoff), int(atoms))
+                              float(cutoff), int(atoms), ghost_exchange)
     for c in out:
         c["ranks"] = int(ranks)
         c["atoms"] = int(atoms)
@@ -164,8 +167,10 @@ def exchange_time(c, net: Network, mode: str, reverse: bool = False) -> float:
                           np.maximum(_maxat(P, c["src"], lat), _maxat(P, c["dst"], lat)))
     lat, by_src, by_dst, max_lat = memo[net.name]
     out_b, in_b = (by_dst, by_src) if reverse else (by_src, by_dst)
-    if c["name"] in ("ghost atoms", "ghost forces"):
-        # NeighborExchange (sizes with the data) / plain Isend-Irecv: the same in every mode.
+    if c["name"].startswith(("ghost atoms", "ghost forces")):
+        # Direct: NeighborExchange (sizes with the data) / plain Isend-Irecv; staged: one
+        # round of two messages (the count in the header) per axis and pulse. The same in
+        # every mode.
         rounds = 2.0 if c["name"] == "ghost atoms" else 1.0
         t = rounds * max_lat + np.maximum(out_b, in_b) / beta
     elif mode == "nonblocking":
@@ -235,9 +240,14 @@ def work(cen) -> dict:
     P = cen[0]["ranks"]
     by = {c["name"]: c for c in cen}
     out = {}
-    ga = by["ghost atoms"]
-    data = ga["bytes"] > 8
-    out["ghost_atoms"] = float(_per_rank(P, ga["dst"][data], ga["bytes"][data] / 72.0).max())
+    received = np.zeros(P)
+    for c in cen:
+        if c["name"] == "ghost atoms":  # direct: size messages (8 bytes) and records
+            data = c["bytes"] > 8
+            received += _per_rank(P, c["dst"][data], c["bytes"][data] / 72.0)
+        elif c["name"].startswith("ghost atoms "):  # staged: a count header and records
+            received += _per_rank(P, c["dst"], (c["bytes"] - 8) / 72.0)
+    out["ghost_atoms"] = float(received.max())
     # Pair candidates in owned-atom units: the uniform share plus the ghosts' weight.
     out["pair_rows"] = float(cen[0]["atoms"] / P + GHOST_PAIR_WEIGHT * out["ghost_atoms"])
     moved = np.zeros(P)

@@ -46,13 +46,19 @@ def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Pat
 
 
 def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, json_path=None,
-                dump=None) -> list[str]:
+                dump=None, ghosts="auto", balance="off", compute_speedup=1.0) -> list[str]:
     a = ["--system", system.kind, "--cells", str(system.cells), "--mesh", str(params["mesh"]),
          "--alpha", repr(params["alpha"]), "--cutoff", repr(params["cutoff"]), "--order", str(params["order"]),
          "--diff", params["differentiation"], "--modes", ",".join(modes), "--warmup", str(warmup),
          "--steps", str(steps)]
     if system.vacuum:
         a += ["--vacuum", repr(system.vacuum)]
+    if ghosts != "auto":
+        a += ["--ghosts", ghosts]
+    if balance != "off":
+        a += ["--balance", balance]
+    if compute_speedup != 1.0:
+        a += ["--compute-speedup", repr(float(compute_speedup))]
     if json_path:
         a += ["--json", str(json_path)]
     if dump:
@@ -62,13 +68,17 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
                    modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False,
-                   extra_cfg=(), compute_costs: Path | None = None) -> dict:
+                   extra_cfg=(), compute_costs: Path | None = None, ghosts="auto", balance="off",
+                   compute_speedup=1.0) -> dict:
     """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
     JSON plus the simulation's own wall time, peak memory and SimGrid's timing line.
     With ``compute_costs`` (a file of :mod:`pmewald.bench.scale.compute_costs`) the computation is
-    modelled: SimGrid does not time it, the driver charges units x seconds per unit."""
+    modelled: SimGrid does not time it, the driver charges units x seconds per unit (divided by
+    ``compute_speedup``: ranks that compute that many times faster). ``ghosts`` and ``balance``:
+    the solver's ghost_exchange and balance."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    args = driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump)
+    args = driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump, ghosts, balance,
+                       compute_speedup)
     if compute_costs is not None:
         args += ["--compute-costs", str(compute_costs)]
         extra_cfg = [COMM_ONLY, *extra_cfg]
@@ -84,7 +94,7 @@ def run_simulation(exe: Path, P: int, platform: str, system: System, params: dic
     err = proc.stderr
     mem = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     cpu = [re.search(rf"{k} time \(seconds\): ([\d.]+)", err) for k in ("User", "System")]
-    took = re.search(r"The simulation took ([\d.]+) seconds", proc.stdout + err)
+    took = re.search(r"simulation took ([\d.]+) seconds", proc.stdout + err)
     app = re.search(r"([\d.]+) seconds were actual computation", proc.stdout + err)
     res["simulation"] = {
         "platform": platform, "command": " ".join(cmd), "wall_s": wall, "comm_only": comm_only,

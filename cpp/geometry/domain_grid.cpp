@@ -45,13 +45,7 @@ DomainGrid DomainGrid::with_cuts(const Int3& grid, const Int3& resolution, std::
   return g;
 }
 
-int DomainGrid::coord_of(int d, int m) const {
-  if (uniform_[d]) {
-    // split_range(K, p, g) = [g*K/p, (g+1)*K/p): g owns m iff floor(g*K/p) <= m,
-    // i.e. g*K < (m+1)*p; the largest such g.
-    const std::int64_t p = grid_[d], K = res_[d];
-    return static_cast<int>(((static_cast<std::int64_t>(m) + 1) * p - 1) / K);
-  }
+int DomainGrid::coord_by_search(int d, int m) const {
   const auto& c = cuts_[d];
   // The last g with c[g] <= m among g < p (an empty slab's range holds nothing).
   const auto it = std::upper_bound(c.begin(), c.end() - 1, m);

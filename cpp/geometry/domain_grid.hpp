@@ -53,8 +53,16 @@ class DomainGrid {
   int hi(int d, int g) const { return cuts_[d][g + 1]; }
   bool empty(int d, int g) const { return cuts_[d][g] == cuts_[d][g + 1]; }
   // The grid coordinate along d whose range holds index m (0 <= m < K_d): the
-  // largest g with c_d[g] <= m.
-  int coord_of(int d, int m) const;
+  // largest g with c_d[g] <= m. (Inline: the migration asks for every atom.)
+  int coord_of(int d, int m) const {
+    if (uniform_[d]) {
+      // split_range(K, p, g) = [g*K/p, (g+1)*K/p): g owns m iff floor(g*K/p) <= m,
+      // i.e. g*K < (m+1)*p; the largest such g.
+      const std::int64_t p = grid_[d], K = res_[d];
+      return static_cast<int>(((static_cast<std::int64_t>(m) + 1) * p - 1) / K);
+    }
+    return coord_by_search(d, m);
+  }
   // Rank <-> grid coordinates (x fastest).
   int rank_of(int gx, int gy, int gz) const { return gx + grid_[0] * (gy + grid_[1] * gz); }
   Int3 coords(int rank) const;
@@ -79,6 +87,7 @@ class DomainGrid {
   Int3 grid_{1, 1, 1}, res_{1, 1, 1};
   std::array<std::vector<int>, 3> cuts_{std::vector<int>{0, 1}, std::vector<int>{0, 1}, std::vector<int>{0, 1}};
   bool uniform_[3] = {true, true, true};  // cuts are split_range's: coord_of by formula
+  int coord_by_search(int d, int m) const;
 };
 
 // The messages per rank and exchange of each way, for a domain grid and ghost

@@ -75,7 +75,11 @@ bool Balancer::after_call(const Work& w, const WorkSample* where) {
   const int P = domains_.ranks();
   const double mean_t = w.sum_seconds / P, mean_p = w.sum_pairs / P;
   stats_.calls += 1;
+  stats_.my_seconds += seconds;
+  stats_.my_pairs += pairs;
   stats_.max_seconds += mx[0];
+  stats_.max_pairs += mx[1];
+  stats_.mean_pairs += mean_p;
   stats_.mean_seconds += mean_t;
   stats_.last_time_imbalance = mean_t > 0 ? mx[0] / mean_t : 1.0;
   stats_.last_pairs_imbalance = mean_p > 0 ? mx[1] / mean_p : 1.0;

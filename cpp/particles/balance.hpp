@@ -105,6 +105,8 @@ class Balancer {
     double last_time_imbalance = 1.0;   // slowest / mean pair-loop seconds of the last call
     double last_pairs_imbalance = 1.0;  // the same for candidate pairs
     double max_seconds = 0, mean_seconds = 0;  // sums over calls of the slowest and the mean
+    double max_pairs = 0, mean_pairs = 0;      // the same for the candidate pairs
+    double my_seconds = 0, my_pairs = 0;       // this rank's sums over calls
   };
   const Stats& stats() const { return stats_; }
   void reset_stats() { stats_ = Stats{}; }

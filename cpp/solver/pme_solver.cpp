@@ -298,9 +298,12 @@ std::map<std::string, double> PMESolver::timings() const {
   // The real-space imbalance: slowest / mean pair-loop seconds over the calls
   // (and the last call's, by pairs and by time), the re-balances.
   const Balancer::Stats& bs = balancer_->stats();
+  out["real_space_pair_loop"] = bs.my_seconds;  // this rank's (the imbalance's input)
+  out["real_space_candidates"] = bs.my_pairs;
   out["real_space_slowest"] = bs.max_seconds;
   out["real_space_mean"] = bs.mean_seconds;
   out["real_space_imbalance"] = bs.mean_seconds > 0 ? bs.max_seconds / bs.mean_seconds : 1.0;
+  out["real_space_pairs_imbalance"] = bs.mean_pairs > 0 ? bs.max_pairs / bs.mean_pairs : 1.0;
   out["real_space_imbalance_last"] = bs.last_time_imbalance;
   out["real_space_pairs_imbalance_last"] = bs.last_pairs_imbalance;
   out["balance_rebalances"] = bs.rebalances;

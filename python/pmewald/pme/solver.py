@@ -511,7 +511,15 @@ class PME:
         ``pair_list_builds`` (the searches so far), ``pair_list_build`` (seconds building it:
         its migration, ghosts and search), ``pair_list_refresh`` (checking the displacements
         and sending them along the frozen plans) and ``pair_list_evaluate`` (the stored pairs
-        at the new positions), all inside ``real_space``."""
+        at the new positions), all inside ``real_space``.
+
+        The real-space load (every mode of ``balance``, over the calls since the last reset):
+        ``real_space_pairs_imbalance`` (slowest / mean candidate pairs the pair loops tested;
+        deterministic) and ``real_space_imbalance`` (the same for the pair loop's seconds;
+        with ``overlap`` those seconds include the waits the loop hides, so the pairs are the
+        better measure there), ``real_space_pairs_imbalance_last`` and
+        ``real_space_imbalance_last`` (the last call's), this rank's ``real_space_candidates``
+        and ``real_space_pair_loop`` (seconds), and ``balance_rebalances`` (cut moves)."""
         solver = self._tuner.state.solver
         return dict(solver.timings()) if solver is not None else {}
 

@@ -1,0 +1,192 @@
+"""Issue 28's simulated-scale studies (SimGrid SMPI; docs/scaling.md, "Staged ghosts, balance and
+the accelerator regime"): ``python benchmarks/scale_regime.py STUDY [options]``.
+
+Studies (each simulation cached as JSON under ``scale/results/regime/``, committed; ``--force``
+reruns; ``report`` prints the markdown tables of docs/scaling.md from the cache):
+
+* ``ghosts``  water98k, communication only, nonblocking: the ghost atoms direct against staged at
+  each rank count, with the per-message CPU overhead ``--overhead`` (SimGrid's smpi/os, ois and or,
+  seconds per send and per receive; 0 is the study's default platform) -- the step, the ghost
+  exchange's share, the simulation's own wall time and memory.
+* ``balance`` a water slab (water98k's lattice with ``--vacuum`` of it empty along z), modelled
+  computation, nonblocking: balance off against dynamic (by the pairs).
+* ``regime``  water98k, modelled computation divided by ``--speedup`` K (ranks K times faster than
+  this machine's core: docs/scaling.md says what K stands for), every mode with and without
+  overlap and auto, on each platform.
+* ``strong``  the 1,024-rank runs with computation (K = 1): water98k and water1.03M, both
+  platforms, every mode with and without overlap and auto.
+
+Each simulation runs one warm-up and ``--steps`` timed calls per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pmewald.bench import scale as bs
+from pmewald.bench.scale.build import ROOT
+from pmewald.bench.scale.compute_costs import calibrate
+from pmewald.bench.scale.study import System
+
+RESULTS = ROOT / "scale" / "results" / "regime"
+WATER98K = System("water98k", "water", 32)
+WATER1M = System("water1.03M", "water", 70)
+PARAMS = {  # docs/scaling.md: pmewald's choice at 1e-4 with a 9 A cutoff, carried by its mesh spacing
+    "water98k": {"mesh": 125, "alpha": 0.3533, "order": 7, "differentiation": "ad", "cutoff": 9.0},
+    "water1.03M": {"mesh": 270, "alpha": 0.3533, "order": 7, "differentiation": "ad", "cutoff": 9.0},
+}
+MODES = ("pt2pt", "nonblocking", "collective")
+VARIANTS = [m + s for m in MODES for s in ("", "+overlap")] + ["auto"]
+# Progress calls cost 1 us of simulated time (docs/scaling.md, "Overlap ... at scale").
+OVERLAP_CFG = [("smpi/test", "1e-06"), ("smpi/grow-injected-times", "no")]
+
+
+def overhead_cfg(o: float):
+    """SimGrid's per-message CPU cost: o seconds in every send (blocking or not) and receive."""
+    if o <= 0:
+        return []
+    v = f"0:{o:g}:0"
+    return [("smpi/os", v), ("smpi/ois", v), ("smpi/or", v)]
+
+
+def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
+             speedup=1.0, comm_only=False, extra=()):
+    out = RESULTS / f"{name}.json"
+    if out.exists() and not args.force:
+        return json.loads(out.read_text())
+    exe = bs.build_driver()
+    sys.stderr.write(f"simulating {name} ...\n")
+    res = bs.run_simulation(exe, P, platform, system, params, out, modes=modes, warmup=1, steps=args.steps,
+                            timeout=args.timeout, comm_only=comm_only, compute_costs=costs,
+                            extra_cfg=[*OVERLAP_CFG, *extra], ghosts=ghosts, balance=balance,
+                            compute_speedup=speedup)
+    for suffix in (".driver.json",):
+        Path(str(out.with_suffix(suffix))).unlink(missing_ok=True)
+    return res
+
+
+def study_ghosts(args):
+    for P in args.ranks:
+        for o in args.overhead:
+            for g in ("direct", "staged"):
+                simulate(f"ghosts_water98k_P{P}_o{o:g}_{g}", P, "fat_tree", WATER98K, PARAMS["water98k"], args,
+                         modes=("nonblocking",), ghosts=g, comm_only=True, extra=overhead_cfg(o))
+
+
+def slab(vacuum):
+    return System(f"water98k-slab{vacuum:g}", "water", 32, vacuum=vacuum)
+
+
+def study_balance(args):
+    s = slab(args.vacuum)
+    costs = calibrate(s, PARAMS["water98k"])
+    for P in args.ranks:
+        for b in ("off", "dynamic"):
+            simulate(f"balance_{s.name}_P{P}_{b}", P, "fat_tree", s, PARAMS["water98k"], args,
+                     modes=("nonblocking",), costs=costs, balance=b)
+
+
+def study_regime(args):
+    costs = calibrate(WATER98K, PARAMS["water98k"])
+    for platform in args.platforms:
+        for P in args.ranks:
+            for k in args.speedup:
+                simulate(f"regime_water98k_{platform}_P{P}_K{k:g}", P, platform, WATER98K, PARAMS["water98k"],
+                         args, modes=VARIANTS, costs=costs, speedup=k)
+
+
+def study_strong(args):
+    for system in (WATER98K, WATER1M):
+        costs = calibrate(system, PARAMS[system.name])
+        for platform in args.platforms:
+            for P in args.ranks:
+                simulate(f"strong_{system.name}_{platform}_P{P}", P, platform, system, PARAMS[system.name], args,
+                         modes=VARIANTS, costs=costs)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _load(pattern):
+    return {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob(pattern))}
+
+
+def _sim(res):
+    s = res["simulation"]
+    mem = s.get("max_rss_kb")
+    return f"{s['wall_s'] / 60:.1f} min", f"{mem / 1e6:.2f} GB" if mem else "?"
+
+
+def report_ghosts():
+    rows = ["| ranks | per-message overhead | exchange | step ms | ghost atoms + forces ms (max) | ghost msgs/rank/call "
+            "| MPI msgs/rank/call | sim. wall | peak memory |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for name, res in _load("ghosts_*.json").items():
+        r = res["runs"][0]
+        ph = r["phases"]
+        wall, mem = _sim(res)
+        o = name.split("_o")[1].split("_")[0]
+        rows.append(f"| {res['ranks']:,} | {float(o) * 1e6:g} us | {r['ghost_exchange']} | {r['step_s'] * 1e3:.3f} | "
+                    f"{ph['ghost_atoms']['max'] * 1e3:.3f} | {ph['ghost_atoms_messages']['max']:.0f} | "
+                    f"{r['mpi']['messages']['max']:.0f} | {wall} | {mem} |")
+    return "\n".join(rows)
+
+
+def report_balance():
+    rows = ["| ranks | balance | step ms | real space ms (slowest / mean) | pairs slowest / mean | migrate ms (max) "
+            "| sim. wall |", "|---:|---|---:|---:|---:|---:|---:|"]
+    for name, res in _load("balance_*.json").items():
+        r = res["runs"][0]
+        ph = r["phases"]
+        wall, _ = _sim(res)
+        rows.append(f"| {res['ranks']:,} | {r['balance']} | {r['step_s'] * 1e3:.2f} | "
+                    f"{ph['real_space']['max'] * 1e3:.2f} / {ph['real_space']['mean'] * 1e3:.2f} | "
+                    f"{r['real_space_pairs_imbalance_last']:.3f} | {ph['migrate']['max'] * 1e3:.2f} | {wall} |")
+    return "\n".join(rows)
+
+
+def report_variants(pattern):
+    rows = ["| run | mode | step plain ms | step overlap ms | comm share plain | exposed comm plain -> overlap ms "
+            "| auto picked (its step) | sim. wall |", "|---|---|---:|---:|---:|---:|---|---:|"]
+    for name, res in _load(pattern).items():
+        runs = {r["variant"]: r for r in res["runs"]}
+        auto = runs.get("auto")
+        wall, mem = _sim(res)
+        for m in MODES:
+            a, b = runs[m], runs[m + "+overlap"]
+            share = a["mpi"]["share"]["max"]
+            ea, eb = a["phases"]["comm_wait"]["mean"], b["phases"]["comm_wait"]["mean"]
+            pick = f"{auto['mode']} ({auto['step_s'] * 1e3:.3f})" if auto and m == MODES[0] else ""
+            rows.append(f"| {name if m == MODES[0] else ''} | {m} | {a['step_s'] * 1e3:.3f} | {b['step_s'] * 1e3:.3f} | "
+                        f"{share:.2f} | {ea * 1e3:.3f} -> {eb * 1e3:.3f} | {pick} | {wall if m == MODES[0] else ''} |")
+    return "\n".join(rows)
+
+
+def report(args):
+    print("### Ghost exchange\n\n" + report_ghosts() + "\n")
+    print("### Balance\n\n" + report_balance() + "\n")
+    print("### Regime\n\n" + report_variants("regime_*.json") + "\n")
+    print("### Strong, 1,024 ranks\n\n" + report_variants("strong_*.json") + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("study", choices=("ghosts", "balance", "regime", "strong", "report"))
+    ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--platforms", nargs="+", default=["fat_tree"])
+    ap.add_argument("--overhead", type=float, nargs="+", default=[0.0, 5e-7])
+    ap.add_argument("--speedup", type=float, nargs="+", default=[1.0, 30.0, 100.0])
+    ap.add_argument("--vacuum", type=float, default=0.35)
+    ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=6 * 3600)
+    ap.add_argument("--force", action="store_true")
+    args = ap.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "strong": study_strong,
+     "report": report}[args.study](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,8 @@ reruns; ``report`` prints the markdown tables of docs/scaling.md from the cache)
 * ``regime``  water98k, modelled computation divided by ``--speedup`` K (ranks K times faster than
   this machine's core: docs/scaling.md says what K stands for), every mode with and without
   overlap and auto, on each platform.
+* ``wall``    the earlier study's 256-rank modelled water98k run (three modes, two timed calls),
+  the ghosts direct and staged: what a simulation costs in wall time and memory.
 * ``strong``  the 1,024-rank runs with computation (K = 1): water98k and water1.03M, both
   platforms, every mode with and without overlap and auto.
 
@@ -98,6 +100,16 @@ def study_regime(args):
                          args, modes=VARIANTS, costs=costs, speedup=k)
 
 
+def study_wall(args):
+    """The earlier study's 256-rank run as it was (water98k, modelled computation, the three modes,
+    one warm-up and two timed calls), the ghosts direct and staged: what a simulation costs."""
+    costs = calibrate(WATER98K, PARAMS["water98k"])
+    for P in args.ranks:
+        for g in ("direct", "staged"):
+            simulate(f"wall_water98k_P{P}_{g}", P, "fat_tree", WATER98K, PARAMS["water98k"], args, modes=MODES,
+                     costs=costs, ghosts=g)
+
+
 def study_strong(args):
     for system in (WATER98K, WATER1M):
         costs = calibrate(system, PARAMS[system.name])
@@ -164,7 +176,19 @@ def report_variants(pattern):
     return "\n".join(rows)
 
 
+def report_wall():
+    rows = ["| ranks | ghosts | pt2pt ms | nonblocking ms | collective ms | sim. wall | peak memory |",
+            "|---:|---|---:|---:|---:|---:|---:|"]
+    for name, res in _load("wall_*.json").items():
+        runs = {r["variant"]: r for r in res["runs"]}
+        wall, mem = _sim(res)
+        rows.append(f"| {res['ranks']:,} | {res['runs'][0]['ghost_exchange']} | "
+                    + " | ".join(f"{runs[m]['step_s'] * 1e3:.2f}" for m in MODES) + f" | {wall} | {mem} |")
+    return "\n".join(rows)
+
+
 def report(args):
+    print("### What a simulation costs\n\n" + report_wall() + "\n")
     print("### Ghost exchange\n\n" + report_ghosts() + "\n")
     print("### Balance\n\n" + report_balance() + "\n")
     print("### Regime\n\n" + report_variants("regime_*.json") + "\n")
@@ -173,7 +197,7 @@ def report(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("study", choices=("ghosts", "balance", "regime", "strong", "report"))
+    ap.add_argument("study", choices=("ghosts", "balance", "regime", "wall", "strong", "report"))
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--platforms", nargs="+", default=["fat_tree"])
     ap.add_argument("--overhead", type=float, nargs="+", default=[0.0, 5e-7])
@@ -184,8 +208,8 @@ def main():
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "strong": study_strong,
-     "report": report}[args.study](args)
+    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "wall": study_wall,
+     "strong": study_strong, "report": report}[args.study](args)
 
 
 if __name__ == "__main__":

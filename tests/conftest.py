@@ -136,7 +136,7 @@ if WORKER:
             yield
         finally:
             faulthandler.cancel_dump_traceback_later()
-        rec = {"nodeid": item.nodeid, "event": "done"}
+        rec = {"nodeid": item.nodeid, "event": "done", "t": time.time()}
         rec.update(_reporter.current)
         _reporter.write(rec)
 
@@ -190,6 +190,7 @@ class _Batches:
         for r in range(nranks):
             recs = {}
             started = []
+            t_start = {}
             path = os.path.join(tmp, f"rank{r}.jsonl")
             if os.path.exists(path):
                 with open(path) as f:
@@ -197,8 +198,11 @@ class _Batches:
                         rec = json.loads(line)
                         if rec["event"] == "start":
                             started.append(rec["nodeid"])
+                            t_start[rec["nodeid"]] = rec["t"]
                         else:
                             recs[rec["nodeid"]] = rec
+                            if r == 0 and "t" in rec and rec["nodeid"] in t_start:
+                                BATCH_ITEM_SECONDS[rec["nodeid"]] = rec["t"] - t_start[rec["nodeid"]]
             per_rank.append((recs, started))
         stacks = []
         for r in range(nranks):
@@ -215,6 +219,18 @@ class _Batches:
 
 
 _batches = _Batches()
+# Seconds each item of an MPI batch took on rank 0 (the batch's whole time is booked to its
+# first item in pytest's durations): printed at the end with the slowest items.
+BATCH_ITEM_SECONDS: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if WORKER or not BATCH_ITEM_SECONDS:
+        return
+    slow = sorted(BATCH_ITEM_SECONDS.items(), key=lambda kv: -kv[1])[:15]
+    terminalreporter.write_sep("=", "slowest 15 items inside the MPI batches (rank 0)")
+    for nodeid, sec in slow:
+        terminalreporter.write_line(f"{sec:8.2f}s {nodeid}")
 
 
 def _tail(text: str, n: int = 80) -> str:

@@ -27,29 +27,31 @@ def _compare(a, b, what):
     assert np.allclose(a.virial, b.virial, rtol=0, atol=1e-12 * np.abs(b.virial).max()), what
 
 
-def _run(comm, s, idx, ex, ge, mode, **kw):
+def _run(comm, s, idx, ex, ge, mode, calls, **kw):
     pme = pmewald.PME(s.box, ghost_exchange=ge, comm_mode=mode, comm=comm, **kw)
-    out = [pme.compute(s.positions[idx], s.charges[idx], ids=s.ids[idx], exclusions=ex) for _ in range(2)]
+    out = [pme.compute(s.positions[idx] + 0.03 * k, s.charges[idx], ids=s.ids[idx], exclusions=ex)
+           for k in range(calls)]
     return pme, out
 
 
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
 @pytest.mark.timeout(120)
 def test_staged_gives_the_direct_results(comm):
-    """Water (exclusions, pair list) in an orthorhombic box, random charges in a triclinic
-    one; each mode; atoms split round-robin and, on the triclinic case, all on the last rank
-    (the others pass none)."""
+    """Water (exclusions, the pair list over moving atoms: builds and refreshes along the
+    staged plan) in an orthorhombic box, random charges in a triclinic one in each mode (the
+    ghosts travel the same way in every mode; the modes' exchanges run beside them); atoms
+    split round-robin and, on the triclinic case, all on the last rank (the others pass none)."""
     rank, size = comm.Get_rank(), comm.Get_size()
     water = systems.water_box(target_atoms=600, seed=2)
     tric = systems.random_charges(300, systems.triclinic_box(16.0, "strong"), seed=4, min_distance=1.2)
     cases = (("water", water, dict(cutoff=5.5, alpha=0.5, mesh=(16, 16, 16), order=5, skin=0.8),
-              np.arange(rank, water.n_atoms, size), water.exclusions[rank::size]),
+              np.arange(rank, water.n_atoms, size), water.exclusions[rank::size], ("nonblocking",), 3),
              ("tric", tric, dict(cutoff=4.8, alpha=0.55, mesh=(16, 18, 20), order=6, skin=0.0),
-              np.arange(tric.n_atoms) if rank == size - 1 else np.arange(0), None))
-    for name, s, kw, idx, ex in cases:
-        for mode in MODES:
-            pme_d, direct = _run(comm, s, idx, ex, "direct", mode, **kw)
-            pme_s, staged = _run(comm, s, idx, ex, "staged", mode, **kw)
+              np.arange(tric.n_atoms) if rank == size - 1 else np.arange(0), None, MODES, 1))
+    for name, s, kw, idx, ex, modes, calls in cases:
+        for mode in modes:
+            pme_d, direct = _run(comm, s, idx, ex, "direct", mode, calls, **kw)
+            pme_s, staged = _run(comm, s, idx, ex, "staged", mode, calls, **kw)
             assert pme_s.parameters["ghost_exchange_used"] == "staged"
             # potentials: a fresh search on the bricks' migration, each way
             direct.append(pme_d.compute(s.positions[idx], s.charges[idx], ids=s.ids[idx], exclusions=ex,

@@ -9,7 +9,8 @@ reruns; ``report`` prints the markdown tables of docs/scaling.md from the cache)
   seconds per send and per receive; 0 is the study's default platform) -- the step, the ghost
   exchange's share, the simulation's own wall time and memory.
 * ``balance`` a water slab (water98k's lattice with ``--vacuum`` of it empty along z), modelled
-  computation, nonblocking: balance off against dynamic (by the pairs).
+  computation, nonblocking: balance off, once and dynamic (by the pairs), after
+  ``--balance-warmup`` warm-up calls.
 * ``regime``  water98k, modelled computation divided by ``--speedup`` K (ranks K times faster than
   this machine's core: docs/scaling.md says what K stands for), every mode with and without
   overlap and auto, on each platform.
@@ -55,13 +56,13 @@ def overhead_cfg(o: float):
 
 
 def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
-             speedup=1.0, comm_only=False, extra=()):
+             speedup=1.0, comm_only=False, extra=(), warmup=1):
     out = RESULTS / f"{name}.json"
     if out.exists() and not args.force:
         return json.loads(out.read_text())
     exe = bs.build_driver()
     sys.stderr.write(f"simulating {name} ...\n")
-    res = bs.run_simulation(exe, P, platform, system, params, out, modes=modes, warmup=1, steps=args.steps,
+    res = bs.run_simulation(exe, P, platform, system, params, out, modes=modes, warmup=warmup, steps=args.steps,
                             timeout=args.timeout, comm_only=comm_only, compute_costs=costs,
                             extra_cfg=[*OVERLAP_CFG, *extra], ghosts=ghosts, balance=balance,
                             compute_speedup=speedup)
@@ -86,9 +87,10 @@ def study_balance(args):
     s = slab(args.vacuum)
     costs = calibrate(s, PARAMS["water98k"])
     for P in args.ranks:
-        for b in ("off", "dynamic"):
+        for b in ("off", "once", "dynamic"):
+            # Warm-up calls place the cuts (once: up to three corrections; dynamic: half way each call).
             simulate(f"balance_{s.name}_P{P}_{b}", P, "fat_tree", s, PARAMS["water98k"], args,
-                     modes=("nonblocking",), costs=costs, balance=b)
+                     modes=("nonblocking",), costs=costs, balance=b, warmup=args.balance_warmup)
 
 
 def study_regime(args):
@@ -204,6 +206,7 @@ def main():
     ap.add_argument("--speedup", type=float, nargs="+", default=[1.0, 30.0, 100.0])
     ap.add_argument("--vacuum", type=float, default=0.35)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--balance-warmup", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=6 * 3600)
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()

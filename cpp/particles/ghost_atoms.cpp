@@ -201,29 +201,7 @@ void Migration::ghost_rows(int n_remote) {
     ghost_recv_count_.push_back(record_count<GhostRecord>(b));
     n += ghost_recv_count_.back();
   }
-  n_ghost_ = n;
-  ensure_rows3(gh_r_, n, "ghost_positions");
-  ensure_rows3(gh_s_, n, "ghost_fractional");
-  ensure_rows(gh_q_, n, "ghost_charges");
-  ensure_rows(gh_id_, n, "ghost_ids");
-  ensure_rows(gh_key_, n, "ghost_keys");
-  auto gr = gh_r_;
-  auto gs = gh_s_;
-  auto gq = gh_q_;
-  auto gid = gh_id_;
-  auto gkey = gh_key_;
-  // Row `at` from the GhostRecord bytes at `src` (records in buffers may be unaligned).
-  auto put = [=](std::size_t at, const char* src) {
-    GhostRecord g;
-    std::memcpy(&g, src, sizeof(g));
-    for (int a = 0; a < 3; ++a) {
-      gr(at, a) = g.r[a];
-      gs(at, a) = g.s[a];
-    }
-    gq(at) = g.q;
-    gid(at) = g.id;
-    gkey(at) = g.key;
-  };
+  const GhostRows put = ghost_views(n);
   const char* const ent_rec = gh_ent_rec_.data();
   const std::int64_t* const self_ent = gh_self_ent_.data();
   const bool all_self = n_remote == 0;
@@ -242,27 +220,32 @@ void Migration::ghost_rows(int n_remote) {
 }
 
 void Migration::ghost_rows_from(const GhostRecord* records, std::size_t n) {
+  const GhostRows put = ghost_views(n);
+  Kokkos::parallel_for("pmewald::ghost_rows_staged", Range(0, n), [=](const std::size_t j) {
+    put(j, reinterpret_cast<const char*>(records + j));
+  });
+}
+
+Migration::GhostRows Migration::ghost_views(std::size_t n) {
   n_ghost_ = n;
   ensure_rows3(gh_r_, n, "ghost_positions");
   ensure_rows3(gh_s_, n, "ghost_fractional");
   ensure_rows(gh_q_, n, "ghost_charges");
   ensure_rows(gh_id_, n, "ghost_ids");
   ensure_rows(gh_key_, n, "ghost_keys");
-  auto gr = gh_r_;
-  auto gs = gh_s_;
-  auto gq = gh_q_;
-  auto gid = gh_id_;
-  auto gkey = gh_key_;
-  Kokkos::parallel_for("pmewald::ghost_rows_staged", Range(0, n), [=](const std::size_t j) {
-    const GhostRecord& g = records[j];
-    for (int a = 0; a < 3; ++a) {
-      gr(j, a) = g.r[a];
-      gs(j, a) = g.s[a];
-    }
-    gq(j) = g.q;
-    gid(j) = g.id;
-    gkey(j) = g.key;
-  });
+  return GhostRows{gh_r_, gh_s_, gh_q_, gh_id_, gh_key_};
+}
+
+void Migration::GhostRows::operator()(std::size_t at, const char* src) const {
+  GhostRecord g;
+  std::memcpy(&g, src, sizeof(g));  // (records in receive buffers may be unaligned)
+  for (int a = 0; a < 3; ++a) {
+    r(at, a) = g.r[a];
+    s(at, a) = g.s[a];
+  }
+  q(at) = g.q;
+  id(at) = g.id;
+  key(at) = g.key;
 }
 
 void Migration::reverse_ghosts(const double* ghost_values, double* owned_inout, int ncomp) {

@@ -321,6 +321,15 @@ class Migration {
   void ghost_rows(int n_remote);
   // The ghost views from n records (the staged exchange's).
   void ghost_rows_from(const detail::GhostRecord* records, std::size_t n);
+  // The ghost views sized for n ghosts; the functor writes row `at` from a
+  // GhostRecord's bytes.
+  struct GhostRows {
+    View2<double> r, s;
+    View1<double> q;
+    View1<std::int64_t> id, key;
+    void operator()(std::size_t at, const char* src) const;
+  };
+  GhostRows ghost_views(std::size_t n);
 
   // Reused buffers.
   std::vector<std::vector<char>> sendbufs_, recvbufs_;

@@ -79,22 +79,54 @@ double overlap_length(double a0, double a1, double b0, double b1, double R, int 
   return len;
 }
 
+// One ghost exchange and the forces' way back: the atoms' messages rank by rank
+// (send(), then close() after each rank's), the forces from each ghost holder to
+// the ghosts' owner collected on the way and laid out at finish().
+class GhostCensus {
+ public:
+  GhostCensus(const std::string& atoms_name, const std::string& forces_name, int P) : P_(P), back_(P) {
+    for (ExchangeCensus* c : {&atoms_, &forces_}) {
+      c->element_bytes = 0;  // bytes
+      c->forward_calls = 1;
+      c->start.assign(static_cast<std::size_t>(P) + 1, 0);
+      c->self_elements.assign(static_cast<std::size_t>(P), 0);
+    }
+    atoms_.name = atoms_name;
+    forces_.name = forces_name;
+  }
+  // Rank `from` sends `bytes` to `to`, which (`returns`) sends `force_bytes` back.
+  void send(int from, int to, std::int64_t bytes, std::int64_t force_bytes, bool returns) {
+    atoms_.dst.push_back(to);
+    atoms_.elements.push_back(bytes);
+    if (returns) back_[to].emplace_back(from, force_bytes);
+  }
+  void close(int r) { atoms_.start[r + 1] = static_cast<std::int64_t>(atoms_.dst.size()); }
+  void finish(std::vector<ExchangeCensus>& out) {
+    for (int s = 0; s < P_; ++s) {
+      for (const auto& [r, bytes] : back_[s]) {
+        forces_.dst.push_back(r);
+        forces_.elements.push_back(bytes);
+      }
+      forces_.start[s + 1] = static_cast<std::int64_t>(forces_.dst.size());
+    }
+    components(atoms_, P_);
+    components(forces_, P_);
+    out.push_back(std::move(atoms_));
+    out.push_back(std::move(forces_));
+  }
+
+ private:
+  int P_;
+  ExchangeCensus atoms_, forces_;
+  std::vector<std::vector<std::pair<int, std::int64_t>>> back_;
+};
+
 // The direct exchange: every domain within reach gets a size message and (when it
 // gets any) one message of ghost records; the forces come back in one message each.
 void direct_ghosts(std::vector<ExchangeCensus>& out, const Int3& grid, const Int3& mesh,
                    const std::vector<Box3>& bricks, const std::array<double, 3>& reach, double per_point) {
   const int P = static_cast<int>(bricks.size());
-  ExchangeCensus atoms, forces;
-  atoms.name = "ghost atoms";
-  forces.name = "ghost forces";
-  atoms.element_bytes = forces.element_bytes = 0;  // bytes
-  atoms.forward_calls = forces.forward_calls = 1;
-  atoms.start.assign(static_cast<std::size_t>(P) + 1, 0);
-  forces.start.assign(static_cast<std::size_t>(P) + 1, 0);
-  atoms.self_elements.assign(static_cast<std::size_t>(P), 0);
-  forces.self_elements.assign(static_cast<std::size_t>(P), 0);
-  // Forces go back from each ghost holder to the owner: collect (holder -> owner) first.
-  std::vector<std::vector<std::pair<int, std::int64_t>>> back(static_cast<std::size_t>(P));
+  GhostCensus census("ghost atoms", "ghost forces", P);
   for (int r = 0; r < P; ++r) {
     const Box3& a = bricks[r];
     const Neighborhood nb = brick_neighborhood(grid, mesh, r, reach);
@@ -104,27 +136,12 @@ void direct_ghosts(std::vector<ExchangeCensus>& out, const Int3& grid, const Int
       for (int d = 0; d < 3; ++d) expected *= overlap_length(a.lo[d], a.hi[d], b.lo[d], b.hi[d], reach[d], mesh[d]);
       const std::int64_t ghosts = std::llround(expected);
       // Sizes go to every partner; records to those that get any.
-      atoms.dst.push_back(s);
-      atoms.elements.push_back(kSizeMessageBytes);
-      if (ghosts > 0) {
-        atoms.dst.push_back(s);
-        atoms.elements.push_back(ghosts * kGhostRecordBytes);
-        back[s].emplace_back(r, ghosts * kGhostForceBytes);
-      }
+      census.send(r, s, kSizeMessageBytes, 0, false);
+      if (ghosts > 0) census.send(r, s, ghosts * kGhostRecordBytes, ghosts * kGhostForceBytes, true);
     }
-    atoms.start[r + 1] = static_cast<std::int64_t>(atoms.dst.size());
+    census.close(r);
   }
-  for (int s = 0; s < P; ++s) {
-    for (const auto& [r, bytes] : back[s]) {
-      forces.dst.push_back(r);
-      forces.elements.push_back(bytes);
-    }
-    forces.start[s + 1] = static_cast<std::int64_t>(forces.dst.size());
-  }
-  components(atoms, P);
-  components(forces, P);
-  out.push_back(std::move(atoms));
-  out.push_back(std::move(forces));
+  census.finish(out);
 }
 
 // The staged exchange (particles/staged_ghosts.hpp): per axis with more than one
@@ -142,16 +159,8 @@ void staged_ghosts(std::vector<ExchangeCensus>& out, const DomainGrid& dom, cons
     if (grid[d] == 1) continue;
     const int pulses = dom.pulses(d, reach[d]);
     for (int k = 1; k <= pulses; ++k) {
-      ExchangeCensus atoms, forces;
-      atoms.name = std::string("ghost atoms ") + axis_name[d] + std::to_string(k);
-      forces.name = std::string("ghost forces ") + axis_name[d] + std::to_string(k);
-      atoms.element_bytes = forces.element_bytes = 0;  // bytes
-      atoms.forward_calls = forces.forward_calls = 1;
-      atoms.start.assign(static_cast<std::size_t>(P) + 1, 0);
-      forces.start.assign(static_cast<std::size_t>(P) + 1, 0);
-      atoms.self_elements.assign(static_cast<std::size_t>(P), 0);
-      forces.self_elements.assign(static_cast<std::size_t>(P), 0);
-      std::vector<std::vector<std::pair<int, std::int64_t>>> back(static_cast<std::size_t>(P));
+      const std::string round = std::string(1, axis_name[d]) + std::to_string(k);
+      GhostCensus census("ghost atoms " + round, "ghost forces " + round, P);
       for (int r = 0; r < P; ++r) {
         const Int3 g = dom.coords(r);
         double across = per_point;
@@ -166,24 +175,12 @@ void staged_ghosts(std::vector<ExchangeCensus>& out, const DomainGrid& dom, cons
         for (int dir : {+1, -1}) {
           Int3 n = g;
           n[d] = ((g[d] + dir) % grid[d] + grid[d]) % grid[d];
-          const int to = dom.rank_of(n[0], n[1], n[2]);
-          atoms.dst.push_back(to);
-          atoms.elements.push_back(kSizeMessageBytes + ghosts * kGhostRecordBytes);
-          back[to].emplace_back(r, ghosts * kGhostForceBytes);
+          census.send(r, dom.rank_of(n[0], n[1], n[2]), kSizeMessageBytes + ghosts * kGhostRecordBytes,
+                      ghosts * kGhostForceBytes, true);  // every swap returns, empty or not
         }
-        atoms.start[r + 1] = static_cast<std::int64_t>(atoms.dst.size());
+        census.close(r);
       }
-      for (int s = 0; s < P; ++s) {
-        for (const auto& [r, bytes] : back[s]) {
-          forces.dst.push_back(r);
-          forces.elements.push_back(bytes);
-        }
-        forces.start[s + 1] = static_cast<std::int64_t>(forces.dst.size());
-      }
-      components(atoms, P);
-      components(forces, P);
-      out.push_back(std::move(atoms));
-      out.push_back(std::move(forces));
+      census.finish(out);
     }
   }
 }

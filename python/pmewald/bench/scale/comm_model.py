@@ -19,6 +19,8 @@ mode on a :class:`Network`:
   max(block bytes out, in) / beta)``;
 * the ghost-atom exchange (every mode): direct, sizes and data together, ``2 alpha + bytes /
   beta``; staged, ``alpha + bytes / beta`` per axis and pulse, one after another;
+* with a per-message CPU cost ``o`` (``Network.overhead``; 0 on the platforms as given), every
+  rank adds ``o x (messages sent + received)`` to each exchange;
 * the slowest rank sets each exchange's time; on a dragonfly the bytes between two
   groups also share one bundle of global links, and those from one switch to another
   group one gateway link (SimGrid's minimal routing);
@@ -65,6 +67,9 @@ class Network:
     group: int = 512
     global_links: int = 16
     ranks_per_host: int = 1
+    # Per-message CPU cost (LogGP's o): seconds each send and each receive keeps its rank
+    # busy, one after another (SimGrid's smpi/os, ois and or; 0 in the platforms as given).
+    overhead: float = 0.0
 
     def links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         a, b = src // self.ranks_per_host, dst // self.ranks_per_host
@@ -167,16 +172,18 @@ def exchange_time(c, net: Network, mode: str, reverse: bool = False) -> float:
                           np.maximum(_maxat(P, c["src"], lat), _maxat(P, c["dst"], lat)))
     lat, by_src, by_dst, max_lat = memo[net.name]
     out_b, in_b = (by_dst, by_src) if reverse else (by_src, by_dst)
+    # Every message costs its sender and its receiver `overhead` of CPU time, in series.
+    cpu = net.overhead * (_per_rank(P, s, 1.0) + _per_rank(P, d, 1.0)) if net.overhead > 0 else 0.0
     if c["name"].startswith(("ghost atoms", "ghost forces")):
         # Direct: NeighborExchange (sizes with the data) / plain Isend-Irecv; staged: one
         # round of two messages (the count in the header) per axis and pulse. The same in
         # every mode.
         rounds = 2.0 if c["name"] == "ghost atoms" else 1.0
-        t = rounds * max_lat + np.maximum(out_b, in_b) / beta
+        t = rounds * max_lat + np.maximum(out_b, in_b) / beta + cpu
     elif mode == "nonblocking":
-        t = max_lat + np.maximum(out_b, in_b) / beta
+        t = max_lat + np.maximum(out_b, in_b) / beta + cpu
     elif mode == "pt2pt":
-        t = np.maximum(_per_rank(P, s, lat + b / beta), max_lat + in_b / beta)
+        t = np.maximum(_per_rank(P, s, lat + b / beta), max_lat + in_b / beta) + cpu
     elif mode == "collective":
         size, pos = c["component_size"], c["component_rank"]
         # MPICH scattered: receives from (pos + i) % size and sends to (pos - i) % size in block i // 32.
@@ -191,7 +198,7 @@ def exchange_time(c, net: Network, mode: str, reverse: bool = False) -> float:
         np.maximum.at(lo, key_in, lat)
         lo = lo.reshape(P, nb)
         busy = (bo > 0) | (bi > 0)
-        t = (np.where(busy, lo, 0.0) + np.maximum(bo, bi) / beta).sum(axis=1)
+        t = (np.where(busy, lo, 0.0) + np.maximum(bo, bi) / beta).sum(axis=1) + cpu
     else:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     return float(max(t.max(), _contention(net, s, d, b)))

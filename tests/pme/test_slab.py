@@ -98,15 +98,17 @@ def test_estimate_includes_the_gap(comm):
     force error against the 2-D reference for explicit gaps of 2-45 (errors 4e-2 to 5e-6 at
     tolerance 1e-5), and after set_box scales the slab in-plane by 1.5 and 2 with an explicit
     gap (kept) and with the automatic one (chosen again for the wider cell: its rule error
-    there exceeds GAP_KEEP x its share); on 1 and 2 ranks (round-robin split)."""
+    there exceeds GAP_KEEP x its share); on 1 rank, and on 2 ranks (round-robin split) a
+    subset: the short and the long gap, the wider cell (what is new there is the split)."""
     rank, size = comm.Get_rank(), comm.Get_size()
+    few = size > 1
     s, ref = slab_reference("dipolar-tilted")
     mine = np.arange(rank, s.n_atoms, size)
 
     def measured(res, forces):
         return rel_rms(gather_rows(comm, mine, res.forces, s.n_atoms), forces)
 
-    for gap in (2.0, 5.0, 10.0, 20.0, 45.0):
+    for gap in (2.0, 45.0) if few else (2.0, 5.0, 10.0, 20.0, 45.0):
         pme = _pme(s, comm=comm, slab_gap=gap)
         res = pme.compute(s.positions[mine], s.charges[mine])
         err = measured(res, ref.forces)
@@ -114,7 +116,7 @@ def test_estimate_includes_the_gap(comm):
         assert pme.parameters["estimated_error"] == res.estimated_error
         if gap <= 10.0:  # the gap's part dominates
             assert pme.parameters["estimated_error_slab_gap"] > 0.9 * res.estimated_error, gap
-    for scale in (1.5, 2.0):
+    for scale in (2.0,) if few else (1.5, 2.0):
         box, pos = s.box.copy(), s.positions.copy()
         box[:2, :2] *= scale
         pos[:, :2] *= scale

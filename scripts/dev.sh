@@ -189,8 +189,8 @@ SAN_FLAGS=(-DPMEWALD_SANITIZE="address;undefined" -DCMAKE_BUILD_TYPE=Debug "-DCM
 # repeat the same code paths at more parameters (about 10 of the 14 minutes
 # the whole files take under the sanitizers).
 SAN_TESTS=(tests/fft/test_fft.py tests/fft/test_real_fft.py tests/comm/test_exchange.py tests/pme/test_kernels.py
-           tests/tuning/test_error_estimates.py tests/realspace/test_realspace.py tests/particles/test_migration.py tests/pme/test_pme.py
-           tests/base/test_simd.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py)
+           tests/tuning/test_error_estimates.py tests/realspace/test_realspace.py tests/particles/test_migration.py tests/particles/test_ghost_exchange.py
+           tests/particles/test_balance.py tests/pme/test_pme.py tests/base/test_simd.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py)
 SAN_SELECT="not mpi3 and not mpi4 and not accuracy_sweep and not accuracy_mpi and not test_independence
             and not automatic_choice and not choose_cheapest"
 
@@ -309,7 +309,8 @@ case "$cmd" in
     # thread there holds a core another process needs (docs/install.md).
     export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
     omp_tests=(tests/base/test_backends.py tests/pme/test_pme.py tests/fft/test_fft.py tests/fft/test_real_fft.py
-               tests/realspace/test_realspace.py tests/particles/test_migration.py tests/particles/test_migration_order.py tests/realspace/test_pair_list.py
+               tests/realspace/test_realspace.py tests/particles/test_migration.py tests/particles/test_migration_order.py
+               tests/particles/test_ghost_exchange.py tests/particles/test_balance.py tests/realspace/test_pair_list.py
                tests/pme/test_kernels.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py)
     log "OpenMP build: 1 rank x 2 threads"
     OMP_NUM_THREADS=2 "$ROOT/.venv-openmp/bin/python" -m pytest -k "not mpi2 and not mpi3 and not mpi4" \

@@ -14,17 +14,6 @@ constexpr int kBinsPerRank = 64, kMaxBins = 4096;
 
 int bins_of(int p) { return p > 1 ? std::min(kMaxBins, kBinsPerRank * p) : 0; }
 
-DomainGrid uniform(const Int3& grid) {
-  std::array<std::vector<int>, 3> cuts;
-  for (int d = 0; d < 3; ++d) {
-    cuts[d].resize(static_cast<std::size_t>(grid[d]) + 1);
-    for (int g = 0; g <= grid[d]; ++g)
-      cuts[d][g] = static_cast<int>(static_cast<long long>(g) * Balancer::kResolution / grid[d]);
-  }
-  return DomainGrid::with_cuts(grid, {Balancer::kResolution, Balancer::kResolution, Balancer::kResolution},
-                               std::move(cuts));
-}
-
 // The cut positions (fractions) that split the histogram h (B bins over [0, 1))
 // into p equal parts; empty when it holds nothing.
 std::vector<double> quantiles(const double* h, int B, int p) {
@@ -49,23 +38,8 @@ std::vector<double> quantiles(const double* h, int B, int p) {
 
 }  // namespace
 
-Balancer::Balancer(MPI_Comm comm, const Int3& grid, const BalanceSettings& settings)
-    : comm_(comm), settings_(settings), domains_(uniform(grid)) {}
-
-bool Balancer::balance_atoms(const PeriodicCell& cell, const double* positions, std::size_t n) {
-  started_ = true;
-  std::vector<double> s(3 * n);
-  for (std::size_t i = 0; i < n; ++i)
-    for (int d = 0; d < 3; ++d) {
-      const double* r = positions + 3 * i;
-      const double x = r[0] * cell.recip[0][d] + r[1] * cell.recip[1][d] + r[2] * cell.recip[2][d];
-      s[3 * i + d] = x - std::floor(x);
-    }
-  WorkSample all;
-  all.s = s.data();
-  all.n = n;
-  return rebalance(all, 1.0, 1.0);
-}
+Balancer::Balancer(MPI_Comm comm, const Int3& grid, const Int3& mesh, const BalanceSettings& settings)
+    : comm_(comm), settings_(settings), domains_(DomainGrid::bricks(grid, mesh)) {}
 
 bool Balancer::after_call(const Work& w, const WorkSample* where) {
   const double pairs = w.pairs, seconds = w.seconds;
@@ -85,13 +59,11 @@ bool Balancer::after_call(const Work& w, const WorkSample* where) {
   stats_.last_pairs_imbalance = mean_p > 0 ? mx[1] / mean_p : 1.0;
   stats_.last_imbalance =
       settings_.work == BalanceWork::Time ? stats_.last_time_imbalance : stats_.last_pairs_imbalance;
-  if (!on() || !started_ || !where || !(stats_.last_imbalance > settings_.threshold)) return false;
-  double relax = settings_.relax;
-  if (settings_.mode == BalanceMode::Once) {
-    if (corrections_ >= kOnceCorrections) return false;
-    corrections_ += 1;
-    relax = 1.0;
-  }
+  if (!on() || !where || !(stats_.last_imbalance > settings_.threshold)) return false;
+  if (settings_.mode == BalanceMode::Once && corrections_ >= kOnceCorrections) return false;
+  // All the way the first time (and every time with Once), then under-relaxed.
+  const double relax = settings_.mode == BalanceMode::Once || corrections_ == 0 ? 1.0 : settings_.relax;
+  corrections_ += 1;
   // The rank's whole work (its ghost rows' too) over its points, in proportion
   // to their weights (or evenly).
   const double work = settings_.work == BalanceWork::Time ? seconds : pairs;
@@ -120,9 +92,13 @@ bool Balancer::rebalance(const WorkSample& where, double scale, double relax) {
     }
   }
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, hist_.data(), off[3], MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+  // The bricks' cuts on the fine resolution (the first move), or the current ones.
   std::array<std::vector<int>, 3> cuts;
   for (int d = 0; d < 3; ++d) {
+    const long long K = domains_.resolution()[d];
     cuts[d] = domains_.cuts(d);
+    if (K != kResolution)
+      for (int& c : cuts[d]) c = static_cast<int>((static_cast<long long>(c) * kResolution + K / 2) / K);
     if (B[d] == 0) continue;
     const std::vector<double> q = quantiles(hist_.data() + off[d], B[d], grid[d]);
     if (q.empty()) continue;
@@ -137,9 +113,10 @@ bool Balancer::rebalance(const WorkSample& where, double scale, double relax) {
       cuts[d][g] = c;
     }
   }
-  DomainGrid next = DomainGrid::with_cuts(grid, domains_.resolution(), std::move(cuts));
-  if (next == domains_) return false;
+  DomainGrid next = DomainGrid::with_cuts(grid, {kResolution, kResolution, kResolution}, std::move(cuts));
+  if (moved_ && next == domains_) return false;
   domains_ = std::move(next);
+  moved_ = true;
   stats_.rebalances += 1;
   return true;
 }

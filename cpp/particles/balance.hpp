@@ -3,15 +3,15 @@
 // of cut planes per axis, shared by all ranks along it; GROMACS's DLB: the
 // measured work decides, under-relaxed).
 //
-// The cuts live on a fine resolution (kResolution index points per axis,
+// The domains start as the mesh's bricks: until the measured imbalance exceeds
+// the threshold nothing moves, and the solver runs its pairs on the bricks as
+// without balancing (no second migration, the same bits). Once they move, the
+// cuts live on a fine resolution (kResolution index points per axis,
 // DomainGrid::with_cuts). Along each axis with more than one rank, the new cuts
 // split a global histogram of the work along that axis into equal parts: the
-// histogram (64 bins per rank along the axis, at most 4,096) sums, over every
-// owned atom, its rank's work divided by the rank's atom count (the work's
-// density follows the atoms; one Allreduce of the three histograms).
+// histogram (64 bins per rank along the axis, at most 4,096; one Allreduce of
+// the three histograms) sums where the work was.
 //
-//   - The first balance (before the first call's real-space part) weighs every
-//     atom the same: equal atom counts per slab, from the callers' positions.
 //   - After a call, the work of each rank is either the candidate pairs its pair
 //     loop tested (BalanceWork::Pairs: deterministic, the same on every run) or
 //     the seconds of its pair loop, the MPI-free region (BalanceWork::Time:
@@ -20,11 +20,11 @@
 //     its owned atoms in proportion to their own rows' candidate pairs where the
 //     pair loop records them (RealSpace::row_work), else evenly (the reused
 //     pair list).
-//   - BalanceMode::Once corrects the first cuts after the first calls by the
-//     work (at most kOnceCorrections times, while the imbalance exceeds the
-//     threshold), then keeps them. BalanceMode::Dynamic re-balances after any call
-//     whose imbalance (slowest / mean work) exceeds the threshold, moving each
-//     cut `relax` of the way to the balanced position (0.5, as GROMACS).
+//   - BalanceMode::Once moves the cuts all the way to the balanced position after
+//     the first calls whose imbalance (slowest / mean work) exceeds the
+//     threshold, at most kOnceCorrections times, then keeps them.
+//     BalanceMode::Dynamic re-balances after any such call, the first time all
+//     the way, then `relax` of the way (0.5, as GROMACS).
 //
 // The imbalance itself (slowest / mean of the pair loop's seconds and of the
 // candidate pairs) is measured after every call in every mode (one Allreduce of
@@ -44,7 +44,6 @@
 
 #include "base/kokkos_types.hpp"
 #include "geometry/domain_grid.hpp"
-#include "geometry/lattice.hpp"
 
 namespace pmewald {
 inline namespace particles {
@@ -64,18 +63,15 @@ class Balancer {
   static constexpr int kResolution = 1 << 20;
   static constexpr int kOnceCorrections = 3;
 
-  // Uniform cuts over `grid` (the particle decomposition's processor grid).
-  Balancer(MPI_Comm comm, const Int3& grid, const BalanceSettings& settings);
+  // The bricks of `grid` over `mesh` (the particle decomposition's processor grid).
+  Balancer(MPI_Comm comm, const Int3& grid, const Int3& mesh, const BalanceSettings& settings);
 
   const BalanceSettings& settings() const { return settings_; }
   const DomainGrid& domains() const { return domains_; }
   bool on() const { return settings_.mode != BalanceMode::Off; }
-  // Whether the first balance (from the atoms' positions) has been made.
-  bool started() const { return started_; }
-
-  // Collective: the first cuts, from the callers' atoms (n x 3 Cartesian, any
-  // rank, any place), each weighing the same. Returns whether the cuts changed.
-  bool balance_atoms(const PeriodicCell& cell, const double* positions, std::size_t n);
+  // Whether the cuts have left the bricks (the solver then runs its pairs on
+  // domains of their own).
+  bool moved() const { return moved_; }
 
   // Where this rank's work was: n points (fractional positions in [0, 1),
   // `stride` doubles apart) with a weight each (candidate pairs), or without
@@ -119,8 +115,8 @@ class Balancer {
   MPI_Comm comm_;
   BalanceSettings settings_;
   DomainGrid domains_;
-  bool started_ = false;
-  int corrections_ = 0;  // Once: the corrections made after the first calls
+  bool moved_ = false;
+  int corrections_ = 0;  // the moves so far (Once: at most kOnceCorrections)
   Stats stats_;
   std::vector<double> hist_;
 };

@@ -1,11 +1,10 @@
 // PMESolver::compute and compute_sets: one call path (run) for one charge column
 // and for m charge sets on the same atoms, in the order of its stages:
 //
-//   begin        the call's checks, the comm mode's choice (first call), exclusions,
-//                the first balanced domains (balance on, from the atoms' positions)
+//   begin        the call's checks, the comm mode's choice (first call), exclusions
 //   migrate      atoms to their owners (one set: the pair list's vote rides on it;
 //                sets: one column leads, the sets' charges follow its plan;
-//                balanced: also to the real-space domains' owners)
+//                balanced, once the cuts have moved: also to the real-space owners)
 //   begin_pairs  ghosts and the pair loop, as work the mesh's exchanges can hide
 //   mesh         the stencils once, then each set's spread, FFTs, solve, gather
 //   finish_pairs the pair loop's rest, ghost forces back
@@ -61,11 +60,10 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   // searches afresh, and exclusions changed in it make the list's next call rebuild.
   s.use_list = list_skin_ > 0 && !call.potentials && !call.sets;
   if (list_skin_ > 0 && !s.use_list && exclusions_.changed()) list_stale_ = true;
-  // Balanced real-space domains serve the same calls (the list keeps its own migration).
-  const bool balancing = balancer_->on() && opt_.real_space && !call.potentials && !call.sets;
-  s.balanced = balancing && !s.use_list;
-  if (balancing && !balancer_->started() && balancer_->balance_atoms(cell_, call.positions, call.n))
-    apply_domains();
+  // Balancing serves the same calls (the list keeps its own migration); the pairs
+  // leave the bricks for domains of their own once the cuts have moved.
+  s.balancing = balancer_->on() && opt_.real_space && !call.potentials && !call.sets;
+  s.balanced = s.balancing && !s.use_list && balancer_->moved();
   migrate(call, s, t);
   begin_pairs(call, s, t);
   Overlap* overlap = start_work(s.work, t);
@@ -102,21 +100,20 @@ void PMESolver::balance_after(const Call& call, const CallState& s) {
   if (call.sets) return;  // (the same on every rank) the sets' pair loop is not the one balanced
   const bool pairs = opt_.real_space;  // (s.local holds zeros where no pair loop ran)
   Balancer::WorkSample where;
-  if (s.balanced) {  // each owned atom's candidate pairs, where the loop was
+  if (s.balancing && !s.use_list) {  // each owned atom's candidate pairs, where the loop was
     realspace_.row_work(cell_, row_s_, row_w_);
     where.s = row_s_.data();
     where.n = row_w_.size();
     where.w = row_w_.data();
-  } else if (s.use_list && balancer_->on()) {  // the list's owned atoms, each its share
+  } else if (s.balancing) {  // the list's owned atoms, each its share
     const Migration& m = list_->migration();
     where.s = m.owned_fractional().data();
     where.stride = m.owned_fractional().stride(0);
     where.n = m.n_owned();
   }
-  const bool on_domains = s.balanced || (s.use_list && balancer_->on());  // the same on every rank
   const Balancer::Work work{pairs ? s.local.candidates : 0.0, pairs ? s.local.t_pairs : 0.0, pair_work_sums_[1],
                             pair_work_sums_[0]};
-  if (balancer_->after_call(work, on_domains ? &where : nullptr)) apply_domains();
+  if (balancer_->after_call(work, s.balancing ? &where : nullptr)) apply_domains();  // (balancing: every rank alike)
 }
 
 // Atoms to their owners by current position. With the pair list the real-space
@@ -178,7 +175,7 @@ void PMESolver::begin_pairs(const Call& call, CallState& s, double& t) {
       charge(Work::GhostAtoms, static_cast<double>(rs.n_ghost()));
     }
     t = timers_.lap("ghost_atoms", t);
-    realspace_.request_row_work(s.balanced);
+    realspace_.request_row_work(s.balancing);
     realspace_.begin_local(rs, opt_.cutoff, opt_.alpha, opt_.coulomb_constant, s.balanced ? f_real_rs_ : f_real_,
                            opt_.real_space);
     s.work = &realspace_.pairs();

@@ -112,7 +112,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
                                              fft_->outbox(), kCOrder, layout);
     migration_.set_geometry(cell_, opt_.mesh);
     migration_.set_ghost_exchange(ghost_exchange_for(migration_.domains(), opt_.cutoff));
-    balancer_ = std::make_unique<Balancer>(comm_.get(), grid, opt_.balance);
+    balancer_ = std::make_unique<Balancer>(comm_.get(), grid, opt_.mesh, opt_.balance);
     if (balancer_->on()) rs_migration_ = std::make_unique<Migration>(comm_.get());
     configure_list();
 
@@ -155,7 +155,7 @@ void PMESolver::configure_list() {
 }
 
 void PMESolver::apply_domains() {
-  if (!balancer_ || !balancer_->on()) return;
+  if (!balancer_ || !balancer_->moved()) return;  // (on the bricks: migration_'s, the list's own)
   const DomainGrid& dom = balancer_->domains();
   rs_migration_->set_domains(cell_, dom);
   rs_migration_->set_ghost_exchange(ghost_exchange_for(dom, opt_.cutoff));

@@ -186,7 +186,8 @@ class PMESolver {
   // the pair work to run (none without pairs), one set's local real-space terms.
   struct CallState {
     bool use_list = false;
-    bool balanced = false;  // the pairs on the balanced domains (rs_migration_)
+    bool balancing = false;  // balance on and the call's pairs are the balanced ones
+    bool balanced = false;   // ... and the cuts have moved: the pairs on rs_migration_
     // The pairs' forces come back in the callers' order (f_list_), not in the mesh's.
     bool separate() const { return use_list || balanced; }
     BackgroundWork* work = nullptr;

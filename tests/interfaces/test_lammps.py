@@ -4,6 +4,7 @@ LAMMPS's own Ewald sum (kspace_style ewald 1e-7: no FFTW, so it can share the pr
 pmewald; docs/engines.md has the comparison with pppm, in separate processes)."""
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -108,13 +109,13 @@ def test_dynamics_on_two_ranks_follow_one_rank(comm):
     """30 NVE steps (1 fs, reneighbouring every step) with pmewald in full mode on LAMMPS's two
     ranks and, on rank 0, on a LAMMPS of its own: the same trajectory (LAMMPS's sums follow its
     decomposition, so not bitwise) and total energy."""
-    steps = ["velocity all create 300.0 4928 mom yes rot yes", "fix nve all nve", "timestep 1.0"]
     runs = {}
     for name, c in (("two", comm), ("one", MPI.COMM_SELF)):
         if c == MPI.COMM_SELF and comm.Get_rank() != 0:
             continue
-        lmp = _peptide(pair=LJ_ONLY, comm=c, commands=steps)
+        lmp = _peptide(pair=LJ_ONLY, comm=c, commands=["velocity all create 300.0 4928 mom yes rot yes"])
         fix = attach(lmp, mode="full", cutoff=9.0, tolerance=1e-5, special_coul=(0, 0, 0))
+        lmp.commands_string("fix nve all nve\ntimestep 1.0")
         fix.run(30)
         assert fix.calls == 32  # attach's run 0, this run's set-up and its 30 steps
         runs[name] = (np.array(lmp.gather_atoms("x", 1, 3)).reshape(-1, 3), lmp.get_thermo("etotal"))
@@ -171,7 +172,12 @@ def test_an_error_in_a_step_stops_the_run_and_is_raised(comm):
     the run stops at that step, run() raises the error on every rank, and every later run
     stops at once until the error is cleared."""
     lmp = _peptide(commands=["fix nve all nve"])
-    fix = attach(lmp, mode="kspace", cutoff=10.0, tolerance=1e-4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fix = attach(lmp, mode="kspace", cutoff=10.0, tolerance=1e-4)
+    # a fix defined before pmewald's: the warning about fix shake (rank 0)
+    assert [str(w.message)[:35] for w in caught] == (["pmewald's fix comes after the fixes"]
+                                                     if comm.Get_rank() == 0 else [])
     fix.run(2)
     lmp.command("change_box all x scale 0.7 y scale 0.7 z scale 0.7 remap")
     with pytest.raises(ValueError, match="cutoff 10.0 is longer than half"):

@@ -30,9 +30,17 @@ gradients are summed over the ranks, not averaged.
 Charge sets: charges of shape (n, m) give m energies (m,) from one call (shared migration,
 pair search, stencils; docs/potentials.md); their gradients are the cotangent-weighted sums.
 
-Not supported: second derivatives (the Hessian, or forces in a loss with respect to the
-charges or positions: they would need the derivatives of the forces, which pmewald does not
-compute); the adapters raise ``NotImplementedError`` when asked for them. Slab geometry.
+Forces with respect to charges, exactly and cheaply in a few directions: the forces are a
+quadratic form of the charges, ``F(q) = B(q, q)``, so the derivative along a charge direction
+``t`` is ``dF[t] = 2 B(q, t) = (F(q + t) - F(q - t)) / 2``, exact, and one call with 2S + 1
+charge sets gives it for S directions (:meth:`DifferentiableEnergy.forces_along_charges`). That
+is forward-mode differentiation, a call per few parameters: what fitting per-species charges to
+reference forces needs (:class:`pmewald.interfaces.jax.PMEForces`, ``examples/autograd_fit_charges.py``).
+
+Not supported: other second derivatives (the Hessian in positions, forces differentiated in
+reverse mode with respect to the charges or positions: they would need the derivatives of the
+forces, which pmewald does not compute); the adapters raise ``NotImplementedError`` when asked
+for them. Slab geometry.
 """
 
 from __future__ import annotations
@@ -159,7 +167,9 @@ class DifferentiableEnergy:
         q = np.ascontiguousarray(charges, dtype=np.float64)
         cell = np.ascontiguousarray(cell, dtype=np.float64).reshape(3, 3)
         pme = self._solver(cell, pos, q, ids, exclusions)
-        res = pme.compute(pos, q, ids=ids, exclusions=exclusions, potentials=potentials)
+        # No error estimate per call: it is evaluated anew for every new sum of squared charges
+        # (a fit changes them every call); the first call's choice made one for the tolerance.
+        res = pme.compute(pos, q, ids=ids, exclusions=exclusions, potentials=potentials, estimate=False)
         sets = q.ndim == 2
         forces, virial = np.asarray(res.forces), np.asarray(res.virial)
         inverse_t = np.linalg.inv(cell).T
@@ -169,3 +179,17 @@ class DifferentiableEnergy:
         return Evaluation(energy=np.asarray(res.energy, dtype=np.float64), forces=forces,
                           potentials=np.asarray(res.potentials) if potentials else None,
                           cell_gradient=inverse_t @ local, virial=virial, sets=sets)
+
+    def forces_along_charges(self, positions, charges, cell, directions, ids=None, exclusions=None):
+        """Collective: ``(E, F, dE, dF)``, the energy and this rank's forces at ``charges`` (n,) and
+        their exact derivatives along the charge ``directions`` (n, S): ``dE`` (S,), ``dF`` (S, n,
+        3). One call with the 2S + 1 charge sets ``q, q + t_s, q - t_s`` (the energy and forces
+        are quadratic in the charges: see the module docstring)."""
+        q = np.ascontiguousarray(charges, dtype=np.float64).reshape(-1)
+        t = np.asarray(directions, dtype=np.float64).reshape(len(q), -1)
+        stacked = np.concatenate([q[:, None], q[:, None] + t, q[:, None] - t], axis=1)
+        ev = self.evaluate(positions, stacked, cell, ids, exclusions, potentials=False)
+        n_dir = t.shape[1]
+        plus, minus = slice(1, 1 + n_dir), slice(1 + n_dir, 1 + 2 * n_dir)
+        return (float(ev.energy[0]), ev.forces[0], 0.5 * (ev.energy[plus] - ev.energy[minus]),
+                0.5 * (ev.forces[plus] - ev.forces[minus]))

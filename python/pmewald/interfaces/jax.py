@@ -15,6 +15,11 @@ gradient split over the ranks, to be summed) and the charge sets are those of
 in order, on every rank), inside ``jax.jit`` too; not under ``jax.vmap``. Forward-mode
 differentiation (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``) and second reverse-mode
 derivatives are refused with an error (:data:`pmewald.interfaces.autograd.SECOND_ORDER_MESSAGE`).
+
+:class:`PMEForces` gives this rank's forces as a function of the charges with an exact
+forward-mode derivative in them (``jax.jvp``; the forces are quadratic in the charges), for
+losses on forces of a model with a few charge parameters (``examples/autograd_fit_charges.py``);
+``jax.grad`` through it, or tangents in positions or cell, are refused.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 
 from .autograd import SECOND_ORDER_MESSAGE, DifferentiableEnergy
 
-__all__ = ["PMEEnergy"]
+__all__ = ["PMEEnergy", "PMEForces"]
 
 
 class PMEEnergy:
@@ -104,3 +109,60 @@ def _first_order_only(call):
         raise NotImplementedError(SECOND_ORDER_MESSAGE)
 
     return f
+
+
+class PMEForces:
+    """This rank's PME forces ``forces(positions, charges, cell, ids=None, exclusions=None)``
+    (n, 3), differentiable in the charges in forward mode: ``jax.jvp`` with a charge tangent
+    ``t`` gives ``dF[t] = (F(q + t) - F(q - t)) / 2``, exact, from one call with three charge
+    sets (:meth:`pmewald.interfaces.autograd.DifferentiableEnergy.forces_along_charges`). One
+    ``jax.jvp`` per parameter of a charge model: for a few parameters (per-species charges), not
+    for a network. Tangents in positions or cell, and reverse mode (``jax.grad``), raise
+    ``NotImplementedError``. ``energy`` of the last call is kept (the same on every rank).
+
+    Parameters are those of :class:`pmewald.interfaces.autograd.DifferentiableEnergy`.
+    """
+
+    def __init__(self, cutoff, **options):
+        self.function = DifferentiableEnergy(cutoff, **options)
+        self.energy = None
+
+    @property
+    def parameters(self):
+        return self.function.parameters
+
+    def __call__(self, positions, charges, cell, ids=None, exclusions=None):
+        import jax
+        import jax.numpy as jnp
+        from jax.custom_derivatives import SymbolicZero
+        from jax.experimental import io_callback
+
+        ids = None if ids is None else np.asarray(ids, dtype=np.int64)
+        exclusions = None if exclusions is None else np.asarray(exclusions, dtype=np.int64)
+        dtype = jnp.result_type(positions, charges, cell)
+        shape = jax.ShapeDtypeStruct((positions.shape[0], 3), dtype)
+
+        def host(pos, q, h, t):
+            e, f, _, df = self.function.forces_along_charges(np.asarray(pos), np.asarray(q), np.asarray(h),
+                                                             np.asarray(t)[:, None], ids, exclusions)
+            self.energy = e
+            return np.asarray(f, dtype=dtype), np.asarray(df[0], dtype=dtype)
+
+        def primal_host(pos, q, h):
+            return host(pos, q, h, np.zeros(len(q)))[0]
+
+        @jax.custom_jvp
+        def forces(pos, q, h):
+            return io_callback(primal_host, shape, pos, q, h, ordered=True)
+
+        def rule(primals, tangents):
+            t_pos, t_q, t_cell = tangents
+            if not (isinstance(t_pos, SymbolicZero) and isinstance(t_cell, SymbolicZero)):
+                raise NotImplementedError(SECOND_ORDER_MESSAGE + "; PMEForces differentiates in the charges only")
+            pos, q, h = primals
+            if isinstance(t_q, SymbolicZero):
+                return forces(pos, q, h), jnp.zeros(shape.shape, dtype)
+            return io_callback(host, (shape, shape), pos, q, h, t_q, ordered=True)
+
+        forces.defjvp(rule, symbolic_zeros=True)
+        return forces(positions, charges, cell)

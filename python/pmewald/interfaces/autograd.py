@@ -108,6 +108,8 @@ class DifferentiableEnergy:
         Passed to :class:`pmewald.PME` (``comm_mode``, ``skin``, ``overlap``, ``error_model``);
         ``differentiation`` may only be ``"ad"`` and ``precision`` only ``"double"``.
 
+    Notes
+    -----
     Collective: every call, on every rank of ``comm``.
     """
 

@@ -186,7 +186,7 @@ class _ScaledSpecial:
 class PMEFix:
     """pmewald attached to a LAMMPS instance (made by :func:`attach`; see the module docstring).
 
-    Attributes: ``pme`` (the :class:`pmewald.PME`), ``mode``, ``fix_id``, ``exclusions``
+    It keeps ``pme`` (the :class:`pmewald.PME`), ``mode``, ``fix_id``, ``exclusions``
     (full mode: the excluded tag pairs), ``calls``, ``seconds`` (inside the callback, this
     rank), ``error`` (a stored error of a step, or None)."""
 

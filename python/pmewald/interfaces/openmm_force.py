@@ -164,7 +164,7 @@ class PMEForce:
         (on every rank; only rank 0 of ``comm`` may run a Context with it).
     tolerance : float, optional
         pmewald's relative RMS force error target (default: the NonbondedForce's
-        ``ewaldErrorTolerance``; OpenMM's own PME typically errs 2-3x that).
+        ``ewaldErrorTolerance``; OpenMM's own PME errs 1.3-1.5x that on water, docs/engines.md).
     cutoff : float, optional
         pmewald's real-space cutoff in nm (default: the NonbondedForce's cutoff).
     comm : mpi4py intracommunicator, optional
@@ -180,7 +180,9 @@ class PMEForce:
         the exact gradient of the energy, as OpenMM's), ``comm_mode`` (default
         ``"nonblocking"``), ``alpha``, ``mesh``, ``order``, ``skin``, ``precision``...
 
-    Attributes: ``force`` (the OpenMM Force added), ``model`` (:class:`ElectrostaticsModel`),
+    Notes
+    -----
+    The object keeps ``force`` (the OpenMM Force added), ``model`` (:class:`ElectrostaticsModel`),
     ``pme`` (the :class:`pmewald.PME`), ``is_driver`` (rank 0), ``calls``, ``seconds`` (time
     inside :meth:`compute`) and ``pme_seconds`` (inside ``PME.compute``) on every rank.
     """

@@ -14,9 +14,11 @@ openmm-nve
     steps on 2 ranks against 1 rank.
 openmm-overhead
     The solvated dipeptide in a 6.7 nm box (29,377 atoms), CPU platform: ms per step of OpenMM's
-    PME, of LJ alone (the electrostatics taken out), of LJ with a PythonForce returning zeros, and
-    of PMEForce, with the time inside its callback and inside PME.compute; the PythonForce's
-    overhead is (step - LJ - PME.compute) / step. OpenMM with 1 and with 2 threads.
+    PME, of LJ alone (the electrostatics taken out), of LJ with a PythonForce that reads the
+    positions and returns zeros, and of PMEForce, with the time inside its callback and inside
+    PME.compute; four Simulations stepped in turn, round after round, medians. The PythonForce's
+    overhead: (null PythonForce - LJ) + (callback - PME.compute), against the PMEForce step.
+    OpenMM with 1 and with 2 threads.
 lammps
     in.peptide (2,004 atoms): pmewald's forces (kspace and full mode, tolerance 1e-5 and 5e-4)
     against LAMMPS's pppm at 1e-6 on 1, 2 and 4 ranks; 1,000 steps of NVE (2 fs, SHAKE) of pppm
@@ -235,6 +237,8 @@ def openmm_ranks(args):
 
 
 def openmm_overhead(args):
+    """ms per step of four Simulations of the 29k-atom system, made once and stepped in turn,
+    round after round (--rounds, --speed-steps each), medians: the machine's state is shared."""
     import openmm
     from openmm import app
 
@@ -243,40 +247,51 @@ def openmm_overhead(args):
 
     topology, system, pos = solvated_peptide(box=6.7, cutoff=0.9)
     out = {"atoms": system.getNumParticles(), "tolerance": args.tolerance}
-
-    def step_ms(s, threads, force=None, steps=args.speed_steps):
-        sim = app.Simulation(topology, s, openmm.VerletIntegrator(0.002), openmm.Platform.getPlatformByName("CPU"),
-                             {"Threads": str(threads)})
-        sim.context.setPositions(pos)
-        sim.context.setVelocitiesToTemperature(300, 1)
-        sim.step(5)
-        if force is not None:
-            force.seconds = force.pme_seconds = 0.0
-            force.calls = 0
-        t0 = time.perf_counter()
-        sim.step(steps)
-        return (time.perf_counter() - t0) / steps * 1e3
-
     for threads in (1, 2):
         lj = openmm.XmlSerializer.clone(system)
         take_over_electrostatics(lj)
         null = openmm.XmlSerializer.clone(lj)
         zeros = np.zeros((len(pos), 3))
-        openmm_python_force(lambda state: (0.0, zeros), null, "zeros")
+
+        def zero(state):
+            state.getPositions(asNumpy=True)  # what a force reads: the positions as NumPy
+            return 0.0, zeros
+
+        openmm_python_force(zero, null, "zeros")
         mine = openmm.XmlSerializer.clone(system)
         pme = PMEForce(mine, tolerance=args.tolerance)
-        r = {"openmm_pme_ms": step_ms(openmm.XmlSerializer.clone(system), threads),
-             "lj_only_ms": step_ms(lj, threads), "lj_plus_null_pythonforce_ms": step_ms(null, threads),
-             "pmewald_ms": step_ms(mine, threads, pme)}
-        r["callback_ms"] = pme.seconds / pme.calls * 1e3
-        r["pme_compute_ms"] = pme.pme_seconds / pme.calls * 1e3
-        r["overhead_ms"] = r["pmewald_ms"] - r["lj_only_ms"] - r["pme_compute_ms"]
-        r["overhead_fraction"] = r["overhead_ms"] / r["pmewald_ms"]
+        sims = {}
+        for name, s in (("openmm_pme", openmm.XmlSerializer.clone(system)), ("lj_only", lj),
+                        ("lj_plus_null_pythonforce", null), ("pmewald", mine)):
+            sim = app.Simulation(topology, s, openmm.VerletIntegrator(0.002), openmm.Platform.getPlatformByName("CPU"),
+                                 {"Threads": str(threads)})
+            sim.context.setPositions(pos)
+            sim.context.setVelocitiesToTemperature(300, 1)
+            sim.step(5)
+            sims[name] = sim
+        times = {k: [] for k in sims}
+        compute, callback = [], []
+        for _ in range(args.rounds):
+            for name, sim in sims.items():
+                pme.seconds = pme.pme_seconds = 0.0
+                pme.calls = 0
+                t0 = time.perf_counter()
+                sim.step(args.speed_steps)
+                times[name].append((time.perf_counter() - t0) / args.speed_steps * 1e3)
+                if name == "pmewald":
+                    compute.append(pme.pme_seconds / pme.calls * 1e3)
+                    callback.append(pme.seconds / pme.calls * 1e3)
+        r = {f"{k}_ms": statistics.median(v) for k, v in times.items()}
+        r["pme_compute_ms"], r["callback_ms"] = statistics.median(compute), statistics.median(callback)
         r["python_in_callback_ms"] = r["callback_ms"] - r["pme_compute_ms"]
         r["pythonforce_mechanism_ms"] = r["lj_plus_null_pythonforce_ms"] - r["lj_only_ms"]
+        r["overhead_ms"] = r["pythonforce_mechanism_ms"] + r["python_in_callback_ms"]
+        r["overhead_fraction"] = r["overhead_ms"] / r["pmewald_ms"]
+        r["step_minus_lj_minus_compute_ms"] = r["pmewald_ms"] - r["lj_only_ms"] - r["pme_compute_ms"]
+        r["rounds"] = {k: v for k, v in times.items()}
         r["parameters"] = {k: pme.parameters[k] for k in ("alpha", "mesh", "order", "differentiation")}
         out[f"threads{threads}"] = r
-        print(threads, r, flush=True)
+        print(threads, {k: v for k, v in r.items() if k != "rounds"}, flush=True)
     return out
 
 
@@ -488,7 +503,7 @@ def main(argv=None):
     ap.add_argument("--tolerance", type=float, default=None, help="pmewald's (default: openmm 1e-4, lammps 1e-5)")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--speed-steps", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--atoms", type=int, default=30000)
     ap.add_argument("--system", default="water")
     ap.add_argument("--style", default="pppm")

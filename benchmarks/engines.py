@@ -432,16 +432,17 @@ def _autograd_kinds(w, kw, fixed, pme):
 
         from pmewald.interfaces.torch import PMEEnergy as TorchEnergy
 
-        te = TorchEnergy(9.0, **fixed, **kw)
-
-        def torch_call(q_grad):
-            pos = torch.tensor(w.positions, requires_grad=True)
+        pos = torch.tensor(w.positions, requires_grad=True)
+        cell = torch.tensor(w.box, requires_grad=True)
+        for label, q_grad in (("torch_pos_cell", False), ("torch_pos_q_cell", True)):
+            te = TorchEnergy(9.0, **fixed, **kw)
             q = torch.tensor(w.charges, requires_grad=q_grad)
-            cell = torch.tensor(w.box, requires_grad=True)
-            te(pos, q, cell, exclusions=w.exclusions).backward()
 
-        kinds["torch_pos_cell"] = lambda: torch_call(False)
-        kinds["torch_pos_q_cell"] = lambda: torch_call(True)
+            def torch_call(te=te, q=q):
+                pos.grad = cell.grad = None
+                te(pos, q, cell, exclusions=w.exclusions).backward()
+
+            kinds[label] = torch_call
     except ImportError:
         pass
     return kinds

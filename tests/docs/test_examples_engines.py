@@ -18,7 +18,7 @@ def _load(name):
     return mod
 
 
-@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.mpi(ranks=[1])  # 2 ranks: tests/interfaces/test_openmm_force.py
 def test_openmm_pmeforce(comm):
     pytest.importorskip("openmm")
     out = _load("openmm_pmeforce").main(["--quick"], comm=comm, out=io.StringIO())
@@ -31,6 +31,8 @@ def test_openmm_pmeforce(comm):
 @pytest.mark.mpi(ranks=[1, 2])
 @pytest.mark.parametrize("mode", ["kspace", "full"])
 def test_lammps_peptide(comm, mode):
+    if mode == "full" and comm.Get_size() > 1:
+        pytest.skip("full mode on 2 ranks: tests/interfaces/test_lammps.py")
     pytest.importorskip("lammps")
     if not os.path.exists("/usr/share/lammps/examples/peptide/data.peptide"):
         pytest.skip("Debian's lammps-examples is not installed")

@@ -44,7 +44,7 @@ communicator and a solver, so a System that carries it cannot be serialized by
 ``XmlSerializer`` (the ``PythonForce``'s function does not pickle).
 
 The force is an ``openmm.PythonForce``: OpenMM hands its State to :meth:`PMEForce.compute` each
-step. Measured at 29k atoms (docs/engines.md) that costs about 1% of the step beyond pmewald's own
+step. Measured at 29k atoms (docs/engines.md) that costs 1-2% of the step beyond pmewald's own
 computation, so there is no C++ route (a ``CustomCPPForceImpl``) to save it.
 """
 

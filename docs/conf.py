@@ -41,7 +41,8 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 # Optional integrations: their API pages are built only when the module imports
 # (pmewald.interfaces.ase needs ASE, pmewald.interfaces.openmm needs OpenMM), so the site builds with or
 # without the extras installed.
-OPTIONAL_API = {"api/ase.md": "pmewald.interfaces.ase", "api/openmm.md": "pmewald.interfaces.openmm"}
+OPTIONAL_API = {"api/ase.md": "pmewald.interfaces.ase", "api/openmm.md": "pmewald.interfaces.openmm",
+                "api/openmm_force.md": "pmewald.interfaces.openmm_force", "api/torch.md": "pmewald.interfaces.torch"}
 optional_modules = {}
 for page, module in OPTIONAL_API.items():
     try:

@@ -51,8 +51,10 @@ mpi_env() {
 
 ensure_system_packages() {
   # gromacs: `gmx` for tests/bench/test_bench_gromacs.py and the peer benchmark (bench-setup.sh)
+  # python3-lammps (LAMMPS's Python module and library; liblammps-dev has the liblammps.so it
+  # loads) and lammps-examples (the peptide): tests/interfaces/test_lammps.py, docs/engines.md
   local pkgs=(g++ make cmake pkg-config libopenmpi-dev openmpi-bin libfftw3-dev libtrilinos-kokkos-dev
-              libsimgrid-dev gromacs)
+              libsimgrid-dev gromacs python3-lammps liblammps-dev lammps-examples)
   local base_py="${PMEWALD_PYTHON:-python3}"
   if ! command -v "$base_py" >/dev/null 2>&1; then
     pkgs+=(python3 python3-venv python3-dev)
@@ -109,6 +111,12 @@ ensure_venv() {
     "$PY" -m pip install -q --no-index --find-links "$wheels" mpi4py
     echo "$want" >"$VENV/.pmewald-requirements"
   fi
+  # PyTorch only when asked (PMEWALD_EXTRAS=torch): its PyPI wheel needs its CUDA libraries to
+  # import at all, 2.8 GB to download and 5.4 GB installed (docs/engines.md, "Autograd").
+  if [[ ",${PMEWALD_EXTRAS:-}," == *",torch,"* ]] && ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+    log "installing PyTorch into $(basename "$VENV") (PMEWALD_EXTRAS=torch: about 2.8 GB to download)"
+    "$PY" -m pip install -q -r scripts/requirements-torch.txt
+  fi
 }
 
 # Kokkos 3.4.01 with the OpenMP (and Serial) backend, built once from the
@@ -161,10 +169,20 @@ ensure_package() {
   fi
 }
 
+# Debian's LAMMPS Python module lives in the system Python's dist-packages: the venv gets a link
+# to that one package (not the whole directory, whose other packages would shadow the venv's).
+ensure_lammps_module() {
+  local src=/usr/lib/python3/dist-packages/lammps site
+  [ -d "$src" ] || return 0
+  site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  [ "$(readlink "$site/lammps" 2>/dev/null)" = "$src" ] || ln -sfn "$src" "$site/lammps"
+}
+
 setup() {
   ensure_system_packages
   mpi_env
   ensure_venv
+  ensure_lammps_module
   ensure_package
 }
 

@@ -26,11 +26,13 @@ from .fft import DistributedFFT, DistributedRealFFT
 from .pme import PME, PMEResult
 
 #: Documented module paths of modules that now live in the package's folders (the layout:
-#: docs/architecture.md). ``import pmewald.ase`` gives the module ``pmewald.interfaces.ase``
-#: itself (one module object under two names), imported only when asked for.
+#: docs/architecture.md), and the engines' short names (``pmewald.lammps``, issue 29).
+#: ``import pmewald.ase`` gives the module ``pmewald.interfaces.ase`` itself (one module object
+#: under two names), imported only when asked for.
 MOVED_MODULES = {
     "pmewald.ase": "pmewald.interfaces.ase",
     "pmewald.openmm": "pmewald.interfaces.openmm",
+    "pmewald.lammps": "pmewald.interfaces.lammps",
     "pmewald.reference2d": "pmewald.reference.slab",
     "pmewald.comm_model": "pmewald.bench.scale.comm_model",
 }

@@ -46,3 +46,23 @@ def test_parse_names_the_bad_argument(name, value, match):
         args["slab"] = True
     with pytest.raises(ValueError, match=match):
         Options.parse(**args)
+
+
+def test_compute_without_estimate():
+    """compute(estimate=False): the same energy, forces and virial bit for bit, one set or
+    several; no estimate (NaN, in parameters too), and the next call with it estimates again."""
+    from mpi4py import MPI
+
+    from pmewald import PME, systems
+
+    w = systems.water_box(64)
+    pme = PME(w.box, 5.0, tolerance=1e-5, comm=MPI.COMM_SELF, skin=0.0)  # every call the same pair search
+    with_estimate = pme.compute(w.positions, w.charges, exclusions=w.exclusions)
+    without = pme.compute(w.positions, w.charges, exclusions=w.exclusions, estimate=False)
+    assert without.energy == with_estimate.energy
+    assert np.array_equal(without.forces, with_estimate.forces) and np.array_equal(without.virial, with_estimate.virial)
+    assert math.isnan(without.estimated_error) and math.isnan(pme.parameters["estimated_error"])
+    sets = pme.compute(w.positions, np.stack([w.charges, 0.5 * w.charges], axis=1), exclusions=w.exclusions,
+                       estimate=False)
+    assert sets.energy[0] == pytest.approx(with_estimate.energy, rel=1e-12) and np.all(np.isnan(sets.estimated_error))
+    assert pme.compute(w.positions, w.charges, exclusions=w.exclusions).estimated_error == with_estimate.estimated_error

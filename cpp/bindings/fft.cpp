@@ -221,8 +221,6 @@ void bind_fft(py::module_& m, py::module_& testing) {
       .def("backward",
            [](FFT3d& f, py::object b, py::object out, bool agreed) { return transform(f, b, out, false, agreed); },
            py::arg("b"), py::arg("out") = py::none(), py::arg("agreed") = false)
-      .def_property_readonly("comm", [](const FFT3d& f) { return comm_to_python(f.comm()); },
-                             "The object's own (duplicated) communicator, not owned by the returned handle.")
       .def("stats", [](const FFT3d& f) { return fft_stats(f); })
       .def("reset_stats", &FFT3d::reset_stats);
 
@@ -267,8 +265,6 @@ void bind_fft(py::module_& m, py::module_& testing) {
              return real_backward(f, b, out, normalise, agreed);
            },
            py::arg("b"), py::arg("out") = py::none(), py::arg("normalise") = true, py::arg("agreed") = false)
-      .def_property_readonly("comm", [](const RealFFT3d& f) { return comm_to_python(f.comm()); },
-                             "The object's own (duplicated) communicator, not owned by the returned handle.")
       .def("stats",
            [](const RealFFT3d& f) {
              py::dict d = fft_stats(f);

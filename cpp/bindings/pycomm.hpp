@@ -22,9 +22,14 @@ void import_mpi4py_api();
 // communicates checks first. comm_from_python calls it.
 void require_mpi_running();
 
-// An mpi4py communicator object wrapping `comm` without owning it (the C++
-// object that owns `comm` must outlive it): Python-level collectives of that
-// object run on its own duplicated communicator.
+// An mpi4py communicator object wrapping `comm`; the caller (Python) owns it.
+// Never hand out a communicator a C++ object owns and frees in its destructor:
+// mpi4py attaches a lock to a communicator at its first pickled collective
+// (bcast, allgather, ...) and removes it, under a registry lock of its own,
+// when the communicator is freed. A C++ object that dies in a reference cycle
+// is destroyed by Python's cyclic GC, which can run inside that registry lock
+// (any allocation can start it): the free then waits for a lock its own thread
+// holds, and the other ranks wait in their next collective (docs/reliability.md).
 pybind11::object comm_to_python(MPI_Comm comm);
 
 // The collective verdict on a local argument check: agreed over `comm` with the

@@ -32,7 +32,7 @@ import numpy as np
 from . import _core
 from . import geometry
 from ._mpi import COMM_MODES  # noqa: F401  (pmewald.fft.COMM_MODES: the accepted values of comm_mode)
-from ._mpi.collective import agree, agreed, check_comm, require_mpi, same_everywhere
+from ._mpi.collective import agree, agreed, check_comm, duplicate, require_mpi, same_everywhere
 from ._checks.limits import check_fits, fft_footprint, node_ranks
 from ._mpi.threads import Busy, Rules
 from ._checks.validate import as_int
@@ -178,7 +178,10 @@ class _PencilFFT:
         self.comm_mode = comm_mode
         self._inbox, self._outbox = args["inbox"], args["outbox"]
         self._storage = args["storage"] if args.get("storage") is not None else args["inbox"]
-        self._comm = self._fft.comm  # the object's own duplicate: its collectives never mix with the caller's
+        # The object's own communicator for its Python-level collectives (never the caller's, and
+        # never the core's: mpi4py locks a communicator it runs a pickled collective on, and the
+        # core frees its own when it dies, which the cyclic GC can make happen inside that lock).
+        self._comm = duplicate(comm, self)
         self._busy = Busy(type(self).__name__)
         self._adopt(args)
 

@@ -16,7 +16,8 @@ Longer than 600 lines because it is issue 11's list, one test per case in the li
                                                  test_excluded_coincident_pair_is_allowed
 5. all charges zero ............................ test_zero_charges_give_zero_and_tune_nothing
 6. one rank fails, the others must not wait .... test_one_rank_failures_are_agreed_*,
-                                                 test_garbage_collection_on_one_rank_makes_no_mpi_call
+                                                 test_garbage_collection_on_one_rank_makes_no_mpi_call,
+                                                 test_objects_collected_inside_mpi4py_lock_do_not_deadlock
 7. FFT boxes empty along one axis, inverted .... test_fft_box_empty_along_one_axis
 8. meshes beyond a rank's 32-bit limit ......... test_mesh_beyond_a_ranks_limit_*
 9. threads ..................................... test_threads_*
@@ -396,9 +397,8 @@ def test_one_rank_failures_are_agreed_in_fft(comm):
 @pytest.mark.timeout(60)
 def test_garbage_collection_on_one_rank_makes_no_mpi_call(comm):
     """A PME object that dies in a reference cycle is collected by Python's cyclic GC at a
-    moment that differs between ranks. Its communicator must not be freed then
-    (MPI_Comm_free is collective: under the sanitizer build this hung, one rank inside the
-    free and the others in their next collective); it is queued and freed at exit or by
+    moment that differs between ranks (and possibly inside mpi4py's lock registry: the next
+    test). Its communicator must not be freed then; it is queued and freed at exit or by
     free_released_communicators() on every rank at the same point."""
     import gc
 
@@ -422,6 +422,67 @@ def test_garbage_collection_on_one_rank_makes_no_mpi_call(comm):
     _collective.free_released_communicators()   # every rank, the same point
     assert not _collective._RELEASED
     assert again.compute(s.positions[idx], s.charges[idx]).energy == pytest.approx(want, rel=1e-14)
+
+
+@pytest.mark.mpi(ranks=[2, 3])
+@pytest.mark.timeout(60)
+def test_objects_collected_inside_mpi4py_lock_do_not_deadlock(comm):
+    """An object that refused an input ran a pickled collective (the agreed error's bcast) on
+    its communicator, so mpi4py attached its lock to that communicator. If the object then
+    dies in a reference cycle (a traceback's, here made by hand), Python's cyclic GC frees it
+    whenever some allocation starts a collection, and that can be inside mpi4py's lock
+    registry, during another communicator's bcast. A communicator freed there whose mpi4py
+    lock must be removed waits for the registry lock its own thread holds: the rank hangs and
+    the others wait in the bcast (CI, one run in a few: a DistributedRealFFT, whose Python
+    collectives ran on the C++ core's communicator, dying during PME.__init__'s bcast). The
+    GC thresholds 1-12 move the collection through every allocation of the bcast: before the
+    fix the DistributedFFT deadlocked at threshold 4 on every run."""
+    import gc
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    root = size - 1  # the other ranks receive: nothing is pickled before mpi4py's lock
+
+    def refused_fft():
+        fft = pmewald.DistributedFFT((8, 8, 8), comm=comm)
+        with pytest.raises(ValueError, match="complex128"):
+            fft.forward(np.zeros((3, 3, 3)))
+        return fft
+
+    def refused_real_fft():
+        fft = pmewald.DistributedRealFFT((8, 8, 8), comm=comm)
+        with pytest.raises(ValueError, match="float64"):
+            fft.forward(np.zeros((3, 3, 3), dtype=np.complex128))
+        return fft
+
+    def refused_pme():
+        s = charges(8, seed=5)
+        pme = pmewald.PME(s.box, cutoff=4.0, alpha=1.0, mesh=16, comm=comm)
+        with pytest.raises(ValueError):
+            pme.compute(np.zeros((2, 2)), np.zeros(2))
+        return pme
+
+    threshold = gc.get_threshold()
+    try:
+        for make in (refused_fft, refused_real_fft, refused_pme):
+            for t in range(1, 13):
+                obj = make()
+                other = comm.Dup()
+                payload = {"threshold": t}
+                gc.collect()
+                cycle = [obj]
+                cycle.append(cycle)
+                del obj, cycle
+                gc.set_threshold(t)  # a collection at the t-th allocation from here
+                got = other.bcast(payload, root)
+                gc.set_threshold(*threshold)
+                other.Free()
+                assert got == {"threshold": t}, (make.__name__, t)
+    finally:
+        gc.set_threshold(*threshold)
+    # Every object is usable afterwards: a fresh FFT round-trips.
+    fft = pmewald.DistributedFFT((8, 8, 8), comm=comm)
+    a = np.random.default_rng(rank).standard_normal(fft.inshape) + 0j
+    assert np.allclose(fft.backward(fft.forward(a)), a)
 
 
 # --------------------------------------------------------------------------- 7. FFT boxes

@@ -167,12 +167,19 @@ def duplicate(comm, owner):
     two objects used from two threads would otherwise interleave their collectives on one
     communicator (erroneous in MPI).
 
-    When `owner` dies the duplicate is only queued: ``MPI_Comm_free`` is collective, and
-    an owner that dies in a reference cycle is collected by Python's cyclic garbage
-    collector at a moment that differs between ranks (seen as a hang under the sanitizer
-    build: one rank inside the free, the other in the next collective). Queued duplicates
-    are freed at exit (before mpi4py finalizes MPI), where every rank is at the same point,
-    or by :func:`free_released_communicators`."""
+    When `owner` dies the duplicate is only queued, never freed there: an owner that dies
+    in a reference cycle is collected by Python's cyclic garbage collector, which can run
+    inside mpi4py's communicator-lock registry (any allocation starts it; mpi4py takes that
+    lock for every pickled collective such as ``bcast``). Freeing a communicator that
+    carries mpi4py's lock calls back into that registry: the rank waits on a lock its own
+    thread holds, and the others wait in their next collective (seen in CI as a hang of
+    ``PME.__init__``'s ``bcast``; tests/reliability, "garbage collection"). The collection
+    also happens at a moment that differs between ranks, and ``MPI_Comm_free`` is collective
+    in MPI's terms. Queued duplicates are freed at exit (before mpi4py finalizes MPI), where
+    every rank is at the same point, or by :func:`free_released_communicators`.
+
+    Python never runs a collective on a communicator the C++ core owns (the core frees
+    those in its destructors): that is what this duplicate is for."""
     dup = _core.duplicate_communicator(comm)  # safe while other threads create theirs
     weakref.finalize(owner, _RELEASED.append, dup)
     return dup

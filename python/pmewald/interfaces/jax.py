@@ -31,7 +31,27 @@ from .autograd import SECOND_ORDER_MESSAGE, DifferentiableEnergy
 __all__ = ["PMEEnergy", "PMEForces"]
 
 
-class PMEEnergy:
+class _OnTheHost:
+    """What both functions share: pmewald's solver, run on the host, and its parameters."""
+
+    def __init__(self, cutoff, options):
+        self.function = DifferentiableEnergy(cutoff, **options)
+
+    @property
+    def parameters(self):
+        return self.function.parameters
+
+
+def _host_inputs(positions, charges, cell, ids, exclusions):
+    """`ids` and `exclusions` as NumPy int64 arrays (never traced) and the results' dtype."""
+    import jax.numpy as jnp
+
+    ids = None if ids is None else np.asarray(ids, dtype=np.int64)
+    exclusions = None if exclusions is None else np.asarray(exclusions, dtype=np.int64)
+    return ids, exclusions, jnp.result_type(positions, charges, cell)
+
+
+class PMEEnergy(_OnTheHost):
     """A differentiable PME energy ``energy(positions, charges, cell, ids=None, exclusions=None)``.
 
     Parameters are those of :class:`pmewald.interfaces.autograd.DifferentiableEnergy`, plus
@@ -46,22 +66,16 @@ class PMEEnergy:
     """
 
     def __init__(self, cutoff, *, charge_gradient=True, **options):
-        self.function = DifferentiableEnergy(cutoff, **options)
+        super().__init__(cutoff, options)
         self.charge_gradient = bool(charge_gradient)
         self.last = None
-
-    @property
-    def parameters(self):
-        return self.function.parameters
 
     def __call__(self, positions, charges, cell, ids=None, exclusions=None):
         import jax
         import jax.numpy as jnp
         from jax.experimental import io_callback
 
-        ids = None if ids is None else np.asarray(ids, dtype=np.int64)
-        exclusions = None if exclusions is None else np.asarray(exclusions, dtype=np.int64)
-        dtype = jnp.result_type(positions, charges, cell)
+        ids, exclusions, dtype = _host_inputs(positions, charges, cell, ids, exclusions)
         n, sets = positions.shape[0], charges.shape[1:]
         shapes = (jax.ShapeDtypeStruct(sets, dtype), jax.ShapeDtypeStruct(sets + (n, 3), dtype),
                   jax.ShapeDtypeStruct(sets + (n,), dtype), jax.ShapeDtypeStruct(sets + (3, 3), dtype))
@@ -111,7 +125,7 @@ def _first_order_only(call):
     return f
 
 
-class PMEForces:
+class PMEForces(_OnTheHost):
     """This rank's PME forces ``forces(positions, charges, cell, ids=None, exclusions=None)``
     (n, 3), differentiable in the charges in forward mode: ``jax.jvp`` with a charge tangent
     ``t`` gives ``dF[t] = (F(q + t) - F(q - t)) / 2``, exact, from one call with three charge
@@ -124,12 +138,8 @@ class PMEForces:
     """
 
     def __init__(self, cutoff, **options):
-        self.function = DifferentiableEnergy(cutoff, **options)
+        super().__init__(cutoff, options)
         self.energy = None
-
-    @property
-    def parameters(self):
-        return self.function.parameters
 
     def __call__(self, positions, charges, cell, ids=None, exclusions=None):
         import jax
@@ -137,9 +147,7 @@ class PMEForces:
         from jax.custom_derivatives import SymbolicZero
         from jax.experimental import io_callback
 
-        ids = None if ids is None else np.asarray(ids, dtype=np.int64)
-        exclusions = None if exclusions is None else np.asarray(exclusions, dtype=np.int64)
-        dtype = jnp.result_type(positions, charges, cell)
+        ids, exclusions, dtype = _host_inputs(positions, charges, cell, ids, exclusions)
         shape = jax.ShapeDtypeStruct((positions.shape[0], 3), dtype)
 
         def host(pos, q, h, t):

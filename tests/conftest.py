@@ -31,6 +31,13 @@ import time
 
 import pytest
 
+# FFTW plans by estimate in the suite unless the caller says otherwise
+# (PMEWALD_FFTW_PLANNER=measure tests the default's plans): measuring plans costs a
+# fifth of the suite's time, and a measured plan changes the last bits from run to run.
+# The tests about measured plans ask for them (tests/fft planner="measure"; the thread
+# tests' FFTW planning in two threads at once; tests/pme/test_reproducibility).
+os.environ.setdefault("PMEWALD_FFTW_PLANNER", "estimate")
+
 # The environment before anything initialised MPI in this process: children
 # launched with mpirun must not inherit a singleton's OMPI_/PMIX_ variables.
 _CLEAN_ENV = {k: v for k, v in os.environ.items()}
@@ -227,7 +234,7 @@ BATCH_ITEM_SECONDS: dict[str, float] = {}
 def pytest_terminal_summary(terminalreporter):
     if WORKER or not BATCH_ITEM_SECONDS:
         return
-    slow = sorted(BATCH_ITEM_SECONDS.items(), key=lambda kv: -kv[1])[:15]
+    slow = sorted(BATCH_ITEM_SECONDS.items(), key=lambda kv: -kv[1])[:int(os.environ.get("PMEWALD_SLOWEST", "15"))]
     terminalreporter.write_sep("=", "slowest 15 items inside the MPI batches (rank 0)")
     for nodeid, sec in slow:
         terminalreporter.write_line(f"{sec:8.2f}s {nodeid}")

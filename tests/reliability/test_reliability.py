@@ -670,7 +670,8 @@ def test_threads_two_objects_construction_and_sharing(tmp_path, nranks):
     built in two threads at once (FFTW's planner serialised), and one object shared by
     two threads (a clear RuntimeError, never a wrong result)."""
     # 15-30 s on a quiet machine; the limit is for a loaded one (it ran out at 90 s at load 9)
-    rc, out = mpirun(nranks, THREADS_SCRIPT, timeout=300, cwd=str(tmp_path))
+    rc, out = mpirun(nranks, THREADS_SCRIPT, timeout=300, cwd=str(tmp_path),
+                     env={"PMEWALD_FFTW_PLANNER": "measure"})  # (b) plans in two threads at once
     assert rc == 0 and out.count("THREADS OK") == nranks, out
 
 

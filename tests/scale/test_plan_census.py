@@ -120,19 +120,21 @@ def test_staged_ghost_messages_are_six_per_pulse(P):
     """Ghost messages per rank per exchange (the atoms' way; the forces' is the same):
     staged at most 6 x the largest pulse count (2 per pulse along each axis with more than
     one rank), where the direct exchange sends a size and a data message to every domain in
-    reach; water98k's box, mesh and cutoff (docs/scaling.md has the table)."""
+    reach; water98k's box, mesh and cutoff (docs/scaling.md has the table). The direct
+    census is compared up to 4,096 ranks (at 65,536 it alone takes 45 s: every rank's
+    hundreds of partners; the table has its counts)."""
     box, mesh = np.diag([99.4] * 3), (125, 125, 125)
     grid = _core.geometry.processor_grid_3d(P, mesh)
     reach = 9.0 / 99.4 * 125 * (1 + 1e-9)
     cuts = [[125 * g // p for g in range(p)] + [125] for p in grid]
     pulses = _core.geometry.domain_grid(tuple(grid), mesh, cuts, reach, reach, reach)[0]
     counts = {}
-    for g in ("direct", "staged"):
+    for g in ("direct", "staged") if P <= 4096 else ("staged",):
         tr = comm_model.traffic(comm_model.census(P, mesh, 7, "ad", box, 9.0, 98304, g))
         counts[g] = sum(v["messages"] for k, v in tr.items() if k.startswith("ghost atoms")).max()
     assert counts["staged"] <= 6 * max(pulses)
     assert counts["staged"] == 2 * sum(p for p, n in zip(pulses, grid) if n > 1)
-    assert counts["direct"] > counts["staged"]
+    assert counts.get("direct", np.inf) > counts["staged"]
 
 
 def test_census_of_65536_ranks_is_local():

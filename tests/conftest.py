@@ -234,8 +234,9 @@ BATCH_ITEM_SECONDS: dict[str, float] = {}
 def pytest_terminal_summary(terminalreporter):
     if WORKER or not BATCH_ITEM_SECONDS:
         return
-    slow = sorted(BATCH_ITEM_SECONDS.items(), key=lambda kv: -kv[1])[:int(os.environ.get("PMEWALD_SLOWEST", "15"))]
-    terminalreporter.write_sep("=", "slowest 15 items inside the MPI batches (rank 0)")
+    n = int(os.environ.get("PMEWALD_SLOWEST", "15"))  # docs/testing.md
+    slow = sorted(BATCH_ITEM_SECONDS.items(), key=lambda kv: -kv[1])[:n]
+    terminalreporter.write_sep("=", f"slowest {n} items inside the MPI batches (rank 0)")
     for nodeid, sec in slow:
         terminalreporter.write_line(f"{sec:8.2f}s {nodeid}")
 

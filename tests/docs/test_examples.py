@@ -3,7 +3,6 @@ through their ``main(argv, comm)`` under the MPI harness on 2 ranks."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,15 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = os.path.join(ROOT, "examples")
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"pmewald_example_{name}", os.path.join(EXAMPLES, f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from example_scripts import EXAMPLES, ROOT, load
 
 
 @pytest.mark.parametrize("script", ["water_box.py", "custom_decomposition.py"])

@@ -3,6 +3,7 @@
 #include <fftw3.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -130,6 +131,8 @@ std::vector<Complex> local_structure_factors(const Mat3& box, const double* pos,
 
 ChargeCorrelation::ChargeCorrelation(const Int3& half, const Complex* sums, double sum_q2, double sum_q4)
     : half_(half) {
+  static std::atomic<std::uint64_t> made{0};
+  serial_ = ++made;
   const double denom = sum_q2 * sum_q2 - sum_q4;
   if (!(denom > 1e-12 * sum_q2 * sum_q2) || sums == nullptr) {  // a single charge: nothing to correlate
     half_ = Int3{0, 0, 0};

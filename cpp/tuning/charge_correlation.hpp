@@ -35,6 +35,7 @@
 // estimate, at a few alpha r_c, for the real-space estimate to multiply.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "base/kokkos_types.hpp"
@@ -63,6 +64,10 @@ class ChargeCorrelation {
   ChargeCorrelation(const Int3& half, const Complex* sums, double sum_q2, double sum_q4);
   bool empty() const { return c_.empty(); }
   const Int3& half() const { return half_; }
+  // Which table this is: a number of its own per table made (copies share it), for the
+  // reciprocal estimate's memo (error_estimates.cpp); the real-space factors, which the
+  // reciprocal estimate does not read, keep it.
+  std::uint64_t serial() const { return serial_; }
   // c at the integer frequency vector x (1 outside the table)
   double operator()(long x0, long x1, long x2) const {
     if (c_.empty() || x0 < -half_[0] || x0 > half_[0] || x1 < -half_[1] || x1 > half_[1] || x2 < -half_[2] ||
@@ -91,6 +96,7 @@ class ChargeCorrelation {
                                     (x2 + half_[2]));
   }
   Int3 half_{0, 0, 0};
+  std::uint64_t serial_ = 0;
   std::vector<double> c_, chi_;
   std::vector<double> real_x_, real_f_;
 };

@@ -86,6 +86,31 @@ def test_structure_factors_are_the_direct_sums():
     assert corr(half[0] + 1, 0, 0) == 1.0  # outside the table: uncorrelated
 
 
+def test_the_estimate_memo_tells_correlation_tables_apart():
+    """reciprocal_error_parts remembers its sums (every input bit for bit, the table by its
+    serial number): a table made after another was freed, at the same address perhaps, gets
+    its own estimate, and asking twice gives the same value."""
+    import gc
+
+    box = np.diag([14.0, 15.0, 16.0])
+    half = (4, 4, 4)
+
+    def table_and_estimate(seed):
+        s = systems.random_charges(60, box, seed=seed)
+        q2, q4 = float((s.charges ** 2).sum()), float((s.charges ** 4).sum())
+        corr = tuning.ChargeCorrelation(half, tuning.local_structure_factors(box, s.positions, s.charges, half),
+                                        q2, q4)
+        e = tuning.reciprocal_error_parts(box, 0.4, (16, 16, 18), 5, "ad", 50.0, 60, correlation=corr)
+        again = tuning.reciprocal_error_parts(box, 0.4, (16, 16, 18), 5, "ad", 50.0, 60, correlation=corr)
+        assert again == e
+        return e
+
+    first = table_and_estimate(1)
+    gc.collect()
+    second = table_and_estimate(2)
+    assert second["pair"] != first["pair"]
+
+
 def test_uncorrelated_model_is_the_textbook_functional():
     """error_model="uncorrelated" reports the plain functional; on random charges the two
     models agree, on water the correlated estimate is the smaller (and the right) one."""

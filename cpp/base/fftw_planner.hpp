@@ -43,6 +43,19 @@ inline std::optional<unsigned> fftw_flags_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+// fftw_flags_from_name, or ValueError naming the four.
+inline unsigned fftw_flags_or_throw(const std::string& name) {
+  if (const auto flags = fftw_flags_from_name(name)) return *flags;
+  throw ValueError("planner must be one of 'estimate', 'measure', 'patient', 'exhaustive', not '" + name + "'");
+}
+
+// The name of FFTW planning flags (those four), "" for others.
+inline std::string fftw_planner_name(unsigned flags) {
+  for (const char* name : {"estimate", "measure", "patient", "exhaustive"})
+    if (fftw_flags_from_name(name) == flags) return name;
+  return "";
+}
+
 // The PME solver's FFTW planning rigour: FFTW_MEASURE unless the environment
 // variable PMEWALD_FFTW_PLANNER names another (ValueError for an unknown name).
 // A measured plan is the fastest one FFTW timed, so two runs may pick different

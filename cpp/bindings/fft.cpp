@@ -29,11 +29,6 @@ namespace pmewald::bindings {
 
 namespace {
 
-unsigned fftw_flags_from_string(const std::string& s) {
-  if (const auto flags = fftw_flags_from_name(s)) return *flags;
-  throw ValueError("planner must be one of 'estimate', 'measure', 'patient', 'exhaustive', not '" + s + "'");
-}
-
 std::string shape_str(const Int3& s) {
   std::ostringstream o;
   o << "(" << s[0] << ", " << s[1] << ", " << s[2] << ")";
@@ -78,7 +73,7 @@ void options_from_python(MPI_Comm comm, const std::string& mode, const std::stri
   flags = FFTW_MEASURE;
   try {
     cm = comm_mode_from_string(mode);
-    flags = fftw_flags_from_string(planner);
+    flags = fftw_flags_or_throw(planner);
   } catch (const ValueError& e) {
     err = e.what();
   }
@@ -175,7 +170,7 @@ template <class Reference>
 void bind_fftw_serial(py::module_& m, const char* name, const char* doc) {
   py::class_<Reference>(m, name, doc)
       .def(py::init([](const Int3& mesh, const std::string& planner) {
-             return std::make_unique<Reference>(mesh, fftw_flags_from_string(planner));
+             return std::make_unique<Reference>(mesh, fftw_flags_or_throw(planner));
            }),
            py::arg("mesh"), py::arg("planner") = "measure")
       .def("pair_seconds", [](Reference& f) {
@@ -276,7 +271,7 @@ void bind_fft(py::module_& m, py::module_& testing) {
   m.def(
       "fftw_serial_pair_times",
       [](const Int3& mesh, int repeats, const std::string& planner) {
-        return fftw_serial_pair_times(mesh, repeats, fftw_flags_from_string(planner));
+        return fftw_serial_pair_times(mesh, repeats, fftw_flags_or_throw(planner));
       },
       py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
       "Seconds of each forward+backward pair of FFTW's serial 3-D transform (fftw_plan_dft_3d).");
@@ -284,7 +279,7 @@ void bind_fft(py::module_& m, py::module_& testing) {
   m.def(
       "fftw_serial_r2c_pair_times",
       [](const Int3& mesh, int repeats, const std::string& planner) {
-        return fftw_serial_r2c_pair_times(mesh, repeats, fftw_flags_from_string(planner));
+        return fftw_serial_r2c_pair_times(mesh, repeats, fftw_flags_or_throw(planner));
       },
       py::arg("mesh"), py::arg("repeats"), py::arg("planner") = "measure",
       "Seconds of each r2c+c2r pair of FFTW's serial 3-D real transform (fftw_plan_dft_r2c_3d / c2r_3d).");

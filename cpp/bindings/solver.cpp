@@ -88,13 +88,17 @@ BalanceMode parse_balance(const std::string& s) {
 // Longer than 150 lines because it is a list of independent declarations (one .def per bound
 // class, method or function, each with its docstring); there are no steps to split.
 void bind_solver(py::module_& m) {
+  m.def("fftw_planner", [] { return fftw_planner_name(fftw_planner_flags()); },
+        "The FFTW planner PME solvers use unless told otherwise: 'measure', or what PMEWALD_FFTW_PLANNER says.");
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
       .def(py::init([](py::object comm, darr box, std::array<int, 3> mesh, int order, double alpha, double cutoff,
                        const std::string& differentiation, const std::string& comm_mode, double coulomb_constant,
                        bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us,
                        double skin, const std::string& precision, const std::string& ghost_exchange,
-                       const std::string& balance, const std::string& balance_by, double balance_threshold) {
+                       const std::string& balance, const std::string& balance_by, double balance_threshold,
+                       std::optional<std::string> planner) {
              SolverOptions o;
+             if (planner) o.fftw_flags = fftw_flags_or_throw(*planner);
              o.box = mat3_from_python(box);
              o.mesh = mesh;
              o.order = order;
@@ -126,7 +130,7 @@ void bind_solver(py::module_& m) {
            py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
            py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0, py::arg("precision") = "double",
            py::arg("ghost_exchange") = "auto", py::arg("balance") = "off", py::arg("balance_by") = "pairs",
-           py::arg("balance_threshold") = BalanceSettings{}.threshold)
+           py::arg("balance_threshold") = BalanceSettings{}.threshold, py::arg("planner") = py::none())
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions, bool potentials) {
@@ -191,6 +195,16 @@ void bind_solver(py::module_& m) {
              s.set_precision(p);
            })
       .def_property_readonly("precision", [](const PMESolver& s) { return std::string(precision_name(s.precision())); })
+      .def("set_planner",
+           [](PMESolver& s, const std::string& planner) {
+             require_mpi_running();
+             const unsigned flags = fftw_flags_or_throw(planner);
+             py::gil_scoped_release nogil;
+             s.set_fftw_flags(flags);
+           },
+           "Collective: plan the mesh FFTs again with this FFTW planner ('estimate', 'measure', 'patient', "
+           "'exhaustive'); nothing when it is the current one.")
+      .def_property_readonly("planner", [](const PMESolver& s) { return fftw_planner_name(s.fftw_flags()); })
       .def("timings", &PMESolver::timings)
       .def_property_readonly("comm_mode", [](const PMESolver& s) { return std::string(comm_mode_name(s.comm_mode())); })
       .def_property_readonly("overlap", &PMESolver::overlapping)

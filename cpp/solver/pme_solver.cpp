@@ -86,27 +86,18 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
   realspace_.set_precision(opt_.precision);
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
-  const int P = comm_.size(), me = comm_.rank();
+  const int P = comm_.size();
   const Int3 grid = processor_grid_3d(P, opt_.mesh);
   for (int r = 0; r < P; ++r) bricks_.push_back(brick_box(grid, opt_.mesh, r));
   halo_ = std::make_unique<Halo>(comm_.get(), bricks_, opt_.mesh, opt_.order - 1, opt_.mode);
   // The real grids are the FFT's storage: it reads and writes their interior.
-  // One rank: a single 3-D r2c plan, halving z (the contiguous axis: measured
-  // faster); across ranks the r2c runs in the x-pencils, halving x.
-  const int halved = P == 1 ? 2 : 0;
-  RealFFTOptions fft_options;
-  fft_options.mode = opt_.mode;
-  fft_options.fftw_flags = opt_.fftw_flags;
-  fft_options.in_storage = halo_->extended();
-  fft_options.halved_axis = halved;
-  fft_ = std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],
-                                     RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), fft_options);
+  fft_ = make_fft(opt_.fftw_flags);
   // The rest is local and holds most of the memory: a failure here (out of memory
   // on one rank) is agreed, so no rank is left in a later collective.
   std::string err;
   try {
     SpectrumLayout layout;
-    layout.half_axis = halved;
+    layout.half_axis = halved_axis();
     layout.unnormalised_backward = true;
     kspace_ = std::make_unique<KSpaceSolver>(opt_.box, opt_.mesh, opt_.alpha, opt_.order, opt_.coulomb_constant,
                                              fft_->outbox(), kCOrder, layout);
@@ -131,6 +122,28 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     err = std::string("could not set up the solver's grids on this rank: ") + e.what();
   }
   agree_or_throw(comm_.get(), err);
+}
+
+std::unique_ptr<RealFFT3d> PMESolver::make_fft(unsigned fftw_flags) const {
+  const int P = comm_.size(), me = comm_.rank();
+  const int halved = halved_axis();
+  RealFFTOptions fft_options;
+  fft_options.mode = opt_.mode;
+  fft_options.fftw_flags = fftw_flags;
+  fft_options.in_storage = halo_->extended();
+  fft_options.halved_axis = halved;
+  return std::make_unique<RealFFT3d>(comm_.get(), opt_.mesh, bricks_[me],
+                                     RealFFT3d::z_pencil_box(opt_.mesh, P, me, halved), fft_options);
+}
+
+void PMESolver::set_fftw_flags(unsigned fftw_flags) {
+  if (!same_on_all_ranks(comm_.get(), {static_cast<double>(fftw_flags)}))
+    throw ValueError("set_planner: the planner differs between ranks");
+  if (fftw_flags == opt_.fftw_flags) return;
+  // Planning may overwrite the grids: they hold nothing between calls. The new
+  // plans take over the mode in use (a measured "auto" mode included).
+  fft_ = make_fft(fftw_flags);
+  opt_.fftw_flags = fftw_flags;
 }
 
 void PMESolver::configure_overlap() {

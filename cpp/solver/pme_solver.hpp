@@ -152,6 +152,11 @@ class PMESolver {
   void set_skin(double skin);
   // Collective: another pair-kernel precision for the next calls (options.precision).
   void set_precision(PairPrecision precision);
+  // Collective: plan the mesh FFTs again with these FFTW flags (options.fftw_flags;
+  // nothing when they are the current ones). The automatic choice plans its candidates
+  // by estimate and the solver it keeps with the configured planner afterwards.
+  void set_fftw_flags(unsigned fftw_flags);
+  unsigned fftw_flags() const { return opt_.fftw_flags; }
   PairPrecision precision() const { return opt_.precision; }
   // The pair list's skin for the current box (0: no list).
   double skin_used() const { return list_ ? list_skin_ : 0.0; }
@@ -257,6 +262,10 @@ class PMESolver {
   std::vector<Box3> bricks_;
   std::unique_ptr<Halo> halo_;
   std::unique_ptr<RealFFT3d> fft_;
+  std::unique_ptr<RealFFT3d> make_fft(unsigned fftw_flags) const;  // the mesh's FFT, in the current mode
+  // The r2c's halved axis: one rank, a single 3-D plan halving z (the contiguous axis:
+  // measured faster); across ranks the r2c runs in the x-pencils, halving x.
+  int halved_axis() const { return comm_.size() == 1 ? 2 : 0; }
   std::unique_ptr<KSpaceSolver> kspace_;
   Migration migration_;
   ExclusionList exclusions_;

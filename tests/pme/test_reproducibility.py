@@ -1,7 +1,8 @@
 """Runs reproducible bit for bit (docs/reproducibility.md): with PMEWALD_FFTW_PLANNER=estimate
 two processes computing the same system get identical energies, forces, virials and
 potentials (a measured FFTW plan may differ between runs, and with it the last bits); a bad
-value of the variable is a clear ValueError.
+value of the variable is a clear ValueError; the automatic choice's solvers plan by estimate and
+the one kept by the configured planner from the next call on.
 """
 
 from __future__ import annotations
@@ -58,3 +59,34 @@ def test_a_bad_planner_name_is_a_value_error_naming_the_variable(tmp_path):
     r, _ = run(tmp_path, "bad", "fastest")
     assert r.returncode != 0
     assert "ValueError" in r.stderr and "PMEWALD_FFTW_PLANNER must be one of" in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.mpi(ranks=(1, 2))
+def test_the_tuning_plans_by_estimate_and_the_kept_solver_by_the_configured_planner(comm, monkeypatch):
+    """The automatic choice's solvers plan their FFTs by estimate (most run once); the
+    solver it keeps is planned again with the configured planner at the next call, with the
+    same results (1e-12) and the mode in use; an explicit mesh plans with it at once."""
+    import pmewald
+    from pmewald import _core
+    from pmewald.systems import water_box
+
+    monkeypatch.setenv("PMEWALD_FFTW_PLANNER", "measure")
+    assert _core.fftw_planner() == "measure"
+    s = water_box(300, seed=5)
+    n, r, p = s.n_atoms, comm.Get_rank(), comm.Get_size()
+    mine = slice(r * n // p, (r + 1) * n // p)
+    args = (s.positions[mine], s.charges[mine], s.ids[mine], s.exclusions)
+    pme = pmewald.PME(s.box, 6.0, tolerance=1e-5, comm=comm, skin=0.0, comm_mode="auto")
+    first = pme.compute(*args)
+    assert pme.parameters["fft_planner"] == "estimate"
+    second = pme.compute(*args)
+    assert pme.parameters["fft_planner"] == "measure"
+    assert pme.parameters["comm_mode_used"] in ("pt2pt", "nonblocking", "collective")
+    scale = np.abs(first.forces).max()
+    assert np.abs(second.forces - first.forces).max() <= 1e-12 * scale
+    assert second.energy == pytest.approx(first.energy, rel=1e-12)
+    fixed = pmewald.PME(s.box, 6.0, alpha=0.5, mesh=(24, 24, 24), order=5, comm=comm)
+    assert fixed.parameters["fft_planner"] == "measure"
+    monkeypatch.setenv("PMEWALD_FFTW_PLANNER", "estimate")  # the configured planner changed: the solver follows
+    pme.compute(*args)
+    assert pme.parameters["fft_planner"] == "estimate"

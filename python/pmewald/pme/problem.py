@@ -49,12 +49,14 @@ class Problem:
         """real_volume(), or the box's volume."""
         return self.real_volume() or abs(float(np.linalg.det(self.box)))
 
-    def new_solver(self, mesh, order, alpha, differentiation, real_space, precision, mode=None, skin=0.0):
+    def new_solver(self, mesh, order, alpha, differentiation, real_space, precision, mode=None, skin=0.0,
+                   planner=None):
         """Collective: a C++ solver, after the agreed per-rank size check (_checks.limits: the
         32-bit element limit and the memory available to each rank). The core agrees on
         its own errors, out of memory in its buffers and grids included. `mode`: the
         communication mode (default: comm_mode); `skin`: its pair list's (0, a fresh
-        search every call, for the tuning's one-off solvers)."""
+        search every call, for the tuning's one-off solvers); `planner`: FFTW's planner
+        (default: the configured one, ``_core.fftw_planner()``)."""
         comm = self.comm
 
         def fits():
@@ -64,7 +66,8 @@ class Problem:
         agreed(comm, fits)
         return _core.PMESolver(comm, self.box, mesh, order, alpha, self.cutoff, differentiation,
                                mode or self.comm_mode, self.k, real_space, self.overlap, *self.poll, skin,
-                               precision if real_space else "double", self.ghost_exchange, *self.balance)
+                               precision if real_space else "double", self.ghost_exchange, *self.balance,
+                               planner=planner)
 
     def run(self, solver, alpha, pos, q, idv, ex, potentials=False, probe_base=None):
         """solver.compute (q of shape (n,)) or solver.compute_sets (q of shape (n, m)),

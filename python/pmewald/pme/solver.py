@@ -264,6 +264,7 @@ class PME:
                  error_model=o.error_model, box=self._user_box.copy(), skin=o.skin,
                  precision=st.precision, precision_request=o.precision,
                  skin_used=solver.skin if solver is not None else None,
+                 fft_planner=solver.planner if solver is not None else None,
                  slab=pr.slab is not None, slab_gap=pr.slab.gap if pr.slab is not None else None,
                  ghost_exchange=o.ghost_exchange,
                  ghost_exchange_used=solver.ghost_exchange if solver is not None else None,
@@ -437,6 +438,8 @@ class PME:
             raw = None
             if st.solver is None or st.recheck:
                 raw = tuner.tune(pos, tuned, idv, ex, n_atoms, tuned_q2)
+            else:
+                tuner.settle_planner()  # the kept solver's measured FFT plans, from the second call on
             if raw is None or want or sets:  # the tuning's last run is this call's unless more was asked
                 raw = tuner.run(tuner.state.solver, *run, ex, potentials=want, probe_base=probe_base)
             if self._opts.skin_auto and pr.skin_active == 0.0:

@@ -69,6 +69,14 @@ MIXED_MAX_ALPHA_R = 8.0
 _ENERGY_FLOOR = 1e-4
 
 
+# FFTW's planner for the solvers the automatic choice makes (probes, candidates, the
+# reciprocal-only runs of the energy check and the measured errors): most run once, and a
+# measured plan of a new mesh size cost 0.17-0.55 s against a 0.12 s compute on 30,000
+# atoms, several times the run it serves; an estimated plan costs ~5 ms. Measured FFTs are
+# 1.0-1.6x as fast (50x54x90 to 128^3, `python -m pmewald.bench fft --planner ...`), which
+# the kept solver gets from its second call on (Tuner.settle_planner).
+_PLAN_WHILE_TUNING = "estimate"
+
 # Error estimates of the charge-sets calls kept per (n_atoms, sum q^2, parameters, table).
 _SETS_ESTIMATES = 256
 
@@ -162,8 +170,24 @@ class Tuner:
         st.cache_estimate = None
 
     def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
+        """A solver of the tuning: its FFTs planned by estimate (_PLAN_WHILE_TUNING) where
+        parameters are chosen, since most of them live for one run; settle_planner plans
+        the one kept with the configured planner at the next call."""
         precision = self.kernel_precision() if real_space else "double"
-        return self.problem.new_solver(mesh, order, alpha, differentiation, real_space, precision, mode, skin)
+        planner = _PLAN_WHILE_TUNING if self.fixed["mesh"] is None else None
+        return self.problem.new_solver(mesh, order, alpha, differentiation, real_space, precision, mode, skin,
+                                       planner=planner)
+
+    def settle_planner(self):
+        """Collective: plan the current solver's FFTs with the configured planner
+        (``_core.fftw_planner()``: "measure" unless PMEWALD_FFTW_PLANNER says otherwise) if
+        the tuning planned them by estimate. Called by the call after the tuning's, so a
+        single call (a single point, a short script) never pays for measured plans."""
+        from .. import _core
+
+        solver = self.state.solver
+        if solver is not None and solver.planner != _core.fftw_planner():
+            solver.set_planner(_core.fftw_planner())
 
     def run(self, solver, pos, q, idv, ex, potentials=False, probe_base=None):
         """One checked solver call (Problem.run); the current solver's also records the

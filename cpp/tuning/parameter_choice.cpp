@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pme/bspline.hpp"
@@ -476,6 +477,7 @@ std::vector<Candidate> predicted_candidates(const CheapestProblem& pr, const std
 // kSkipMargin. Every mesh chosen is checked exactly; only a mesh predicted to fail by that
 // margin is not. (Stepping mesh by mesh, a choice took 5 sums where 2 now do.)
 constexpr double kSkipMargin = 1.03;
+constexpr int kMaxJump = 8;  // mesh steps one jump may skip (a prediction can be far off)
 
 bool check_exactly(const CheapestProblem& pr, const AlphaOption& o, Candidate& c, double sv,
                    EstimateTables& tables) {
@@ -516,7 +518,12 @@ bool check_exactly(const CheapestProblem& pr, const AlphaOption& o, Candidate& c
   for (int step = 0; step < 16 && !ok; ++step) {  // larger meshes until one meets the bounds
     const double f = ratio(K);
     Int3 K2 = next(sv, K, 1.02);
-    while (steer && !too_big(K2) && f * predicted(K2) > limit) K2 = next(sv, K2, 1.02);
+    for (int jump = 0; steer && jump < kMaxJump && f * predicted(K2) > limit; ++jump) {
+      double s3 = sv;
+      const Int3 K3 = next(s3, K2, 1.02);
+      if (too_big(K3)) break;  // the prediction may be far off: the next step is checked instead
+      K2 = K3, sv = s3;
+    }
     if (too_big(K2)) break;
     K = K2;
     ok = meets(K);
@@ -526,6 +533,34 @@ bool check_exactly(const CheapestProblem& pr, const AlphaOption& o, Candidate& c
     return false;
   }
   double e_ok = e;
+  if (steer) {  // down to the smallest mesh the corrected prediction lets meet the bounds
+    const double f = ratio(K);
+    std::vector<std::pair<Int3, double>> line;  // (mesh, density) predicted to pass, shrinking
+    double s2 = sv;
+    Int3 cur = K;
+    for (int i = 0; i < 32; ++i) {
+      const Int3 K2 = next(s2, cur, 0.98);
+      if (K2 == cur || f * predicted(K2) > limit) break;
+      line.emplace_back(K2, s2);
+      cur = K2;
+    }
+    // The smallest first; when it fails, bisection between it and K (the error falls
+    // along the line, so passing meshes form a prefix of it from K down).
+    long lo = static_cast<long>(line.size()) - 1, hi = -1;  // line[lo] fails once tried; K = "line[-1]" passes
+    if (lo >= 0 && meets(line[lo].first)) {
+      hi = lo;
+      e_ok = e;
+    } else {
+      while (lo - hi > 1) {
+        const long mid = (lo + hi) / 2;
+        if (meets(line[mid].first))
+          hi = mid, e_ok = e;
+        else
+          lo = mid;
+      }
+    }
+    if (hi >= 0) K = line[hi].first, sv = line[hi].second;
+  }
   for (int step = 0; step < 8; ++step) {  // smaller meshes while they still meet the bounds
     double s2 = sv;
     const Int3 K2 = next(s2, K, 0.98);

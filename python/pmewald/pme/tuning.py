@@ -452,11 +452,16 @@ class Tuner:
                 probe = self._energy_point(raw)
                 scale = acceptable(raw)[1]
                 self._choose_precision(scale, n_atoms)
+        energy_point = probe
         for _ in range(3):
             # The mesh and real-space estimates share what the float rounding leaves.
             target = _MARGIN * self.problem.tolerance * scale
             target = math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
             self._use(self._choose(target, sum_q2, n_atoms, scan))
+            if probe is not None:
+                # The energy check before the full run, on reciprocal-only runs and the probe's
+                # energy: a mesh it refines costs no full run (_precheck_energy).
+                energy_point = self._precheck_energy(probe, scale, scan, pos, q, idv, n_atoms, sum_q2)
             raw = self.run(self.state.solver, pos, q, idv, ex)
             if not self.problem.real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale
@@ -464,7 +469,8 @@ class Tuner:
             if ok or measured == scale:
                 break
             scale = measured
-        raw = self._check_energy(raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+        raw = self._check_energy(raw, energy_point, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
+                                 mesh_target=self.state.mesh_target if probe is not None else None)
         if math.sqrt(raw["sum_force2"] / n_atoms) < _FORCE_FLOOR * typical:
             # Forces that vanish by symmetry (a single charge, a perfect crystal) have force
             # errors that vanish too: measured, they are rounding noise, and a choice planned
@@ -518,10 +524,38 @@ class Tuner:
         return raw
 
     def _energy_point(self, raw):
-        """What the energy check needs of a result: its parameters and reciprocal energy."""
-        return dict(self.state.params, reciprocal=float(raw["terms"]["reciprocal"]))
+        """What the energy check needs of a result: its parameters, reciprocal energy and
+        energy."""
+        return dict(self.state.params, reciprocal=float(raw["terms"]["reciprocal"]), energy=float(raw["energy"]))
 
-    def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
+    def _precheck_energy(self, probe, scale, scan, pos, q, idv, n_atoms, sum_q2):
+        """The energy check (_check_energy) of the current parameters before their full run:
+        their reciprocal energy from a reciprocal-only run (the energy does not depend on the
+        differentiation), the allowance from the probe's energy (good to the probe's coarse
+        tolerance, which the allowance's 0.3 x tolerance x |E| does not notice). A refined mesh
+        is chosen and checked the same way, so the full run happens once, at parameters
+        that pass. Returns the energy point the check extrapolated from (the post-run check
+        reuses it: no further run when the parameters and the energy hold)."""
+        none = np.zeros((0, 2), dtype=np.int64)
+
+        def reciprocal_only():
+            p = self.state.params
+            solver = self._new_solver(p["mesh"], p["order"], p["alpha"], "ad", False, mode=self.probe_mode())
+            raw = self.run(solver, pos, q, idv, none)
+            return {"terms": {"reciprocal": float(raw["terms"]["reciprocal"])}, "energy": probe["energy"]}
+
+        _, point = self._energy_rounds(reciprocal_only(), probe, scale, scan, pos, q, idv, n_atoms, sum_q2,
+                                       reciprocal_only)
+        return point
+
+    def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex, mesh_target=None):
+        """The energy check of a full result (see _energy_rounds): a refined mesh is run in
+        full. `mesh_target`: the bound a pre-check (_precheck_energy) already set, kept
+        unless this check refines further."""
+        return self._energy_rounds(raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2,
+                                   lambda: self.run(self.state.solver, pos, q, idv, ex), mesh_target)[0]
+
+    def _energy_rounds(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run, mesh_target=None):
         """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
 
         The energy of another mesh (same alpha and order) differs from this one by about
@@ -544,7 +578,7 @@ class Tuner:
         from .._core import tuning
 
         self.state.energy_error = None
-        self.state.mesh_target = None
+        self.state.mesh_target = mesh_target
         probe_mesh = coarse["mesh"] if coarse is not None else None
         vol = self.problem.volume_filled()
         floor = _ENERGY_FLOOR * self.problem.k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
@@ -575,8 +609,8 @@ class Tuner:
             self.state.mesh_target = est_ad * factor
             self._use(self._choose(_MARGIN * self.problem.tolerance * scale, sum_q2, n_atoms, scan,
                                    mesh_target=self.state.mesh_target))
-            raw = self.run(self.state.solver, pos, q, idv, ex)
-        return raw
+            raw = run()
+        return raw, coarse
 
     def _other_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
         """The reciprocal energy at the current alpha and order on another mesh (reciprocal

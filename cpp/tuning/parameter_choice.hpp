@@ -1,6 +1,7 @@
 // From an accuracy target to PME parameters: choose_parameters (a given order or
 // differentiation) and choose_cheapest (the cheapest of all, by the cost model),
-// both from the error estimates of error_estimates.hpp. No MPI.
+// both from the error estimates of error_estimates.hpp (choose_cheapest is defined in
+// cheapest_choice.cpp). No MPI.
 #pragma once
 
 #include <vector>

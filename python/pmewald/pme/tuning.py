@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from . import error_model
+from . import energy_check, error_model
 from .error_model import for_choice as _for_choice, model_atoms as _model_atoms
 
 # Orders the automatic choice (order=None) considers.
@@ -64,9 +64,6 @@ _FLOAT_ULP = 2.0 ** -24
 _MIXED_SHARE = 0.1
 # The kernel's range (its float erfc): alpha * cutoff below this.
 MIXED_MAX_ALPHA_R = 8.0
-# Smallest energy scale for the energy check, as a fraction of k sum q^2 / d (systems
-# whose energy is a cancellation to ~0).
-_ENERGY_FLOOR = 1e-4
 
 
 # The probe's target (relative to the force scale) is 30 x tolerance, but no finer than this:
@@ -133,6 +130,8 @@ class Tuner:
     ``fixed``: the explicit alpha, mesh and order (None where chosen); ``diff_request``:
     "ad", "ik" or "auto"; the initial state holds the provisional alpha (final with
     ``real_space=False``) and, with an explicit mesh, the solver built at once."""
+
+    MARGIN = _MARGIN  # the fraction of the tolerance the choices aim at (energy_check's too)
 
     def __init__(self, problem, opts):
         self.problem = problem
@@ -417,7 +416,7 @@ class Tuner:
         force measured by a probe on a coarse mesh, then that of the chosen parameters. They
         are chosen again with the measured scale unless the estimate already lies between a
         quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
-        fine. Finally (real_space=True) the energy error is checked (_check_energy).
+        fine. Finally (real_space=True) the energy error is checked (pme/energy_check.py).
         """
         self.state.recheck = False
         if self.fixed["mesh"] is not None:
@@ -449,7 +448,7 @@ class Tuner:
                 coarse = min(0.3, max(30.0 * self.problem.tolerance, _PROBE_TARGET)) * scale
                 self._use(self._choose(coarse, sum_q2, n_atoms, False))
                 raw = self.run(self.state.solver, pos, q, idv, ex)
-                probe = self._energy_point(raw)
+                probe = energy_check.point(self, raw)
                 scale = acceptable(raw)[1]
                 self._choose_precision(scale, n_atoms)
         energy_point = probe
@@ -460,8 +459,8 @@ class Tuner:
             self._use(self._choose(target, sum_q2, n_atoms, scan))
             if probe is not None:
                 # The energy check before the full run, on reciprocal-only runs and the probe's
-                # energy: a mesh it refines costs no full run (_precheck_energy).
-                energy_point = self._precheck_energy(probe, scale, scan, pos, q, idv, n_atoms, sum_q2)
+                # energy: a mesh it refines costs no full run (energy_check.before_run).
+                energy_point = energy_check.before_run(self, probe, scale, scan, pos, q, idv, n_atoms, sum_q2)
             raw = self.run(self.state.solver, pos, q, idv, ex)
             if not self.problem.real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale
@@ -469,8 +468,8 @@ class Tuner:
             if ok or measured == scale:
                 break
             scale = measured
-        raw = self._check_energy(raw, energy_point, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
-                                 mesh_target=self.state.mesh_target if probe is not None else None)
+        raw = energy_check.after_run(self, raw, energy_point, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
+                                     mesh_target=self.state.mesh_target if probe is not None else None)
         if math.sqrt(raw["sum_force2"] / n_atoms) < _FORCE_FLOOR * typical:
             # Forces that vanish by symmetry (a single charge, a perfect crystal) have force
             # errors that vanish too: measured, they are rounding noise, and a choice planned
@@ -511,7 +510,7 @@ class Tuner:
                 self.state = first
                 return raw
             again = self.run(self.state.solver, pos, q, idv, ex)
-            again = self._check_energy(again, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+            again = energy_check.after_run(self, again, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
         finally:
             self.state.plan = dict(_NO_PLAN)
         got = self._measure_errors(pos, q, idv, sum_q2, n_atoms)
@@ -522,125 +521,3 @@ class Tuner:
                 return again
         self.state = first  # the first choice, with its measured errors
         return raw
-
-    def _energy_point(self, raw):
-        """What the energy check needs of a result: its parameters, reciprocal energy and
-        energy."""
-        return dict(self.state.params, reciprocal=float(raw["terms"]["reciprocal"]), energy=float(raw["energy"]))
-
-    def _precheck_energy(self, probe, scale, scan, pos, q, idv, n_atoms, sum_q2):
-        """The energy check (_check_energy) of the current parameters before their full run:
-        their reciprocal energy from a reciprocal-only run (the energy does not depend on the
-        differentiation), the allowance from the probe's energy (good to the probe's coarse
-        tolerance, which the allowance's 0.3 x tolerance x |E| does not notice). A refined mesh
-        is chosen and checked the same way, so the full run happens once, at parameters
-        that pass. Returns the energy point the check extrapolated from (the post-run check
-        reuses it: no further run when the parameters and the energy hold)."""
-        none = np.zeros((0, 2), dtype=np.int64)
-
-        def reciprocal_only():
-            p = self.state.params
-            solver = self._new_solver(p["mesh"], p["order"], p["alpha"], "ad", False, mode=self.probe_mode())
-            raw = self.run(solver, pos, q, idv, none)
-            return {"terms": {"reciprocal": float(raw["terms"]["reciprocal"])}, "energy": probe["energy"]}
-
-        _, point = self._energy_rounds(reciprocal_only(), probe, scale, scan, pos, q, idv, n_atoms, sum_q2,
-                                       reciprocal_only)
-        return point
-
-    def _check_energy(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex, mesh_target=None):
-        """The energy check of a full result (see _energy_rounds): a refined mesh is run in
-        full. `mesh_target`: the bound a pre-check (_precheck_energy) already set, kept
-        unless this check refines further."""
-        return self._energy_rounds(raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2,
-                                   lambda: self.run(self.state.solver, pos, q, idv, ex), mesh_target)[0]
-
-    def _energy_rounds(self, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run, mesh_target=None):
-        """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
-
-        The energy of another mesh (same alpha and order) differs from this one by about
-        the difference of their errors; both errors scale like the reciprocal force-error
-        estimates, so this mesh's energy error is about |E_other - E| x est / |est_other -
-        est|. The other point is a coarser mesh when one is allowed: the probe when it has
-        the same alpha and order, else a reciprocal-only calculation (the energy does not
-        depend on the differentiation) on a mesh 0.75x as fine; when the mesh is already
-        the coarsest the order allows (a single charge, a tiny cell), a finer one (1.5x).
-        The extrapolation is crude (2-3x), hence the allowance of 0.3 x tolerance x |E|,
-        |E| at least 1% of k sum q^2 / d (d the mean spacing) for energies that cancel to
-        ~0. When it is exceeded, the parameters are chosen again with the mesh itself
-        bounded: its ad estimate at most the current one times the missing factor,
-        whatever the differentiation (the energy does not depend on it, so ik then needs as
-        fine a mesh as ad and usually loses to it). This matters for small systems, whose
-        energy error is relatively larger, for systems whose energy is a small difference
-        of large terms, and for those whose forces vanish by symmetry (a single charge, a
-        perfect crystal), whose force-based choice says nothing about the energy.
-        """
-        from .._core import tuning
-
-        self.state.energy_error = None
-        self.state.mesh_target = mesh_target
-        probe_mesh = coarse["mesh"] if coarse is not None else None
-        vol = self.problem.volume_filled()
-        floor = _ENERGY_FLOOR * self.problem.k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
-        for _ in range(3):
-            p = self.state.params
-            rec = self.estimate(sum_q2, n_atoms)[1]["recip"]
-            if coarse is None or (coarse["alpha"], coarse["order"]) != (p["alpha"], p["order"]):
-                coarse = self._other_energy(pos, q, idv, rec, n_atoms, sum_q2, probe_mesh)
-                if coarse is None:
-                    break
-
-            def recip_estimate(mesh, diff):
-                return tuning.estimate_errors(self.problem.box, p["alpha"], self.problem.cutoff, mesh, p["order"], diff,
-                                               sum_q2, _model_atoms(n_atoms), coulomb_constant=self.problem.k,
-                                               correlation=self.state.correlation)["recip"]
-
-            est_c = recip_estimate(coarse["mesh"], p["differentiation"])
-            if not max(est_c, rec) > 1.5 * min(est_c, rec):
-                break
-            d_e = abs(coarse["reciprocal"] - float(raw["terms"]["reciprocal"])) * rec / abs(est_c - rec)
-            allowed = 0.3 * self.problem.tolerance * max(abs(raw["energy"]), floor)
-            self.state.energy_error = d_e
-            if d_e <= allowed:
-                break
-            factor = float(f"{allowed / d_e:.1e}")  # two digits: rank-count independent
-            est_ad = rec if p["differentiation"] == "ad" else recip_estimate(p["mesh"], "ad")
-            coarse = self._energy_point(raw)
-            self.state.mesh_target = est_ad * factor
-            self._use(self._choose(_MARGIN * self.problem.tolerance * scale, sum_q2, n_atoms, scan,
-                                   mesh_target=self.state.mesh_target))
-            raw = run()
-        return raw, coarse
-
-    def _other_energy(self, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
-        """The reciprocal energy at the current alpha and order on another mesh (reciprocal
-        part only, ad): the probe's mesh when it is coarse enough for the extrapolation (its
-        FFT plans exist already), else one about 0.75x (0.6x) as fine, else, when no coarser
-        mesh is allowed, one 1.5x (2x) as fine; None when neither exists."""
-        from .._core import tuning
-
-        p = self.state.params
-        tries = [] if probe_mesh is None else [tuple(probe_mesh)]
-        tries += [tuple(max(p["order"], tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"])
-                  for f in (0.75, 0.6)]
-        finer = [tuple(min(4096, tuning.fft_friendly(int(math.ceil(f * k)))) for k in p["mesh"]) for f in (1.5, 2.0)]
-        chosen = None
-        for mesh in tries + finer:
-            coarser = mesh in tries
-            if mesh == p["mesh"] or min(mesh) < p["order"]:
-                continue
-            if coarser and any(a > b for a, b in zip(mesh, p["mesh"])):
-                continue
-            est = tuning.estimate_errors(self.problem.box, p["alpha"], self.problem.cutoff, mesh, p["order"],
-                                          p["differentiation"], sum_q2, _model_atoms(n_atoms),
-                                          coulomb_constant=self.problem.k, correlation=self.state.correlation,
-                                        real_volume=self.problem.real_volume())["recip"]
-            if (est > 1.5 * rec) if coarser else (rec > 1.5 * est):
-                chosen = mesh
-                break
-        if chosen is None:
-            return None
-        solver = self._new_solver(chosen, p["order"], p["alpha"], "ad", False, mode=self.probe_mode())
-        raw = self.run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
-        return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
-                "reciprocal": float(raw["terms"]["reciprocal"])}

@@ -249,7 +249,10 @@ class PME:
         True when the real-space and mesh parts and that correlation were measured on a
         sample of the atoms at these parameters (the automatic choice does so where the mesh
         part matters, docs/accuracy.md "Measured at the choice"), False when they are the
-        model's.
+        model's. ``fft_planner`` is the FFTW planner of the solver's plans: the automatic
+        choice plans by ``"estimate"``, and the solver it keeps is planned with the configured
+        one (``"measure"`` unless ``PMEWALD_FFTW_PLANNER`` says otherwise) from the next call
+        on (docs/reliability.md).
         """
         st, pr, o, tuner = self._tuner.state, self._problem, self._opts, self._tuner
         solver = st.solver

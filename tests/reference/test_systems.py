@@ -290,3 +290,43 @@ def test_displace():
     d2 = systems.displace(s, 0.05, seed=4)
     np.testing.assert_array_equal(systems.displace(s, 0.05, seed=4).positions, d2.positions)
     assert not np.allclose(systems.displace(s, 0.05, seed=5).positions, d2.positions)
+
+
+def test_replicate_is_the_same_periodic_system_larger():
+    """replicate: a water box cut so that molecules cross its faces, repeated 2x1x1 and in a
+    triclinic cell 1x2x1, has twice the energy and the same forces on each copy (the direct
+    Ewald sum with the exclusions: an exclusion mapped to the wrong atom, or a molecule torn
+    apart by the larger cell, changes both); its molecules are whole and its ids and
+    exclusions are the documented ones; rock salt repeated is the larger crystal."""
+    from pmewald import reference
+
+    w = systems.water_box(40, seed=2)
+    # shift by half a cell and wrap: molecules straddle the faces of the small box
+    frac = (w.positions + 0.5 * w.box.sum(axis=0)) @ np.linalg.inv(w.box)
+    w.positions = (frac - np.floor(frac)) @ w.box
+    torn = np.linalg.norm(w.positions[w.exclusions[:, 0]] - w.positions[w.exclusions[:, 1]], axis=1).max()
+    assert torn > 5.0  # the test has teeth: some molecule is cut by a face
+    tri = systems.random_charges(30, systems.triclinic_box(9.0, "strong"), seed=4)
+    tri.exclusions = np.array([[0, 1], [2, 3], [1, 5]], dtype=np.int64)
+    for s, reps in ((w, (2, 1, 1)), (tri, (1, 2, 1))):
+        r = systems.replicate(s, reps)
+        _check_common(r)
+        n = s.n_atoms
+        assert r.n_atoms == 2 * n and len(r.exclusions) == 2 * len(s.exclusions)
+        np.testing.assert_allclose(r.box, s.box * np.array(reps)[:, None])
+        np.testing.assert_array_equal(r.exclusions[len(s.exclusions):], s.exclusions + n)
+        if s is w:
+            whole = np.linalg.norm(r.positions[r.exclusions[:, 0]] - r.positions[r.exclusions[:, 1]], axis=1)
+            assert whole.max() < 2.0  # O-H 1 A, H-H 1.63 A
+        small = reference.ewald(s.box, s.positions, s.charges, exclusions=s.exclusions)
+        large = reference.ewald(r.box, r.positions, r.charges, exclusions=r.exclusions)
+        assert large.energy == pytest.approx(2.0 * small.energy, rel=1e-10)
+        np.testing.assert_allclose(large.forces[:n], small.forces, rtol=0, atol=1e-9 * np.abs(small.forces).max())
+        np.testing.assert_allclose(large.forces[n:], small.forces, rtol=0, atol=1e-9 * np.abs(small.forces).max())
+    big, rep = systems.rock_salt((2, 2, 2)), systems.replicate(systems.rock_salt((1, 1, 1)), 2)
+    np.testing.assert_allclose(rep.box, big.box)
+    assert rep.madelung_reference == big.madelung_reference
+    key = lambda p: np.round(np.sort(p @ np.array([1.0, 1e3, 1e6])), 6)  # noqa: E731
+    np.testing.assert_array_equal(key(rep.positions), key(big.positions))
+    with pytest.raises(ValueError, match="n_cells"):
+        systems.replicate(w, (2, 0, 1))

@@ -11,7 +11,7 @@ constant ``M``), defined by ``E = -M k z^2 N_pairs / r0`` with ``N_pairs`` the
 number of cation-anion pairs (half the number of ions) and ``z`` the ionic
 charge.
 
-One module per kind, all re-exported here: ``system`` (:class:`System`, :func:`displace`),
+One module per kind, all re-exported here: ``system`` (:class:`System`, :func:`displace`, :func:`replicate`),
 ``crystals``, ``charges`` (:func:`random_charges`), ``water`` (:func:`water_box`),
 ``chains`` (:func:`solvated_chains`), ``lammps_data`` (:func:`read_lammps_data`) and
 ``openmm`` (the water box as an OpenMM ``System``; needs ``openmm``, not imported here).
@@ -23,7 +23,7 @@ from .chains import solvated_chains
 from .charges import random_charges
 from .crystals import MADELUNG_CONSTANTS, caesium_chloride, rock_salt, triclinic_box, wurtzite, zinc_blende
 from .lammps_data import read_lammps_data
-from .system import System, displace
+from .system import System, displace, replicate
 from .water import water_box
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "random_charges",
     "triclinic_box",
     "displace",
+    "replicate",
     "solvated_chains",
     "read_lammps_data",
 ]

@@ -87,6 +87,10 @@ def test_the_tuning_plans_by_estimate_and_the_kept_solver_by_the_configured_plan
     assert second.energy == pytest.approx(first.energy, rel=1e-12)
     fixed = pmewald.PME(s.box, 6.0, alpha=0.5, mesh=(24, 24, 24), order=5, comm=comm)
     assert fixed.parameters["fft_planner"] == "measure"
-    monkeypatch.setenv("PMEWALD_FFTW_PLANNER", "estimate")  # the configured planner changed: the solver follows
+    monkeypatch.setenv("PMEWALD_FFTW_PLANNER", "estimate")  # read when the parameters are chosen, not per call
     pme.compute(*args)
-    assert pme.parameters["fft_planner"] == "estimate"
+    assert pme.parameters["fft_planner"] == "measure"
+    monkeypatch.setenv("PMEWALD_FFTW_PLANNER", "fastest")  # a bad name: ValueError on every rank, no hang
+    again = pmewald.PME(s.box, 6.0, tolerance=1e-5, comm=comm)
+    with pytest.raises(ValueError, match="PMEWALD_FFTW_PLANNER must be one of"):
+        again.compute(*args)

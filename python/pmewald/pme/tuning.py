@@ -135,6 +135,7 @@ class Tuner:
 
     def __init__(self, problem, opts):
         self.problem = problem
+        self.kept_planner = None  # the planner settle_planner plans the kept solver with (tune sets it)
         self.fixed = {"alpha": opts.alpha, "mesh": opts.mesh, "order": opts.order}
         self.diff_request = opts.differentiation
         # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
@@ -184,15 +185,14 @@ class Tuner:
                                        planner=planner)
 
     def settle_planner(self):
-        """Collective: plan the current solver's FFTs with the configured planner
-        (``_core.fftw_planner()``: "measure" unless PMEWALD_FFTW_PLANNER says otherwise) if
-        the tuning planned them by estimate. Called by the call after the tuning's, so a
-        single call (a single point, a short script) never pays for measured plans."""
-        from .. import _core
-
+        """Collective where it plans: plan the current solver's FFTs with the planner
+        configured when the parameters were chosen (``kept_planner``) if the tuning planned
+        them by estimate. Called by every call after the tuning's (no collective of its own
+        once settled), so a single call (a single point, a short script) never pays for
+        measured plans."""
         solver = self.state.solver
-        if solver is not None and solver.planner != _core.fftw_planner():
-            solver.set_planner(_core.fftw_planner())
+        if solver is not None and self.kept_planner is not None and solver.planner != self.kept_planner:
+            solver.set_planner(self.kept_planner)
 
     def run(self, solver, pos, q, idv, ex, potentials=False, probe_base=None):
         """One checked solver call (Problem.run); the current solver's also records the
@@ -418,7 +418,13 @@ class Tuner:
         quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
         fine. Finally (real_space=True) the energy error is checked (pme/energy_check.py).
         """
+        from .. import _core
+        from .._mpi.collective import agreed
+
         self.state.recheck = False
+        # The planner the kept solver gets (settle_planner): "measure" unless
+        # PMEWALD_FFTW_PLANNER says otherwise, read here where every rank agrees on it.
+        self.kept_planner = agreed(self.problem.comm, _core.fftw_planner)
         if self.fixed["mesh"] is not None:
             self.build(self.state.alpha, self.fixed["mesh"], self.state.order, self.state.differentiation)
             return self.run(self.state.solver, pos, q, idv, ex)

@@ -363,21 +363,22 @@ bool check_exactly(const CheapestProblem& pr, const AlphaOption& o, Candidate& c
   const double limit = pr.mesh_bound && c.diff == Differentiation::AD ? std::fmin(o.budget, pr.mesh_target)
                                                                       : o.budget;
   const std::vector<TablePoint>& tab = tables.table(c.diff, c.order);
-  auto predicted = [&](const Int3& K) { return tables.predicted(tab, c.alpha, K); };
-  auto ratio = [&](const Int3& K) {  // exact (e) over predicted at K, 1 when the prediction is 0
-    const double pk = predicted(K);
-    return pk > 0 && e > 0 ? e / pk : 1.0;
-  };
   auto costs = [&](const Int3& K) { return reciprocal_cost(pr.cm, K, c.order, c.diff, pr.n); };
+  auto predicted = [&](const Int3& K) { return tables.predicted(tab, c.alpha, K); };
+  auto ratio = [&](const Int3& K, double exact) {  // exact over predicted at K, 1 when either is 0
+    const double pk = predicted(K);
+    return pk > 0 && exact > 0 ? exact / pk : 1.0;
+  };
   Int3 K = c.mesh;
   bool ok = meets(K);
   for (int step = 0; step < 16 && !ok; ++step) {  // larger meshes until one meets the bounds
-    const double f = ratio(K);
+    const double f = ratio(K, e);  // e: K's sum, which failed
     Int3 K2 = next(sv, K, 1.02);
     for (int jump = 0; steer && jump < kMaxJump && f * predicted(K2) > limit; ++jump) {
       double s3 = sv;
       const Int3 K3 = next(s3, K2, 1.02);
-      if (too_big(K3)) break;  // the prediction may be far off: the next step is checked instead
+      // the prediction may be far off: the mesh before the cap or the edge is checked instead
+      if (too_big(K3) || costs(K3) >= cost_cap) break;
       K2 = K3, sv = s3;
     }
     if (too_big(K2) || costs(K2) >= cost_cap) break;  // no larger mesh can win
@@ -390,7 +391,7 @@ bool check_exactly(const CheapestProblem& pr, const AlphaOption& o, Candidate& c
   }
   double e_ok = e;
   if (steer) {  // down to the smallest mesh the corrected prediction lets meet the bounds
-    const double f = ratio(K);
+    const double f = ratio(K, e_ok);
     std::vector<std::pair<Int3, double>> line;  // (mesh, density) predicted to pass, shrinking
     double s2 = sv;
     Int3 cur = K;
@@ -420,7 +421,8 @@ bool check_exactly(const CheapestProblem& pr, const AlphaOption& o, Candidate& c
   for (int step = 0; step < 8; ++step) {  // smaller meshes while they still meet the bounds
     double s2 = sv;
     const Int3 K2 = next(s2, K, 0.98);
-    if (K2 == K || (steer && ratio(K) * predicted(K2) > kSkipMargin * limit) || !meets(K2)) break;
+    // ratio at K from its own sum (e_ok): the last sum may be a failed bisection step's
+    if (K2 == K || (steer && ratio(K, e_ok) * predicted(K2) > kSkipMargin * limit) || !meets(K2)) break;
     K = K2, sv = s2, e_ok = e;
   }
   e = e_ok;

@@ -7,9 +7,7 @@ two meshes at the same alpha and order and, when it exceeds 0.3 x tolerance x |E
 :class:`~pmewald.pme.tuning.Tuner` choose again with the mesh bounded. Functions of the tuner
 (its state, problem, solvers and choices), collective where they run solvers:
 
-- :func:`before_run`: on the first call, before the choice's full run, on reciprocal-only runs
-  and the probe's energy, so that a mesh it refines costs no full run;
-- :func:`after_run`: on a full result (the one after the pre-check reuses its energy point);
+- :func:`after_run`: on a full result (a refined mesh is run in full);
 - :func:`point`: what the check needs of a result.
 """
 
@@ -33,36 +31,13 @@ def point(tuner, raw):
     return dict(tuner.state.params, reciprocal=float(raw["terms"]["reciprocal"]), energy=float(raw["energy"]))
 
 
-def before_run(tuner, probe, scale, scan, pos, q, idv, n_atoms, sum_q2):
-    """The energy check (after_run) of the current parameters before their full run:
-    their reciprocal energy from a reciprocal-only run (the energy does not depend on the
-    differentiation), the allowance from the probe's energy (good to the probe's coarse
-    tolerance, which the allowance's 0.3 x tolerance x |E| does not notice). A refined mesh
-    is chosen and checked the same way, so the full run happens once, at parameters
-    that pass. Returns the energy point the check extrapolated from (the post-run check
-    reuses it: no further run when the parameters and the energy hold)."""
-    none = np.zeros((0, 2), dtype=np.int64)
-
-    def reciprocal_only():
-        p = tuner.state.params
-        solver = tuner._new_solver(p["mesh"], p["order"], p["alpha"], "ad", False, mode=tuner.probe_mode())
-        raw = tuner.run(solver, pos, q, idv, none)
-        return {"terms": {"reciprocal": float(raw["terms"]["reciprocal"])}, "energy": probe["energy"]}
-
-    _, used = _rounds(tuner, reciprocal_only(), probe, scale, scan, pos, q, idv, n_atoms, sum_q2,
-                      reciprocal_only)
-    return used
-
-
-def after_run(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex, mesh_target=None):
-    """The energy check of a full result (see _rounds): a refined mesh is run in
-    full. `mesh_target`: the bound a pre-check (before_run) already set, kept
-    unless this check refines further."""
+def after_run(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
+    """The energy check of a full result (see _rounds): a refined mesh is run in full."""
     return _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2,
-                   lambda: tuner.run(tuner.state.solver, pos, q, idv, ex), mesh_target)[0]
+                   lambda: tuner.run(tuner.state.solver, pos, q, idv, ex))
 
 
-def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run, mesh_target=None):
+def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run):
     """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
 
     The energy of another mesh (same alpha and order) differs from this one by about
@@ -83,7 +58,7 @@ def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run, 
     perfect crystal), whose force-based choice says nothing about the energy.
     """
     tuner.state.energy_error = None
-    tuner.state.mesh_target = mesh_target
+    tuner.state.mesh_target = None
     probe_mesh = coarse["mesh"] if coarse is not None else None
     vol = tuner.problem.volume_filled()
     floor = ENERGY_FLOOR * tuner.problem.k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
@@ -116,7 +91,7 @@ def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run, 
         tuner._use(tuner._choose(tuner.MARGIN * tuner.problem.tolerance * scale, sum_q2, n_atoms, scan,
                                  mesh_target=tuner.state.mesh_target))
         raw = run()
-    return raw, coarse
+    return raw
 
 
 def _other_energy(tuner, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):

@@ -457,16 +457,11 @@ class Tuner:
                 probe = energy_check.point(self, raw)
                 scale = acceptable(raw)[1]
                 self._choose_precision(scale, n_atoms)
-        energy_point = probe
         for _ in range(3):
             # The mesh and real-space estimates share what the float rounding leaves.
             target = _MARGIN * self.problem.tolerance * scale
             target = math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
             self._use(self._choose(target, sum_q2, n_atoms, scan))
-            if probe is not None:
-                # The energy check before the full run, on reciprocal-only runs and the probe's
-                # energy: a mesh it refines costs no full run (energy_check.before_run).
-                energy_point = energy_check.before_run(self, probe, scale, scan, pos, q, idv, n_atoms, sum_q2)
             raw = self.run(self.state.solver, pos, q, idv, ex)
             if not self.problem.real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale
@@ -474,8 +469,7 @@ class Tuner:
             if ok or measured == scale:
                 break
             scale = measured
-        raw = energy_check.after_run(self, raw, energy_point, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
-                                     mesh_target=self.state.mesh_target if probe is not None else None)
+        raw = energy_check.after_run(self, raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
         if math.sqrt(raw["sum_force2"] / n_atoms) < _FORCE_FLOOR * typical:
             # Forces that vanish by symmetry (a single charge, a perfect crystal) have force
             # errors that vanish too: measured, they are rounding noise, and a choice planned

@@ -36,6 +36,7 @@ from mpi4py import MPI
 import pmewald
 from pmewald import systems
 from pmewald._core import tuning as core_tuning
+from pmewald.bench.mpi_timing import timed_compute
 from pmewald.pme import problem as problem_module
 from pmewald.pme import tuning as tuning_module
 
@@ -88,29 +89,25 @@ def one(comm, name, tol, calls):
     args = (s.positions[mine], s.charges[mine], s.ids[mine], s.exclusions)
 
     def timed_call(pme):
-        comm.Barrier()
-        t = time.perf_counter()
-        res = pme.compute(*args)
-        comm.Barrier()
-        return time.perf_counter() - t, res
+        return timed_compute(comm, pme, *args)
 
     pme = pmewald.PME(s.box, cutoff, tolerance=tol, comm=comm)
     ledger = Ledger()
     originals = ledger.wrap()
     try:
-        first, res = timed_call(pme)
+        first = timed_call(pme)
     finally:
         Ledger.unwrap(originals)
-    second, _ = timed_call(pme)
-    steady = [timed_call(pme)[0] for _ in range(calls)]
+    second = timed_call(pme)
+    steady = [timed_call(pme) for _ in range(calls)]
     prm = pme.parameters
     explicit_pme = pmewald.PME(s.box, cutoff, alpha=prm["alpha"], mesh=prm["mesh"], order=prm["order"],
                                differentiation=prm["differentiation"], comm=comm)
-    explicit, _ = timed_call(explicit_pme)
+    explicit = timed_call(explicit_pme)
     compute = statistics.median(steady)
     return {"system": name, "atoms": n, "ranks": p, "tolerance": tol, "alpha": prm["alpha"],
             "mesh": list(prm["mesh"]), "order": prm["order"], "differentiation": prm["differentiation"],
-            "estimated_error": res.estimated_error, "first_s": first, "second_s": second, "compute_s": compute,
+            "estimated_error": prm["estimated_error"], "first_s": first, "second_s": second, "compute_s": compute,
             "explicit_first_s": explicit, "first_computes": first / compute,
             "explicit_computes": explicit / compute, "parts_s": dict(ledger.parts), "counts": dict(ledger.counts)}
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 from mpi4py import MPI
 
 import pmewald
 from pmewald import systems, units
+from pmewald.bench.mpi_timing import timed_compute
 
 PEPTIDE = "/usr/share/lammps/examples/peptide/data.peptide"
 PHASES = ["real_space", "pair_list_evaluate", "pair_list_refresh", "migrate", "exclusions", "spread", "fft",
@@ -49,13 +49,7 @@ def main():
     pme.compute(*args)
     pme.compute(*args)
     pme.reset_timings()
-    times = []
-    for _ in range(a.calls):
-        comm.Barrier()
-        t = time.perf_counter()
-        pme.compute(*args)
-        comm.Barrier()
-        times.append(time.perf_counter() - t)
+    times = [timed_compute(comm, pme, *args) for _ in range(a.calls)]
     phases = comm.gather({k: pme.timings().get(k) for k in PHASES}, root=0)
     if rank == 0:
         p = pme.parameters

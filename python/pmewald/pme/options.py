@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import slab as _slab
-from .._checks.validate import as_int, auto_or_length, checked_box, is_auto
+from .._checks.validate import as_box, as_int, auto_or_length, checked_box, is_auto
+from ..geometry.cell import cell_heights
 from .._mpi import COMM_MODES
 from .tuning import MIXED_MAX_ALPHA_R
 
@@ -50,7 +51,9 @@ class Options:
     """A PME object's checked options. ``box`` is the solver's box (with a slab: extended in z),
     ``slab`` the slab geometry (:class:`pmewald.pme.slab.Slab`) or None; ``alpha``, ``mesh`` and
     ``order`` are None where the tuning chooses them; ``skin`` is the length, ``skin_auto`` whether
-    it was ``"auto"``; ``overlap`` None, True or False."""
+    it was ``"auto"``; ``overlap`` None, True or False. With ``cutoff="auto"`` (``cutoff_auto``)
+    ``cutoff`` is provisional (the lower bound, else half the box's limit) and ``cutoff_min`` the
+    lower bound given (None: from the atom density at the first call; pme/cutoff_search.py)."""
     box: np.ndarray
     cutoff: float
     tolerance: float
@@ -72,13 +75,26 @@ class Options:
     balance: str = "off"
     balance_by: str = "pairs"
     balance_threshold: float = 1.05
+    cutoff_auto: bool = False
+    cutoff_min: float | None = None
 
     @classmethod
     def parse(cls, box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant,
               real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision,
               ghost_exchange="auto", balance="off", balance_by="pairs", balance_threshold=1.05) -> "Options":
         """Checks every argument of ``PME(...)`` on this rank (no communication)."""
-        rc = _positive(cutoff, "cutoff")
+        rc_auto, rc_min = _auto_cutoff(cutoff)
+        if rc_auto:
+            if alpha is not None or mesh is not None:
+                raise ValueError("cutoff='auto' chooses alpha and the mesh with the cutoff: pass neither alpha nor "
+                                 "mesh with it")
+            if not real_space:
+                raise ValueError("cutoff='auto' times the real-space pairs against the mesh: it needs "
+                                 "real_space=True (with real_space=False the cutoff is the engine's)")
+            half = 0.5 * float(cell_heights(as_box(box)).min())
+            rc = rc_min if rc_min is not None else 0.5 * half
+        else:
+            rc = _positive(cutoff, "cutoff")
         tol = float(tolerance)
         if not (0 < tol < 1):
             raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
@@ -135,11 +151,31 @@ class Options:
                    overlap=None if overlap is None else bool(overlap), poll=(rows, us),
                    skin=AUTO_SKIN_FRACTION * rc if sk is None else sk, skin_auto=sk is None, slab=sl,
                    precision=precision, ghost_exchange=ghost_exchange, balance=balance, balance_by=balance_by,
-                   balance_threshold=bt)
+                   balance_threshold=bt, cutoff_auto=rc_auto, cutoff_min=rc_min)
+
+    def cutoff_request(self):
+        """The cutoff as asked for: a length, ``"auto"`` or ``("auto", lower bound)``."""
+        if not self.cutoff_auto:
+            return self.cutoff
+        return "auto" if self.cutoff_min is None else ("auto", self.cutoff_min)
 
     def agreement_key(self) -> tuple:
         """What every rank must have the same of (compared by ``same_everywhere``)."""
         return (self.box.tobytes(), self.cutoff, self.tolerance, self.alpha, self.mesh, self.order,
                 self.differentiation, self.comm_mode, self.coulomb_constant, self.real_space, self.error_model,
                 self.overlap, self.poll, self.skin, self.slab is None, self.precision, self.ghost_exchange,
-                self.balance, self.balance_by, self.balance_threshold)
+                self.balance, self.balance_by, self.balance_threshold, self.cutoff_auto, self.cutoff_min)
+
+
+def _auto_cutoff(cutoff):
+    """(auto, lower bound) of a cutoff argument: (False, None) for a length (checked by the
+    caller), (True, None) for ``"auto"``, (True, lo) for ``("auto", lo)``."""
+    if is_auto(cutoff):
+        return True, None
+    if isinstance(cutoff, (tuple, list)):
+        if len(cutoff) != 2 or not is_auto(cutoff[0]):
+            raise ValueError(f"cutoff must be a length, 'auto' or ('auto', lower bound), got {cutoff!r}")
+        return True, _positive(cutoff[1], "cutoff's lower bound")
+    if isinstance(cutoff, str):
+        raise ValueError(f"cutoff must be a length, 'auto' or ('auto', lower bound), got {cutoff!r}")
+    return False, None

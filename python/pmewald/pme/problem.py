@@ -11,6 +11,7 @@ reaches into the other's attributes.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -25,7 +26,8 @@ from .._mpi.collective import agreed
 class Problem:
     """The fixed part of a PME object (see the module docstring). ``box`` is the canonical
     form of the box the solver runs on (a slab's: extended by its gap); ``slab`` None or the
-    slab geometry (pme/slab.py); ``skin_active`` the skin new solvers get (0 until
+    slab geometry (pme/slab.py); ``skin`` the pair list's skin at this cutoff (``skin_auto``:
+    ``"auto"``'s fraction of it), ``skin_active`` the skin new solvers get (0 until
     ``skin="auto"`` switches the list on after the first call)."""
 
     def __init__(self, comm, opts):
@@ -36,9 +38,21 @@ class Problem:
         self.real_space = opts.real_space
         self.comm_mode, self.overlap, self.poll = opts.comm_mode, opts.overlap, opts.poll
         self.slab = opts.slab
+        self.skin, self.skin_auto = opts.skin, opts.skin_auto
         self.skin_active = 0.0 if opts.skin_auto else opts.skin
         self.ghost_exchange = opts.ghost_exchange
         self.balance = (opts.balance, opts.balance_by, opts.balance_threshold)
+
+    def with_cutoff(self, cutoff):
+        """The same problem at another cutoff (cutoff="auto", pme/cutoff_search.py): the box and
+        slab as they are now; a skin "auto" is its fraction of the new cutoff, and its pair list
+        starts again from the first call."""
+        other = copy.copy(self)
+        other.cutoff = float(cutoff)
+        if self.skin_auto:
+            other.skin = self.skin * other.cutoff / self.cutoff
+            other.skin_active = 0.0
+        return other
 
     def real_volume(self):
         """The volume the atoms fill (the real-space estimate's density): a slab's own

@@ -16,8 +16,10 @@ order it passed them. Energy and virial are global and identical on every rank.
 This is the documented face of the solver: the docstrings of PME and compute are the API
 reference (docs/api.md renders them), with the constructor's and compute's checks. PME is
 composed of parts: its Problem (problem.py: what the solvers are made for, and how), its Tuner
-(tuning.py: the automatic choice and the one TuningState a call may change), and the per-call
-helpers of charge_sets.py, potentials.py and slab.py; the work is in the C++ core.
+(tuning.py: the automatic choice and the one TuningState a call may change), with
+``cutoff="auto"`` its CutoffTuning (cutoff_search.py: the walk over cutoffs, each with its own
+Problem and Tuner), and the per-call helpers of charge_sets.py, potentials.py and slab.py; the
+work is in the C++ core.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from .._mpi.collective import agree, agreed, check_comm, duplicate, exscan_sum, 
 from .._mpi.threads import Busy, Rules
 from .options import Options
 from .problem import Problem
-from .result import ZERO_PARTS, TERMS, PMEResult, estimate_report
+from .result import TERMS, PMEResult, estimate_report, zero_result
+from .cutoff_search import CutoffTuning
 from .tuning import Tuner
 
 
@@ -44,8 +47,16 @@ class PME:
     box : array (3, 3) or (3,)
         Rows are the lattice vectors (any triclinic cell); 3 numbers mean an
         orthorhombic box.
-    cutoff : float
-        Real-space cutoff; at most half the smallest cell height.
+    cutoff : float, "auto" or ("auto", lower bound)
+        Real-space cutoff; at most half the smallest cell height. ``"auto"`` chooses it by
+        timing the calls (GROMACS's ``-tunepme``): candidates ``x 1.1^k`` from the cutoff
+        holding ~200 atoms, each with its own automatic alpha, order and mesh (every call
+        meets ``tolerance``), walked down then up until one is 12% slower than the best;
+        then the fastest is kept. About five calls per candidate, the first of each a first
+        call's parameter choice: for loops of some hundred calls, not single points.
+        ``("auto", lo)`` stays at or above ``lo``. Not with ``alpha``, ``mesh`` or
+        ``real_space=False``. ``parameters``: ``cutoff`` (None before the first call),
+        ``cutoff_seconds``, ``cutoff_search``. docs/accuracy.md, "The cutoff by timing".
     tolerance : float
         Target relative RMS force error ``sqrt(sum |F - F_exact|^2 / sum |F_exact|^2)``.
         Used to choose whichever of ``alpha``, ``mesh`` and ``order`` are not given.
@@ -231,6 +242,9 @@ class PME:
             self._slab_gap_error = None  # a slab gap's absolute RMS force error (_slab_estimate)
             self._last_estimate = estimate_report()  # parameters' estimate keys, None until a call
             self._tuner = Tuner(self._problem, opts)  # with an explicit mesh: builds the solver now
+            # cutoff="auto": the walk over cutoffs by timing (pme/cutoff_search.py), started by the first call
+            self._cutoffs = CutoffTuning(self._comm, opts, lambda problem: Tuner(problem, opts)) if (
+                opts.cutoff_auto) else None
 
     @property
     def parameters(self) -> dict:
@@ -259,12 +273,16 @@ class PME:
         p = {"alpha": st.alpha, "mesh": st.params["mesh"] if st.params else None, "order": st.order,
              "differentiation": st.differentiation or "auto",
              "modelled_cost": st.choice["cost"] if st.choice else None}
-        p.update(cutoff=pr.cutoff, tolerance=pr.tolerance,
+        searching = self._cutoffs is not None
+        p.update(cutoff=None if searching and self._cutoffs.search is None else pr.cutoff,
+                 cutoff_request=o.cutoff_request(),
+                 **(self._cutoffs.report() if searching else {"cutoff_seconds": {}, "cutoff_search": "off"}))
+        p.update(tolerance=pr.tolerance,
                  comm_mode=pr.comm_mode, comm_mode_used=tuner.mode_used(),
                  comm_mode_seconds=dict(solver.comm_mode_seconds) if solver is not None else {},
                  overlap=tuner.overlap_used(), overlap_poll=pr.poll,
                  coulomb_constant=pr.k, real_space=pr.real_space,
-                 error_model=o.error_model, box=self._user_box.copy(), skin=o.skin,
+                 error_model=o.error_model, box=self._user_box.copy(), skin=pr.skin,
                  precision=st.precision, precision_request=o.precision,
                  skin_used=solver.skin if solver is not None else None,
                  fft_planner=solver.planner if solver is not None else None,
@@ -308,6 +326,8 @@ class PME:
                 # made again on the next call (rebuilding them every NPT step cost 6x a compute).
                 st.correlation, st.measured = None, None
             st.recheck = self._tuner.fixed["mesh"] is None
+            if self._cutoffs is not None:
+                self._cutoffs.box_changed(pr)  # a box moved far: the cutoff is timed again
 
     # ----------------------------------------------------------------- compute
 
@@ -375,7 +395,8 @@ class PME:
         with self._busy:
             return self._compute(positions, charges, ids, exclusions, True, None, estimate=False).potentials
 
-    def _compute(self, positions, charges, ids, exclusions, potentials=False, probes=None, estimate=True):
+    def _compute(self, positions, charges, ids, exclusions, potentials=False, probes=None, estimate=True,
+                 _retry=False):
         """The one call path of one charge set (charges (n,)) and of m sets (charges (n, m)):
         local checks agreed in the allreduce that sums what the call needs, the ids, the
         tuning on the (lead) set, the solver call and the result; what a failed call changed
@@ -425,9 +446,14 @@ class PME:
             tuned, tuned_q2 = q, sum_q2
         if tuned_q2 == 0.0:  # every charge zero: nothing to tune or compute
             res, self._last_estimate = (_charge_sets.zero_result(len(q), n_atoms, q.shape[1], want, len(pts)) if sets
-                                        else self._zero_result(len(q), n_atoms, want, len(pts)))
+                                        else zero_result(len(q), n_atoms, want, len(pts), self._problem.slab is not None))
             return res
-        tuner = self._tuner
+        cutoffs = self._cutoffs
+        if cutoffs is not None:
+            if cutoffs.search is None:  # the first call: the walk's start, from the atom density
+                self._problem, self._tuner = cutoffs.first_call(self._problem, n_atoms)
+            cutoffs.begin()
+        pr, tuner = self._problem, self._tuner
         saved = tuner.state.copy()
         try:
             st = tuner.state
@@ -439,31 +465,40 @@ class PME:
                 pids, probe_base = _potentials.probe_ids(comm, idv, len(pts), int(n_probes))
                 run = _potentials.append(pos, q, idv, pts, pids)
             raw = None
-            if st.solver is None or st.recheck:
+            tuning = st.solver is None or st.recheck
+            if tuning:
                 raw = tuner.tune(pos, tuned, idv, ex, n_atoms, tuned_q2)
             else:
                 tuner.settle_planner()  # the kept solver's measured FFT plans, from the second call on
             if raw is None or want or sets:  # the tuning's last run is this call's unless more was asked
                 raw = tuner.run(tuner.state.solver, *run, ex, potentials=want, probe_base=probe_base)
-            if self._opts.skin_auto and pr.skin_active == 0.0:
-                tuner.state.solver.set_skin(self._opts.skin)  # collective: every rank got here
-                pr.skin_active = self._opts.skin
+            if pr.skin_auto and pr.skin_active == 0.0:
+                tuner.state.solver.set_skin(pr.skin)  # collective: every rank got here
+                pr.skin_active = pr.skin
             if sets:
                 res, self._last_estimate = _charge_sets.result(tuner, raw, q, n_atoms, sum_q, sum_q2, estimate,
                                                                want, len(pts))
-                return res
-            res = self._result(raw, n_atoms, sum_q, sum_q2, estimate)
-            if want:
-                for name, value in _potentials.split(raw, q, len(q), len(pts)).items():
-                    setattr(res, name, value)
-                res.forces = res.forces[:len(q)]
-            if pr.slab is not None:
-                res = pr.slab.correct(comm, res, pos, q, pr.k, pts)
-                self._slab_estimate(res, pos, q, estimate)
-            return res
-        except BaseException:
+            else:
+                res = self._result(raw, n_atoms, sum_q, sum_q2, estimate)
+                if want:
+                    for name, value in _potentials.split(raw, q, len(q), len(pts)).items():
+                        setattr(res, name, value)
+                    res.forces = res.forces[:len(q)]
+                if pr.slab is not None:
+                    res = pr.slab.correct(comm, res, pos, q, pr.k, pts)
+                    self._slab_estimate(res, pos, q, estimate)
+        except BaseException as e:
             tuner.state = saved  # nothing of a failed call is kept
+            if isinstance(e, ValueError) and cutoffs is not None and cutoffs.fresh() and not _retry:
+                # cutoff="auto": a candidate's first call failed (an excluded pair beyond a short
+                # cutoff, a mesh too large): it counts as too slow, and the call runs again at the
+                # cutoff the walk goes on with (once: a second failure is the caller's).
+                self._problem, self._tuner = cutoffs.failed(pr, tuner)
+                return self._compute(positions, charges, ids, exclusions, potentials, probes, estimate, True)
             raise
+        if cutoffs is not None:  # collective while the walk runs: every rank got here
+            self._problem, self._tuner = cutoffs.after_call(pr, tuner, not (tuning or want or sets))
+        return res
 
     def _slab_estimate(self, res, pos, q, estimate):
         """Collective: a slab's estimate, relative to the corrected forces, with the gap's error
@@ -479,19 +514,6 @@ class PME:
             self._last_estimate["estimated_error_absolute"] = res.estimated_error_absolute
             self._last_estimate["estimated_error_slab_gap"] = gap / res.rms_force if res.rms_force > 0 else math.inf
         self._last_estimate["estimated_error"] = res.estimated_error
-
-    def _zero_result(self, n_local, n_atoms, potentials=False, n_probes=0):
-        """All charges zero: (exactly zero energy, forces, virial (and potentials and fields,
-        which are linear in the charges), the estimate report); nothing tuned."""
-        res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
-                        terms={t: 0.0 for t in TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
-                        rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
-        if potentials:
-            for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
-                setattr(res, name, value)
-        if self._problem.slab is not None:
-            res.terms["slab"] = 0.0
-        return res, estimate_report(0.0, 0.0, ZERO_PARTS)
 
     def _result(self, raw, n_atoms, sum_q, sum_q2, estimate=True) -> PMEResult:
         # estimate=False (pmewald.qeq's products): no error estimate (NaN), whose error model

@@ -142,7 +142,7 @@ class Tuner:
         # fraction of the budget): final with real_space=False (an engine doing its own pairs
         # needs it now), and the probe's alpha otherwise. The rest is chosen on the first
         # compute, when the charges are known; an explicit mesh fixes everything now.
-        alpha = opts.alpha if opts.alpha is not None else math.sqrt(math.log(4.0 / opts.tolerance)) / opts.cutoff
+        alpha = opts.alpha if opts.alpha is not None else math.sqrt(math.log(4.0 / opts.tolerance)) / problem.cutoff
         # The pair kernel's precision (None: "auto", decided by the first call's probe,
         # choose_precision).
         precision = None if opts.precision == "auto" else opts.precision

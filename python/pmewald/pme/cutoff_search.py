@@ -1,0 +1,245 @@
+"""``cutoff="auto"``: the real-space cutoff chosen by timing the calls, like GROMACS's ``-tunepme``.
+
+A pure-electrostatics user has no Lennard-Jones cutoff to keep, and the best split between the
+real-space pairs and the mesh depends on the machine, the rank count and the system: a shorter
+cutoff means fewer pairs and a finer mesh (alpha grows with it at the same accuracy). The
+automatic choice of alpha, order and mesh (tuning.py) works at a given cutoff; this module walks
+the cutoff itself, by measurement, over the first calls of a PME object:
+
+- The candidates are ``start x STEP^k`` between a lower bound (the user's, else the cutoff
+  holding ``_MIN_NEIGHBOURS`` atoms at the system's mean density) and half the smallest cell
+  height. ``start`` holds ``_START_NEIGHBOURS`` (at least the lower bound). Each candidate gets
+  its own automatic parameters, within the tolerance as always: every call's result meets it,
+  whichever cutoff it ran at.
+- At a candidate, its first call chooses the parameters and the next (``_WARMUP``) plans the
+  kept FFTs and builds the pair list; they are not timed. The ``_TIMED`` calls after them are,
+  as the slowest rank's wall seconds (every rank decides alike), and the fastest counts.
+- The walk goes down from ``start`` while a candidate is not more than ``SLOWER`` (12%, as
+  GROMACS) slower than the best so far, then up from ``start`` the same way if nothing below it
+  was faster; it ends at the bounds. The object then runs at the fastest candidate measured.
+- A candidate whose call fails (an excluded pair beyond a short cutoff, a mesh too large for
+  memory) counts as infinitely slow: the call is run again at the best cutoff so far.
+- After :meth:`PME.set_box` has moved the box by more than ``_RETUNE_BOX_CHANGE`` of its
+  longest edge since the choice, the walk starts again from the cutoff in use.
+
+Only calls of one charge set without potentials are timed (the others run at the current
+cutoff). :class:`CutoffSearch` is the walk alone, without MPI or a solver (tests drive it with
+made-up timings); :class:`CutoffTuning` is what :class:`pmewald.PME` holds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+# Candidate cutoffs are start x STEP^k (the pair count changes by 1.33x per step).
+STEP = 1.1
+# A direction of the walk ends at a candidate this much slower than the best (GROMACS's 12%).
+SLOWER = 1.12
+# Calls at a candidate after its first (the parameter choice) that are not timed: the kept
+# solver's measured FFT plans and the pair list's build happen there.
+_WARMUP = 1
+# Calls timed per candidate; the fastest counts (the machine's noise is one-sided).
+_TIMED = 3
+# The cutoff of start and of the default lower bound: the sphere holding this many atoms at the
+# system's mean density (water: ~7.8 and ~4.6 Angstrom).
+_START_NEIGHBOURS = 200
+_MIN_NEIGHBOURS = 50
+# set_box: the walk starts again once the box has moved by more than this fraction of its
+# longest edge since the choice.
+_RETUNE_BOX_CHANGE = 0.05
+
+
+def neighbour_cutoff(n_neighbours, n_atoms, volume):
+    """The radius of the sphere holding `n_neighbours` atoms at the mean density."""
+    return (3.0 * n_neighbours * volume / (4.0 * math.pi * n_atoms)) ** (1.0 / 3.0)
+
+
+def _rounded(x):
+    return float(f"{x:.4g}")
+
+
+def _rounded_down(x):
+    """x to 4 significant digits, not above x (a candidate at the box's limit stays within it)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 3)
+    r = _rounded(math.floor(x / unit + 1e-9) * unit)
+    return r if r <= x else _rounded(r - unit)
+
+
+class CutoffSearch:
+    """The walk over candidate cutoffs in [lo, hi] from `start` (see the module docstring).
+    Pure: no MPI. ``current`` is the cutoff to run at; :meth:`record` takes each plain call's
+    seconds there and answers whether to move; ``seconds`` the measurements, ``done`` whether
+    the walk has ended."""
+
+    def __init__(self, lo, hi, start):
+        if not 0 < lo <= hi:
+            raise ValueError(f"cutoff='auto': the lower bound {lo:g} exceeds the box's limit {hi:g} "
+                             "(half the smallest cell height)")
+        self.lo, self.hi = lo, _rounded_down(hi)
+        self.restart(min(max(start, lo), hi))
+
+    def restart(self, start):
+        """Walk again from `start` (forgetting what was measured)."""
+        self.start = self.current = min(_rounded(start), self.hi)
+        self.seconds = {}
+        self.samples = []
+        self.calls = 0
+        self.direction = -1
+        self.done = False
+
+    def best(self):
+        """The fastest cutoff measured (the current one before any measurement)."""
+        if not self.seconds:
+            return self.current
+        return min(self.seconds, key=lambda c: (self.seconds[c], c))
+
+    def fresh(self):
+        """Whether no call at the current candidate has succeeded yet."""
+        return not self.done and self.calls == 0
+
+    def record(self, seconds):
+        """One successful call at ``current`` (None: a call that is not timed, e.g. the
+        parameter choice, potentials). Returns the cutoff to move to, or None to stay."""
+        if self.done:
+            return None
+        self.calls += 1
+        if self.calls <= 1 + _WARMUP or seconds is None:
+            return None
+        self.samples.append(float(seconds))
+        if len(self.samples) < _TIMED:
+            return None
+        self.seconds[self.current] = min(self.samples)
+        return self._step()
+
+    def fail(self):
+        """The current candidate's call failed: it counts as infinitely slow. Returns the
+        cutoff to move to (the best so far, or the next candidate when nothing was measured)."""
+        self.seconds[self.current] = math.inf
+        nxt = self._step()
+        return nxt if nxt is not None else self.current
+
+    def _step(self):
+        t, best = self.seconds[self.current], self.best()
+        go_on = math.isfinite(t) and t <= SLOWER * self.seconds[best]  # a failure ends a direction
+        nxt = None
+        if self.direction < 0:
+            down = _rounded(self.current / STEP)
+            if go_on and down >= self.lo and down not in self.seconds:
+                nxt = down
+            elif best == self.start or self.seconds[best] == math.inf:
+                self.direction = 1
+                up = _rounded(self.start * STEP)
+                if up <= self.hi and up not in self.seconds:
+                    nxt = up
+        else:
+            up = _rounded(self.current * STEP)
+            if go_on and up <= self.hi and up not in self.seconds:
+                nxt = up
+        if nxt is None:
+            self.done = True
+            nxt = self.best()
+            if self.seconds.get(nxt, 0.0) == math.inf:  # nothing ran: stay at the start
+                nxt = self.start
+        return self._move(nxt)
+
+    def _move(self, cutoff):
+        self.samples, self.calls = [], 0
+        if cutoff == self.current:
+            return None
+        self.current = cutoff
+        return cutoff
+
+
+class CutoffTuning:
+    """The PME object's side of ``cutoff="auto"``: a :class:`CutoffSearch` made at the first
+    call (from the atom density), the (Problem, Tuner) of the current candidate and of the
+    best one measured, the timing of plain calls (the slowest rank's) and the box the choice
+    was made in. `make_tuner(problem)` makes a fresh Tuner for a problem."""
+
+    def __init__(self, comm, opts, make_tuner):
+        self.comm, self.opts, self.make_tuner = comm, opts, make_tuner
+        self.search = None
+        self.kept = {}  # cutoff -> (problem, tuner) of the best so far (its solver and plans)
+        self.box = None  # the box the walk's measurements are of
+        self.started = None
+
+    def first_call(self, problem, n_atoms):
+        """The setting (problem, tuner) to run the first call with: the start cutoff."""
+        from ..geometry.cell import cell_heights
+
+        hi = 0.5 * float(cell_heights(problem.box).min())
+        volume = problem.volume_filled()
+        lo = self.opts.cutoff_min if self.opts.cutoff_min is not None else min(
+            neighbour_cutoff(_MIN_NEIGHBOURS, n_atoms, volume), hi)
+        self.search = CutoffSearch(lo, hi, neighbour_cutoff(_START_NEIGHBOURS, n_atoms, volume))
+        self.box = problem.box.copy()
+        return self._setting(problem, None, self.search.current)
+
+    def begin(self):
+        """Collective (every rank calls it at the same point of the call): start the clock."""
+        self.started = time.perf_counter()
+
+    def timed_seconds(self):
+        """The slowest rank's seconds since begin() (collective)."""
+        from .._mpi.collective import allmax
+
+        return float(allmax(self.comm, [time.perf_counter() - self.started])[0])
+
+    def after_call(self, problem, tuner, timed):
+        """After a successful call at the current candidate; `timed`: whether the call is one
+        to time (plain, and no parameter choice in it). Collective while the walk runs.
+        Returns the (problem, tuner) for the next call."""
+        s = self.search
+        if s.done:
+            return problem, tuner
+        seconds = self.timed_seconds() if timed else None
+        here = s.current
+        nxt = s.record(seconds)
+        if here in s.seconds and s.best() == here:
+            self.kept = {here: (problem, tuner)}  # the fastest so far: its solver and plans are kept
+        if nxt is None:
+            return problem, tuner
+        return self._setting(problem, tuner, nxt)
+
+    def failed(self, problem, tuner):
+        """The current candidate's call failed: the setting to run it again with."""
+        return self._setting(problem, tuner, self.search.fail())
+
+    def fresh(self):
+        return self.search is not None and self.search.fresh()
+
+    def box_changed(self, problem):
+        """After set_box: walk again from the cutoff in use when the box has moved by more
+        than _RETUNE_BOX_CHANGE of its longest edge since the measurements."""
+        if self.search is None or self.box is None:
+            return
+        scale = float(np.linalg.norm(self.box, axis=1).max())
+        if float(np.abs(problem.box - self.box).max()) > _RETUNE_BOX_CHANGE * scale:
+            from ..geometry.cell import cell_heights
+
+            self.search.hi = _rounded_down(0.5 * float(cell_heights(problem.box).min()))
+            self.search.lo = min(self.search.lo, self.search.hi)
+            self.search.restart(min(problem.cutoff, self.search.hi))
+            self.kept = {}
+            self.box = problem.box.copy()
+
+    def report(self):
+        """parameters' keys: the measured seconds per cutoff and the walk's state."""
+        s = self.search
+        if s is None:
+            return {"cutoff_seconds": {}, "cutoff_search": "not started"}
+        return {"cutoff_seconds": dict(sorted(s.seconds.items())), "cutoff_search": "done" if s.done else "searching"}
+
+    def _setting(self, problem, tuner, cutoff):
+        """(problem, tuner) at `cutoff`: the current one (`tuner` not None) or the kept one when
+        of this box and slab, else new."""
+        if tuner is not None and cutoff == problem.cutoff:
+            return problem, tuner
+        kept = self.kept.get(cutoff)
+        if kept is not None and np.array_equal(kept[0].box, problem.box) and kept[0].slab is problem.slab:
+            return kept
+        other = problem.with_cutoff(cutoff)
+        return other, self.make_tuner(other)

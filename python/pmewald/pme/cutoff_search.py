@@ -8,17 +8,23 @@ the cutoff itself, by measurement, over the first calls of a PME object:
 
 - The candidates are ``start x STEP^k`` between a lower bound (the user's, else the cutoff
   holding ``_MIN_NEIGHBOURS`` atoms at the system's mean density) and half the smallest cell
-  height. ``start`` holds ``_START_NEIGHBOURS`` (at least the lower bound). Each candidate gets
-  its own automatic parameters, within the tolerance as always: every call's result meets it,
-  whichever cutoff it ran at.
+  height. ``start`` holds ``_START_NEIGHBOURS`` (at least the lower bound). The start gets the
+  full automatic choice; every other candidate starts from the parameters of the nearest one
+  chosen afresh (the start, or one whose seed missed), scaled to its cutoff as GROMACS scales
+  its grid (Tuner.seed: the real-space and mesh estimates kept; scaling seeds from seeds let
+  the FFT-friendly rounding pile up), and its first call checks them against the tolerance
+  with the choice's margin (the full choice runs if they miss it): every call's result meets
+  the tolerance, whichever cutoff it ran at.
 - At a candidate, its first call chooses the parameters and the next (``_WARMUP``) plans the
   kept FFTs and builds the pair list; they are not timed. The ``_TIMED`` calls after them are,
-  as the slowest rank's wall seconds (every rank decides alike), and the fastest counts.
+  as the slowest rank's wall seconds (every rank decides alike), and their median counts.
 - The walk goes down from ``start`` while a candidate is not more than ``SLOWER`` (12%, as
   GROMACS) slower than the best so far, then up from ``start`` the same way if nothing below it
-  was faster; it ends at the bounds. The object then runs at the fastest candidate measured.
+  was faster; it ends at the bounds. The object then runs at the fastest candidate measured,
+  with the full automatic choice there if its parameters were a seed.
 - A candidate whose call fails (an excluded pair beyond a short cutoff, a mesh too large for
-  memory) counts as infinitely slow: the call is run again at the best cutoff so far.
+  memory) counts as infinitely slow: the call is run again (once) at the cutoff the walk goes
+  on with.
 - After :meth:`PME.set_box` has moved the box by more than ``_RETUNE_BOX_CHANGE`` of its
   longest edge since the choice, the walk starts again from the cutoff in use.
 
@@ -41,8 +47,9 @@ SLOWER = 1.12
 # Calls at a candidate after its first (the parameter choice) that are not timed: the kept
 # solver's measured FFT plans and the pair list's build happen there.
 _WARMUP = 1
-# Calls timed per candidate; the fastest counts (the machine's noise is one-sided).
-_TIMED = 3
+# Calls timed per candidate; their median counts (single calls on a shared machine vary by
+# tens of percent both ways: the fastest of three picked a cutoff 9% slower in a longer run).
+_TIMED = 5
 # The cutoff of start and of the default lower bound: the sphere holding this many atoms at the
 # system's mean density (water: ~7.8 and ~4.6 Angstrom).
 _START_NEIGHBOURS = 200
@@ -111,7 +118,7 @@ class CutoffSearch:
         self.samples.append(float(seconds))
         if len(self.samples) < _TIMED:
             return None
-        self.seconds[self.current] = min(self.samples)
+        self.seconds[self.current] = float(np.median(self.samples))
         return self._step()
 
     def fail(self):
@@ -163,6 +170,7 @@ class CutoffTuning:
         self.comm, self.opts, self.make_tuner = comm, opts, make_tuner
         self.search = None
         self.kept = {}  # cutoff -> (problem, tuner) of the best so far (its solver and plans)
+        self.chosen = {}  # cutoff -> (parameters, precision) of the candidates chosen afresh
         self.box = None  # the box the walk's measurements are of
         self.started = None
 
@@ -197,16 +205,28 @@ class CutoffTuning:
             return problem, tuner
         seconds = self.timed_seconds() if timed else None
         here = s.current
+        if tuner.state.choice is not None:  # chosen afresh (not seeded): what later candidates scale
+            self.chosen.setdefault(here, (dict(tuner.state.params), tuner.state.precision))
         nxt = s.record(seconds)
         if here in s.seconds and s.best() == here:
             self.kept = {here: (problem, tuner)}  # the fastest so far: its solver and plans are kept
-        if nxt is None:
-            return problem, tuner
-        return self._setting(problem, tuner, nxt)
+        return self._next(problem, tuner, nxt)
 
     def failed(self, problem, tuner):
         """The current candidate's call failed: the setting to run it again with."""
-        return self._setting(problem, tuner, self.search.fail())
+        return self._next(problem, tuner, self.search.fail())
+
+    def _next(self, problem, tuner, nxt):
+        """The setting after the walk answered `nxt` (None: stay). At the walk's end a winner
+        that was seeded gets the full automatic choice at its cutoff (a scaled mesh is rounded
+        up, the choice's usually coarser): a first call's cost, once."""
+        s = self.search
+        if s.done and s.current not in self.chosen:
+            other = problem.with_cutoff(s.current)
+            return other, self.make_tuner(other)
+        if nxt is None:
+            return problem, tuner
+        return self._setting(problem, tuner, nxt)
 
     def fresh(self):
         return self.search is not None and self.search.fresh()
@@ -223,7 +243,7 @@ class CutoffTuning:
             self.search.hi = _rounded_down(0.5 * float(cell_heights(problem.box).min()))
             self.search.lo = min(self.search.lo, self.search.hi)
             self.search.restart(min(problem.cutoff, self.search.hi))
-            self.kept = {}
+            self.kept, self.chosen = {}, {}
             self.box = problem.box.copy()
 
     def report(self):
@@ -242,4 +262,9 @@ class CutoffTuning:
         if kept is not None and np.array_equal(kept[0].box, problem.box) and kept[0].slab is problem.slab:
             return kept
         other = problem.with_cutoff(cutoff)
-        return other, self.make_tuner(other)
+        tuner = self.make_tuner(other)
+        if self.chosen:  # scaled from the nearest one chosen afresh (Tuner.seed), checked at its call
+            near = min(self.chosen, key=lambda c: (abs(math.log(c / cutoff)), c))
+            params, precision = self.chosen[near]
+            tuner.seed(params, near, precision)
+        return other, tuner

@@ -50,10 +50,10 @@ class PME:
     cutoff : float, "auto" or ("auto", lower bound)
         Real-space cutoff; at most half the smallest cell height. ``"auto"`` chooses it by
         timing the calls (GROMACS's ``-tunepme``): candidates ``x 1.1^k`` from the cutoff
-        holding ~200 atoms, each with its own automatic alpha, order and mesh (every call
-        meets ``tolerance``), walked down then up until one is 12% slower than the best;
-        then the fastest is kept. About five calls per candidate, the first of each a first
-        call's parameter choice: for loops of some hundred calls, not single points.
+        holding ~200 atoms (its automatic choice scaled to each, checked like a choice: every
+        call meets ``tolerance``), walked down then up until one is 12% slower than the best;
+        then the fastest is kept. Seven calls per candidate, the first two dearer (checks,
+        plans): for loops of some hundred calls, not single points.
         ``("auto", lo)`` stays at or above ``lo``. Not with ``alpha``, ``mesh`` or
         ``real_space=False``. ``parameters``: ``cutoff`` (None before the first call),
         ``cutoff_seconds``, ``cutoff_search``. docs/accuracy.md, "The cutoff by timing".

@@ -100,7 +100,8 @@ class TuningState:
     (key, estimate, box) of the last estimate; ``sets_estimates``: the charge sets' estimates;
     ``energy_error``, ``mesh_target``: the energy check's; ``measured``: (key, errors) measured at
     the choice; ``plan``: what the choice plans with; ``correlation``, ``correlation_box``: the
-    correlated model's table and the box it was made in."""
+    correlated model's table and the box it was made in; ``seeded``: the parameters are another
+    cutoff's scaled (:meth:`Tuner.seed`), to be checked with the choice's margin."""
 
     alpha: float
     order: int | None
@@ -119,6 +120,7 @@ class TuningState:
     plan: dict = dataclasses.field(default_factory=lambda: dict(_NO_PLAN))
     correlation: object = None
     correlation_box: np.ndarray | None = None
+    seeded: bool = False
 
     def copy(self) -> "TuningState":
         return dataclasses.replace(self, sets_estimates=dict(self.sets_estimates))
@@ -174,6 +176,27 @@ class Tuner:
                                      skin=self.problem.skin_active)
         st.params = new
         st.cache_estimate = None
+
+    def seed(self, params, cutoff, precision):
+        """cutoff="auto" (cutoff_search.py): start from the choice `params` made at another
+        `cutoff`, scaled to this problem's as GROMACS scales its grid with the cutoff, instead
+        of choosing afresh. alpha keeps the Kolafa-Perram real-space estimate,
+        exp(-alpha^2 rc^2) / sqrt(rc), and the mesh grows with alpha so that the mesh estimate,
+        ~ (alpha h)^p sqrt(alpha), stays too (same order and differentiation; each axis
+        rounded up to an FFT-friendly size). The next call checks it like a call after
+        set_box: the estimate must meet the tolerance at the measured force scale, else the
+        full choice runs. Collective (builds the solver)."""
+        from .._core import tuning
+
+        a0, p = params["alpha"], params["order"]
+        x2 = (a0 * cutoff) ** 2 + 0.5 * math.log(cutoff / self.problem.cutoff)
+        alpha = math.sqrt(max(x2, 0.25 * (a0 * cutoff) ** 2)) / self.problem.cutoff
+        grow = (alpha / a0) ** (1.0 + 0.5 / p)
+        mesh = tuple(max(p, min(4096, int(tuning.fft_friendly(int(math.ceil(k * grow * (1 - 1e-12)))))))
+                     for k in params["mesh"])
+        self.state.precision = precision
+        self.build(alpha, mesh, p, params["differentiation"])
+        self.state.recheck = self.state.seeded = True
 
     def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
         """A solver of the tuning: its FFTs planned by estimate (_PLAN_WHILE_TUNING) where
@@ -442,7 +465,14 @@ class Tuner:
             if not self.problem.real_space:
                 return raw
             scale = acceptable(raw)[1]
-            if self.estimate(sum_q2, n_atoms)[0] <= self.problem.tolerance * scale:
+            seeded, self.state.seeded = self.state.seeded, False
+            if seeded:
+                # Another cutoff's parameters, scaled (seed): they must meet what a choice aims
+                # at, and pass the checks that follow a choice (the energy, the measured errors).
+                if self.estimate(sum_q2, n_atoms)[0] <= _MARGIN * self.problem.tolerance * scale:
+                    raw = energy_check.after_run(self, raw, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+                    return self._check_measured(raw, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+            elif self.estimate(sum_q2, n_atoms)[0] <= self.problem.tolerance * scale:
                 return raw
         else:
             scale = self._force_scale(typical, typical)

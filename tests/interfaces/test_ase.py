@@ -44,6 +44,22 @@ def test_energy_forces_equal_pme_in_ev():
     np.testing.assert_allclose(atoms.get_stress(voigt=False), -0.5 * (W + W.T) / vol, atol=1e-14)
 
 
+def test_cutoff_auto_passes_through_and_stays_within_tolerance():
+    atoms = _rock_salt(n_cells=3, temperature_K=300)
+    atoms.positions += np.random.default_rng(1).normal(scale=0.05, size=atoms.positions.shape)
+    atoms.calc = PMECalculator(cutoff=("auto", 4.0), tolerance=1e-4)
+    ref = PMECalculator(cutoff=8.0, tolerance=1e-9)
+    f_ref = ref.get_forces(atoms)
+    for _ in range(4):
+        f = atoms.calc.get_forces(atoms)
+        assert np.sqrt(((f - f_ref) ** 2).sum() / (f_ref ** 2).sum()) < 1e-4
+        atoms.calc.reset()  # same positions, computed again (the walk counts calls)
+    p = atoms.calc.pme.parameters
+    assert p["cutoff_request"] == ("auto", 4.0) and p["cutoff"] >= 4.0 and p["cutoff_search"] == "searching"
+    with pytest.raises(ValueError, match="cutoff must be a length, 'auto' or"):
+        PMECalculator(cutoff="automatic").get_forces(atoms)
+
+
 def test_charges_argument_and_validation():
     atoms, s = _triclinic_atoms(n=20)
     atoms.set_initial_charges(np.zeros(len(atoms)))

@@ -60,8 +60,10 @@ class PMECalculator(Calculator):
 
     Parameters
     ----------
-    cutoff : float
-        Real-space cutoff in Angstrom (at most half the smallest cell height).
+    cutoff : float, "auto" or ("auto", lower bound)
+        Real-space cutoff in Angstrom (at most half the smallest cell height); ``"auto"``
+        has it chosen by timing the first calls (:class:`pmewald.PME`), worth it over a
+        geometry optimisation or MD run of some hundred steps.
     tolerance : float
         Target relative RMS force error (see :class:`pmewald.PME`).
     comm : mpi4py communicator, optional
@@ -93,7 +95,10 @@ class PMECalculator(Calculator):
     def __init__(self, cutoff, tolerance=1e-5, comm=None, comm_mode="nonblocking", charges=None,
                  label=None, **pme_options):
         Calculator.__init__(self, label=label)
-        self.parameters.update(cutoff=float(cutoff), tolerance=float(tolerance), comm_mode=comm_mode,
+        # "auto" and ("auto", lo) go to PME as given (it checks them); a length as a float.
+        cutoff = tuple(cutoff) if isinstance(cutoff, (tuple, list)) else (
+            cutoff if isinstance(cutoff, str) else float(cutoff))
+        self.parameters.update(cutoff=cutoff, tolerance=float(tolerance), comm_mode=comm_mode,
                                **pme_options)
         self.comm = comm
         self._charges = None if charges is None else np.array(charges, dtype=float).reshape(-1)

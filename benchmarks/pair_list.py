@@ -16,14 +16,13 @@ Not a test: numbers depend on the machine and its load (say ``uptime`` next to t
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 import numpy as np
 from mpi4py import MPI
 
 import pmewald
-from pmewald import systems
+from pmewald.bench import water_walk
 from pmewald.bench.mpi_timing import slowest, timed_compute
 
 
@@ -34,16 +33,13 @@ def _skin(text):
 
 
 def run(comm, args):
-    s = systems.water_box(target_atoms=args.atoms, seed=1)
-    rank, size = comm.Get_rank(), comm.Get_size()
-    mine = np.arange(s.n_atoms)[rank * s.n_atoms // size:(rank + 1) * s.n_atoms // size]
-    ex = s.exclusions[np.isin(s.exclusions[:, 0], s.ids[mine])]
-    q, ids = s.charges[mine], s.ids[mine]
-    rng = np.random.default_rng(100 + rank)
+    s, start, q, ids, ex = water_walk.local_water(comm, args.atoms)
+    size = comm.Get_size()
+    rng = np.random.default_rng(100 + comm.Get_rank())
     rows = []
     for tol in args.tolerance:
         base = pmewald.PME(s.box, args.cutoff, tolerance=tol, comm=comm, skin=0)
-        pos = s.positions[mine].copy()
+        pos = start.copy()
         base.compute(pos, q, ids=ids, exclusions=ex)
         p = base.parameters
         fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
@@ -69,13 +65,8 @@ def run(comm, args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--atoms", type=int, default=30000)
-    ap.add_argument("--cutoff", type=float, default=10.0)
-    ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-4, 1e-5])
+    water_walk.add_arguments(ap)
     ap.add_argument("--skins", nargs="+", default=["0", "auto"], help="first one is the reference")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--step", type=float, default=0.01, help="random-walk step per component (A)")
-    ap.add_argument("--json", help="write the rows here (rank 0)")
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     rows = run(comm, args)
@@ -88,9 +79,7 @@ def main(argv=None):
                   f"{r['ratio']:>6.2f} {r['builds']:>6.0f} {1e3 * r['pair_list_build']:>6.1f} "
                   f"{1e3 * r['pair_list_refresh']:>7.1f} {1e3 * r['pair_list_evaluate']:>6.1f} "
                   f"{1e3 * r['real_space']:>6.1f}")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
+        water_walk.write_json(args.json, rows)
 
 
 if __name__ == "__main__":

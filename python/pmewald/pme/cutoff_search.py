@@ -20,8 +20,9 @@ the cutoff itself, by measurement, over the first calls of a PME object:
   as the slowest rank's wall seconds (every rank decides alike), and their median counts.
 - The walk goes down from ``start`` while a candidate is not more than ``SLOWER`` (12%, as
   GROMACS) slower than the best so far, then up from ``start`` the same way if nothing below it
-  was faster; it ends at the bounds. The object then runs at the fastest candidate measured,
-  with the full automatic choice there if its parameters were a seed.
+  was faster; it ends at the bounds. The two fastest then run alternately, ``_DUEL`` calls
+  each, and the one the median of the call-by-call ratios says is faster is kept (with the full
+  automatic choice there if its parameters were a seed).
 - A candidate whose call fails (an excluded pair beyond a short cutoff, a mesh too large for
   memory) counts as infinitely slow: the call is run again (once) at the cutoff the walk goes
   on with.
@@ -50,6 +51,10 @@ _WARMUP = 1
 # Calls timed per candidate; their median counts (single calls on a shared machine vary by
 # tens of percent both ways: the fastest of three picked a cutoff 9% slower in a longer run).
 _TIMED = 5
+# The walk's end: the two fastest candidates compared call by call, alternately, over this many
+# pairs of calls, the median of the ratios deciding (measurements taken one after another drift
+# by as much as flat candidates differ: 2 ranks, 1e-5, 63.5 ms in the walk, 79.3 ms after it).
+_DUEL = 3
 # The cutoff of start and of the default lower bound: the sphere holding this many atoms at the
 # system's mean density (water: ~7.8 and ~4.6 Angstrom).
 _START_NEIGHBOURS = 200
@@ -96,6 +101,8 @@ class CutoffSearch:
         self.calls = 0
         self.direction = -1
         self.done = False
+        self.duel = None  # the final comparison while it runs: {"pair": (a, b), "first", "ratios"}
+        self.duel_result = None  # (a, b, median of t_a / t_b) once it has run
 
     def best(self):
         """The fastest cutoff measured (the current one before any measurement)."""
@@ -105,13 +112,15 @@ class CutoffSearch:
 
     def fresh(self):
         """Whether no call at the current candidate has succeeded yet."""
-        return not self.done and self.calls == 0
+        return not self.done and self.duel is None and self.calls == 0
 
     def record(self, seconds):
         """One successful call at ``current`` (None: a call that is not timed, e.g. the
         parameter choice, potentials). Returns the cutoff to move to, or None to stay."""
         if self.done:
             return None
+        if self.duel is not None:
+            return self._duel_step(seconds)
         self.calls += 1
         if self.calls <= 1 + _WARMUP or seconds is None:
             return None
@@ -146,11 +155,32 @@ class CutoffSearch:
             if go_on and up <= self.hi and up not in self.seconds:
                 nxt = up
         if nxt is None:
+            finite = sorted((t, c) for c, t in self.seconds.items() if math.isfinite(t))
+            if _DUEL > 0 and len(finite) >= 2:  # the two fastest, call by call
+                self.duel = {"pair": (finite[0][1], finite[1][1]), "first": None, "ratios": []}
+                return self._move(finite[0][1])
             self.done = True
             nxt = self.best()
             if self.seconds.get(nxt, 0.0) == math.inf:  # nothing ran: stay at the start
                 nxt = self.start
         return self._move(nxt)
+
+    def _duel_step(self, seconds):
+        """A call of the final comparison: at a, then at b, `_DUEL` times; the one whose
+        median ratio says faster is kept."""
+        if seconds is None:
+            return None
+        d = self.duel
+        a, b = d["pair"]
+        if self.current == a:
+            d["first"] = float(seconds)
+            return self._move(b)
+        d["ratios"].append(d["first"] / float(seconds))
+        if len(d["ratios"]) < _DUEL:
+            return self._move(a)
+        ratio = float(np.median(d["ratios"]))
+        self.duel, self.duel_result, self.done = None, (a, b, ratio), True
+        return self._move(a if ratio <= 1.0 else b)
 
     def _move(self, cutoff):
         self.samples, self.calls = [], 0
@@ -163,13 +193,13 @@ class CutoffSearch:
 class CutoffTuning:
     """The PME object's side of ``cutoff="auto"``: a :class:`CutoffSearch` made at the first
     call (from the atom density), the (Problem, Tuner) of the current candidate and of the
-    best one measured, the timing of plain calls (the slowest rank's) and the box the choice
+    two fastest measured, the timing of plain calls (the slowest rank's) and the box the choice
     was made in. `make_tuner(problem)` makes a fresh Tuner for a problem."""
 
     def __init__(self, comm, opts, make_tuner):
         self.comm, self.opts, self.make_tuner = comm, opts, make_tuner
         self.search = None
-        self.kept = {}  # cutoff -> (problem, tuner) of the best so far (its solver and plans)
+        self.kept = {}  # cutoff -> (problem, tuner) of the two fastest so far (their solvers and plans)
         self.chosen = {}  # cutoff -> (parameters, precision) of the candidates chosen afresh
         self.box = None  # the box the walk's measurements are of
         self.started = None
@@ -208,8 +238,9 @@ class CutoffTuning:
         if tuner.state.choice is not None:  # chosen afresh (not seeded): what later candidates scale
             self.chosen.setdefault(here, (dict(tuner.state.params), tuner.state.precision))
         nxt = s.record(seconds)
-        if here in s.seconds and s.best() == here:
-            self.kept = {here: (problem, tuner)}  # the fastest so far: its solver and plans are kept
+        if math.isfinite(s.seconds.get(here, math.inf)):  # the two fastest keep their solvers and plans
+            self.kept[here] = (problem, tuner)
+            self.kept = {c: self.kept[c] for c in sorted(self.kept, key=lambda c: (s.seconds[c], c))[:2]}
         return self._next(problem, tuner, nxt)
 
     def failed(self, problem, tuner):
@@ -250,8 +281,9 @@ class CutoffTuning:
         """parameters' keys: the measured seconds per cutoff and the walk's state."""
         s = self.search
         if s is None:
-            return {"cutoff_seconds": {}, "cutoff_search": "not started"}
-        return {"cutoff_seconds": dict(sorted(s.seconds.items())), "cutoff_search": "done" if s.done else "searching"}
+            return {"cutoff_seconds": {}, "cutoff_search": "not started", "cutoff_duel": None}
+        return {"cutoff_seconds": dict(sorted(s.seconds.items())), "cutoff_search": "done" if s.done else "searching",
+                "cutoff_duel": s.duel_result}
 
     def _setting(self, problem, tuner, cutoff):
         """(problem, tuner) at `cutoff`: the current one (`tuner` not None) or the kept one when

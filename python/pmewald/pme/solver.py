@@ -52,11 +52,12 @@ class PME:
         timing the calls (GROMACS's ``-tunepme``): candidates ``x 1.1^k`` from the cutoff
         holding ~200 atoms (its automatic choice scaled to each, checked like a choice: every
         call meets ``tolerance``), walked down then up until one is 12% slower than the best;
-        then the fastest is kept. Seven calls per candidate, the first two dearer (checks,
-        plans): for loops of some hundred calls, not single points.
-        ``("auto", lo)`` stays at or above ``lo``. Not with ``alpha``, ``mesh`` or
-        ``real_space=False``. ``parameters``: ``cutoff`` (None before the first call),
-        ``cutoff_seconds``, ``cutoff_search``. docs/accuracy.md, "The cutoff by timing".
+        the two fastest then alternate call by call and the faster is kept. Seven calls per
+        candidate, the first two dearer (checks, plans): for loops of some hundred calls, not
+        single points. ``("auto", lo)`` stays at or above ``lo``. Not with ``alpha``, ``mesh``
+        or ``real_space=False``. ``parameters``: ``cutoff`` (None before the first call),
+        ``cutoff_seconds``, ``cutoff_search``, ``cutoff_duel``. docs/accuracy.md, "The cutoff
+        by timing".
     tolerance : float
         Target relative RMS force error ``sqrt(sum |F - F_exact|^2 / sum |F_exact|^2)``.
         Used to choose whichever of ``alpha``, ``mesh`` and ``order`` are not given.
@@ -276,7 +277,8 @@ class PME:
         searching = self._cutoffs is not None
         p.update(cutoff=None if searching and self._cutoffs.search is None else pr.cutoff,
                  cutoff_request=o.cutoff_request(),
-                 **(self._cutoffs.report() if searching else {"cutoff_seconds": {}, "cutoff_search": "off"}))
+                 **(self._cutoffs.report() if searching else {"cutoff_seconds": {}, "cutoff_search": "off",
+                                                              "cutoff_duel": None}))
         p.update(tolerance=pr.tolerance,
                  comm_mode=pr.comm_mode, comm_mode_used=tuner.mode_used(),
                  comm_mode_seconds=dict(solver.comm_mode_seconds) if solver is not None else {},

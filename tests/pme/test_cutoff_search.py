@@ -133,11 +133,13 @@ def test_pme_times_its_calls_and_keeps_the_fastest_cutoff(comm):
     tol = 1e-4
     ref = pmewald.PME(s.box, 6.0, tolerance=1e-9, comm=comm).compute(*args).forces
     ref_all = np.concatenate(comm.allgather(ref))
-    pme = pmewald.PME(s.box, ("auto", 3.6), tolerance=tol, comm=comm)
+    pme = pmewald.PME(s.box, ("auto", 5.0), tolerance=tol, comm=comm)
     p = pme.parameters
-    assert p["cutoff"] is None and p["cutoff_request"] == ("auto", 3.6) and p["cutoff_search"] == "not started"
+    assert p["cutoff"] is None and p["cutoff_request"] == ("auto", 5.0) and p["cutoff_search"] == "not started"
+    # The walk's longest: every candidate in [5, half the cell height] (7 here), 7 calls each,
+    # the final comparison (6) and the winner's choice: the loop allows for it, whatever the timings.
     cutoffs = []
-    for _ in range(40):
+    for _ in range(100):
         f = pme.compute(*args).forces
         err = _forces_error(np.concatenate(comm.allgather(f)), ref_all)
         assert err < tol, (pme.parameters["cutoff"], err)  # whichever cutoff the call ran at
@@ -147,7 +149,7 @@ def test_pme_times_its_calls_and_keeps_the_fastest_cutoff(comm):
     p = pme.parameters
     assert p["cutoff_search"] == "done", cutoffs
     seconds = p["cutoff_seconds"]
-    assert len(seconds) >= 2 and all(c >= 3.6 for c in seconds)
+    assert len(seconds) >= 2 and all(c >= 5.0 for c in seconds)
     a, b, ratio = p["cutoff_duel"]  # the two fastest, compared call by call: the faster is kept
     assert sorted(seconds, key=lambda c: (seconds[c], c))[:2] == [a, b]
     assert p["cutoff"] == (a if ratio <= 1 else b)

@@ -183,9 +183,10 @@ class Tuner:
         of choosing afresh. alpha keeps the Kolafa-Perram real-space estimate,
         exp(-alpha^2 rc^2) / sqrt(rc), and the mesh grows with alpha so that the mesh estimate,
         ~ (alpha h)^p sqrt(alpha), stays too (same order and differentiation; each axis
-        rounded up to an FFT-friendly size). The next call checks it like a call after
-        set_box: the estimate must meet the tolerance at the measured force scale, else the
-        full choice runs. Collective (builds the solver)."""
+        rounded up to an FFT-friendly size). The next call checks it as the end of a choice
+        is checked: the estimate within the choice's margin of the tolerance at the measured
+        force scale, then the energy check and the measured errors (tune); a seed that misses
+        gets the full choice. Collective (builds the solver)."""
         from .._core import tuning
 
         a0, p = params["alpha"], params["order"]

@@ -19,6 +19,12 @@ using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
 // "double" or "mixed" (pmewald.PME validates it first; this guards direct use).
+PairLayout parse_pair_layout(const std::string& l) {
+  if (l == "atoms") return PairLayout::Atoms;
+  if (l == "clusters") return PairLayout::Clusters;
+  throw py::value_error("pair_layout must be 'atoms' or 'clusters', got '" + l + "'");
+}
+
 PairPrecision parse_precision(const std::string& p) {
   if (p == "double") return PairPrecision::Double;
   if (p == "mixed") return PairPrecision::Mixed;
@@ -96,7 +102,7 @@ void bind_solver(py::module_& m) {
                        bool real_space, std::optional<bool> overlap, std::int64_t poll_rows, double poll_us,
                        double skin, const std::string& precision, const std::string& ghost_exchange,
                        const std::string& balance, const std::string& balance_by, double balance_threshold,
-                       std::optional<std::string> planner) {
+                       std::optional<std::string> planner, const std::string& pair_layout) {
              SolverOptions o;
              if (planner) o.fftw_flags = fftw_flags_or_throw(*planner);
              o.box = mat3_from_python(box);
@@ -115,6 +121,7 @@ void bind_solver(py::module_& m) {
              o.real_space = real_space;
              o.skin = skin;
              o.precision = parse_precision(precision);
+             o.pair_layout = parse_pair_layout(pair_layout);
              o.ghost_exchange = parse_ghost_exchange(ghost_exchange);
              o.balance.mode = parse_balance(balance);
              if (balance_by != "pairs" && balance_by != "time")
@@ -130,7 +137,8 @@ void bind_solver(py::module_& m) {
            py::arg("overlap") = py::none(), py::arg("poll_rows") = OverlapSettings{}.poll_rows,
            py::arg("poll_us") = OverlapSettings{}.poll_seconds * 1e6, py::arg("skin") = 0.0, py::arg("precision") = "double",
            py::arg("ghost_exchange") = "auto", py::arg("balance") = "off", py::arg("balance_by") = "pairs",
-           py::arg("balance_threshold") = BalanceSettings{}.threshold, py::arg("planner") = py::none())
+           py::arg("balance_threshold") = BalanceSettings{}.threshold, py::arg("planner") = py::none(),
+           py::arg("pair_layout") = "atoms")
       .def(
           "compute",
           [](PMESolver& s, CArray positions, CArray charges, IArray ids, IArray exclusions, bool potentials) {
@@ -195,6 +203,19 @@ void bind_solver(py::module_& m) {
              s.set_precision(p);
            })
       .def_property_readonly("precision", [](const PMESolver& s) { return std::string(precision_name(s.precision())); })
+      .def("set_pair_layout",
+           [](PMESolver& s, const std::string& layout) {
+             require_mpi_running();
+             const PairLayout l = parse_pair_layout(layout);
+             py::gil_scoped_release nogil;
+             s.set_pair_layout(l);
+           })
+      .def_property_readonly("pair_layout", [](const PMESolver& s) { return std::string(layout_name(s.pair_layout())); })
+      .def_property_readonly("pair_layout_used",
+                             [](const PMESolver& s) { return std::string(layout_name(s.pair_layout_used())); },
+                             "The layout the pair list evaluated the last call with ('atoms' without a list).")
+      .def_property_readonly("cluster_lanes_per_pair", &PMESolver::cluster_lanes_per_pair,
+                             "Kernel lanes per listed pair of the cluster layout (16 x cluster pairs / pairs); 0 by atoms.")
       .def("set_planner",
            [](PMESolver& s, const std::string& planner) {
              require_mpi_running();

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "realspace/erfc_table.hpp"
-#include "realspace/pair_lanes.hpp"
+#include "realspace/pair_math.hpp"
 #include "base/simd.hpp"
 
 // One source, several instruction sets: the kernel is a template over the
@@ -20,97 +20,7 @@ inline namespace realspace {
 
 namespace {
 
-using namespace lanes;  // pair_lanes.hpp: constants, coincident2, splat, gather, pad, PairSums
-
-// erfcx(x) = exp(x^2) erfc(x) on [0, 8] as a polynomial of degree 21 in
-// u = 1.5 t + 0.5, t = (x - 4) / (x + 4) (t in [-1, 1/3] maps to u in [-1, 1]):
-// a 60-node Chebyshev interpolation at 40 digits (mpmath) truncated after 22
-// terms and converted exactly to powers of u (coefficients all below 0.33).
-// Measured max relative error of the double-precision Horner sum 7.7e-16 on
-// [0, 8]; tests/realspace/test_realspace.py checks the kernel's erfc and exp(-x^2).
-constexpr int kErfcxDegree = 21;
-constexpr double kErfcx[kErfcxDegree + 1] = {
-    0.25539567631050575,
-    -0.3203893855604688,
-    0.21603008065150453,
-    -0.12130979259423537,
-    0.056663898960213906,
-    -0.021762555269413487,
-    0.006685681777586212,
-    -0.0015442591661800585,
-    0.0002243981311934595,
-    -2.6592099710132757e-06,
-    -7.264783812003933e-06,
-    1.298919563620421e-06,
-    1.1133932035483724e-07,
-    -6.69115031790662e-08,
-    8.794765330759566e-10,
-    3.0317561336361997e-09,
-    -1.7519605645626383e-10,
-    -1.463790254556094e-10,
-    9.987779029581859e-12,
-    7.600466893772068e-12,
-    -3.399876080761954e-13,
-    -3.288344841249953e-13};
-
-// exp(y) for y in [-64.1, 0]: y = n ln2 + r, |r| <= ln2 / 2, degree-13 Taylor
-// polynomial of exp(r) (truncation < 2e-16 relative), 2^n from the exponent bits.
-
-template <int L>
-struct Vec {
-  typedef double D __attribute__((vector_size(8 * L)));
-  typedef long long I __attribute__((vector_size(8 * L)));
-};
-
-template <class V, int L>
-PMEWALD_INLINE V vsqrt(V a) {
-  V r;
-  for (int l = 0; l < L; ++l) r[l] = __builtin_sqrt(a[l]);  // one sqrtpd per register
-  return r;
-}
-
-// The polynomials are evaluated as two interleaved Horner chains (even and odd
-// powers, in u^2): half the dependency-chain latency of a plain Horner loop,
-// which otherwise bounds the kernel (measured: 1.5x faster per pair).
-template <class V, class VL>
-PMEWALD_INLINE V vexp_neg(V y) {
-  const V nd = y * kLog2e + kRoundMagic;
-  const V n = nd - kRoundMagic;
-  const V r = (y - n * kLn2Hi) - n * kLn2Lo;
-  const V r2 = r * r;
-  // exp(r) = sum r^k / k!, k = 0..13: even part in r^2, odd part r * (...).
-  V pe = splat<V>(1.0 / 479001600.0);  // 1/12!
-  pe = pe * r2 + 1.0 / 3628800.0;       // 1/10!
-  pe = pe * r2 + 1.0 / 40320.0;         // 1/8!
-  pe = pe * r2 + 1.0 / 720.0;           // 1/6!
-  pe = pe * r2 + 1.0 / 24.0;            // 1/4!
-  pe = pe * r2 + 0.5;                   // 1/2!
-  pe = pe * r2 + 1.0;                   // 1/0!
-  V po = splat<V>(1.0 / 6227020800.0);  // 1/13!
-  po = po * r2 + 1.0 / 39916800.0;      // 1/11!
-  po = po * r2 + 1.0 / 362880.0;        // 1/9!
-  po = po * r2 + 1.0 / 5040.0;          // 1/7!
-  po = po * r2 + 1.0 / 120.0;           // 1/5!
-  po = po * r2 + 1.0 / 6.0;             // 1/3!
-  po = po * r2 + 1.0;                   // 1/1!
-  const V p = pe + r * po;
-  const VL ni = (VL)nd - (VL)splat<V>(kRoundMagic);
-  return p * (V)((ni + 1023) << 52);
-}
-
-template <class V>
-PMEWALD_INLINE V verfcx(V x) {
-  static_assert(kErfcxDegree == 21, "the even/odd split below is written for degree 21");
-  const V u = 1.5 * ((x - 4.0) / (x + 4.0)) + 0.5;
-  const V u2 = u * u;
-  V pe = splat<V>(kErfcx[20]), po = splat<V>(kErfcx[21]);
-#pragma GCC unroll 10
-  for (int m = 9; m >= 0; --m) {
-    pe = pe * u2 + kErfcx[2 * m];
-    po = po * u2 + kErfcx[2 * m + 1];
-  }
-  return pe + u * po;
-}
+using namespace lanes;  // pair_lanes.hpp, pair_math.hpp: constants, splat, gather, pad, PairSums, erfcx, exp
 
 // The kernel on partners already contiguous in bx, by, bz, bq (room for n rounded
 // up to L: the lanes past n are padded here with a zero charge 1 / alpha away,

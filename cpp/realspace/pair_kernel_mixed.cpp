@@ -26,27 +26,14 @@
 
 #include "base/simd.hpp"
 #include "realspace/pair_kernel.hpp"
-#include "realspace/pair_lanes.hpp"
+#include "realspace/pair_math.hpp"
 
 namespace pmewald {
 inline namespace realspace {
 
 namespace {
 
-using namespace lanes;  // pair_lanes.hpp: constants, coincident2, splat, gather, pad, PairSums
-
-// erfcx(x) = exp(x^2) erfc(x) on [0, 8] as a polynomial of degree 10 in
-// v = (8 - x) / (4 (x + 2)) in [0, 1] (v = 1 at x = 0, 0 at x = 8): a relative
-// least-squares fit at 50 Chebyshev nodes in 40-digit arithmetic (mpmath),
-// rounded to float (max relative error of these float coefficients summed
-// exactly: 0.18 float ulp). Evaluated in float (v and the Horner sums rounded):
-// 4.3 ulps at most, 1.0 RMS, over [0, 8]. All coefficients below 0.35, the
-// large ones positive: no cancellation in the sum (a polynomial in
-// (x - 4) / (x + 4) as the double kernel's lost 18 ulps to it near x = 8).
-constexpr int kErfcxDegreeF = 10;
-constexpr float kErfcxF[kErfcxDegreeF + 1] = {
-    6.998516619e-02f, 3.446602523e-01f, 3.063275516e-01f, 2.132299691e-01f,  9.752835333e-02f, -7.503184606e-04f,
-    -1.663550548e-02f, -5.350149423e-02f, 5.980363488e-02f, -2.440985478e-02f, 3.762246342e-03f};
+using namespace lanes;  // pair_lanes.hpp, pair_math.hpp: constants, splat, gather, pad, PairSums, erfcx, exp
 
 // L float lanes (one register); the double parts as two registers of H = L / 2
 // lanes (GCC's code for one 2-register double vector spilled every store
@@ -88,49 +75,6 @@ PMEWALD_INLINE typename VecF<L>::D to_double(typename VecF<L>::F f) {
   return __builtin_convertvector(h, typename V::D);
 }
 
-template <class V, int L>
-PMEWALD_INLINE V vsqrtf(V a) {
-  V r;
-  for (int l = 0; l < L; ++l) r[l] = __builtin_sqrtf(a[l]);  // one sqrtps per register
-  return r;
-}
-
-// erfcx(x) for x in [0, 8] (float), by the polynomial above in two interleaved
-// Horner chains (even and odd powers in v^2; the double kernel's reason: half the
-// dependency chain).
-template <class F>
-PMEWALD_INLINE F verfcx_f(F x) {
-  static_assert(kErfcxDegreeF == 10, "the even/odd split below is written for degree 10");
-  const F v = (8.0f - x) * (0.25f / (x + 2.0f));
-  const F v2 = v * v;
-  F pe = splat<F>(kErfcxF[10]), po = splat<F>(kErfcxF[9]);
-  pe = pe * v2 + kErfcxF[8];
-  po = po * v2 + kErfcxF[7];
-  pe = pe * v2 + kErfcxF[6];
-  po = po * v2 + kErfcxF[5];
-  pe = pe * v2 + kErfcxF[4];
-  po = po * v2 + kErfcxF[3];
-  pe = pe * v2 + kErfcxF[2];
-  po = po * v2 + kErfcxF[1];
-  pe = pe * v2 + kErfcxF[0];
-  return pe + v * po;
-}
-
-// exp(s) for |s| <= ln2 / 2 (float): the Taylor polynomial of degree 7
-// (truncation below 5.3e-9 relative, 0.09 ulp), even and odd parts.
-template <class F>
-PMEWALD_INLINE F vexp_reduced_f(F s) {
-  const F s2 = s * s;
-  F pe = splat<F>(1.0f / 720.0f);
-  pe = pe * s2 + 1.0f / 24.0f;
-  pe = pe * s2 + 0.5f;
-  pe = pe * s2 + 1.0f;
-  F po = splat<F>(1.0f / 5040.0f);
-  po = po * s2 + 1.0f / 120.0f;
-  po = po * s2 + 1.0f / 6.0f;
-  po = po * s2 + 1.0f;
-  return pe + s * po;
-}
 
 // exp(-y) for y = alpha^2 r^2 in [0, 64] (double, one register): -y = n ln2 + s.
 // Returns s and 2^n (exact).

@@ -46,10 +46,19 @@
 #include "comm/overlap.hpp"
 #include "geometry/lattice.hpp"
 #include "particles/migration.hpp"
+#include "realspace/cluster_layout.hpp"
 #include "realspace/realspace.hpp"
 
 namespace pmewald {
 inline namespace realspace {
+
+// How the list's pairs are evaluated (a strategy chosen per solver, applied at the next build):
+//   Atoms:    row by row, each atom's partners gathered into the pair kernel (pair_kernel.hpp);
+//   Clusters: the same pairs as 4 x 4 cluster blocks with masks (cluster_layout.hpp,
+//             cluster_kernel.hpp), no gather or selection per pair. Needs alpha * cutoff
+//             < kMaxAlphaR; above it the list evaluates by atoms.
+enum class PairLayout { Atoms, Clusters };
+const char* layout_name(PairLayout l);
 
 // The pairs of one build, by sorted atom (RealSpace::record_pairs).
 struct PairTable {
@@ -85,6 +94,16 @@ class PairList {
   void invalidate() { valid_ = false; }
   // The erfc pairs' kernel precision for the next begin() (pair_kernel.hpp). No MPI.
   void set_precision(PairPrecision p) { precision_ = p; }
+  // The evaluation's layout from the next build on (set_layout invalidates the list). No MPI.
+  void set_layout(PairLayout l) {
+    if (l != layout_) valid_ = false;
+    layout_ = l;
+  }
+  PairLayout layout() const { return layout_; }
+  // The layout the current list evaluates with (Atoms where Clusters cannot: alpha * cutoff
+  // >= kMaxAlphaR), and its cluster pairs' lanes per pair of the list (0 by atoms).
+  PairLayout active_layout() const { return active_layout_; }
+  double cluster_lanes_per_pair() const { return active_layout_ == PairLayout::Clusters ? clusters_.lanes_per_pair() : 0.0; }
 
   // Local, no MPI: 1 when this rank needs a new list for these atoms of the
   // caller (see the header), else 0; keeps the displacements for begin().
@@ -121,6 +140,8 @@ class PairList {
 
  private:
   class Sweep;
+  class ClusterSweep;
+  void begin_clusters();
   detail::HalfPairKernel& list_kernel();  // the build's search state (in sweep_), evaluated by the sweep
   void build(const double* positions, const double* charges, const std::int64_t* ids, std::size_t n,
              const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius,
@@ -132,6 +153,10 @@ class PairList {
   RealSpace builder_;
   PairTable table_;
   std::unique_ptr<Sweep> sweep_;
+  std::unique_ptr<ClusterSweep> csweep_;
+  PairLayout layout_ = PairLayout::Atoms, active_layout_ = PairLayout::Atoms;
+  ClusterTable clusters_;
+  bool clusters_built_ = false;
   bool valid_ = false, have_geometry_ = false;
   PairPrecision precision_ = PairPrecision::Double;
   PeriodicCell cell_;

@@ -68,7 +68,8 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
                      o.overlap ? (*o.overlap ? 1.0 : 0.0) : -1.0, double(o.overlap_poll.poll_rows),
                      o.overlap_poll.poll_seconds, o.skin, double(static_cast<int>(o.precision)),
                      double(static_cast<int>(o.ghost_exchange)), double(static_cast<int>(o.balance.mode)),
-                     double(static_cast<int>(o.balance.work)), o.balance.threshold, o.balance.relax});
+                     double(static_cast<int>(o.balance.work)), o.balance.threshold, o.balance.relax,
+                     double(static_cast<int>(o.pair_layout))});
   return v;
 }
 
@@ -162,6 +163,7 @@ void PMESolver::configure_list() {
   if (list_) {
     list_->set_geometry(cell_, opt_.mesh);
     list_->set_precision(opt_.precision);
+    list_->set_layout(opt_.pair_layout);
     list_->set_ghost_exchange(ghost_exchange_for(migration_.domains(), opt_.cutoff + list_skin_));
   }
   apply_domains();
@@ -221,6 +223,13 @@ void PMESolver::set_precision(PairPrecision precision) {
   adopt(next, "set_precision: the precision differs between ranks");
   realspace_.set_precision(precision);
   if (list_) list_->set_precision(precision);
+}
+
+void PMESolver::set_pair_layout(PairLayout layout) {
+  SolverOptions next = opt_;
+  next.pair_layout = layout;
+  adopt(next, "set_pair_layout: the layout differs between ranks");
+  if (list_) list_->set_layout(layout);
 }
 
 void PMESolver::set_box(const Mat3& box) {

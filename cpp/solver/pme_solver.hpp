@@ -77,6 +77,9 @@ struct SolverOptions {
   // The erfc pair kernel's precision (realspace/pair_kernel.hpp): Mixed needs
   // alpha * cutoff < 8. Potentials and fields are computed in double either way.
   PairPrecision precision = PairPrecision::Double;
+  // How the reused pair list (skin > 0) evaluates its pairs (realspace/pair_list.hpp):
+  // atom by atom, or as 4 x 4 cluster blocks. The same pairs either way.
+  PairLayout pair_layout = PairLayout::Atoms;
   // FFTW's planning rigour for the mesh FFTs (FFTW_MEASURE, or what
   // PMEWALD_FFTW_PLANNER says: base/fftw_planner.hpp). FFTW_ESTIMATE makes runs
   // reproducible bit for bit; each rank plans its own transforms.
@@ -152,6 +155,13 @@ class PMESolver {
   void set_skin(double skin);
   // Collective: another pair-kernel precision for the next calls (options.precision).
   void set_precision(PairPrecision precision);
+  // Collective: another pair-list layout for the next calls (options.pair_layout; the list is rebuilt).
+  void set_pair_layout(PairLayout layout);
+  PairLayout pair_layout() const { return opt_.pair_layout; }
+  // The layout the pair list evaluated its last call with, and its lanes per pair (0 by atoms or
+  // without a list).
+  PairLayout pair_layout_used() const { return list_ ? list_->active_layout() : PairLayout::Atoms; }
+  double cluster_lanes_per_pair() const { return list_ ? list_->cluster_lanes_per_pair() : 0.0; }
   // Collective: plan the mesh FFTs again with these FFTW flags (options.fftw_flags;
   // nothing when they are the current ones). The automatic choice plans its candidates
   // by estimate and the solver it keeps with the configured planner afterwards.

@@ -1,0 +1,251 @@
+#include "realspace/cluster_kernel.hpp"
+
+#include <type_traits>
+
+#include "base/simd.hpp"
+#include "realspace/pair_math.hpp"
+
+// One source, several instruction sets (as pair_kernel.cpp): a template over
+// the lanes per register, instantiated in functions compiled for x86-64-v4,
+// x86-64-v3 and the baseline, the best chosen once at run time.
+//
+// A 4 x 4 block is 16 / L registers of L lanes; lane l of register t is the
+// pair p = t L + l, i.e. slot p / 4 of the i-cluster and slot p % 4 of the
+// j-cluster. The i-cluster's registers are built once per row; a j-cluster's
+// 4 values repeat across the register (L >= 4), so the force on j is one
+// register summed over t, its groups of 4 lanes added at the block's end.
+
+namespace pmewald {
+inline namespace realspace {
+
+namespace {
+
+using namespace lanes;
+
+template <class T, int L>
+struct CV;
+template <int L>
+struct CV<double, L> {
+  typedef double V __attribute__((vector_size(8 * L)));
+  typedef long long I __attribute__((vector_size(8 * L)));
+};
+template <int L>
+struct CV<float, L> {
+  typedef float V __attribute__((vector_size(4 * L)));
+  typedef int I __attribute__((vector_size(4 * L)));
+};
+typedef double D4 __attribute__((vector_size(32)));
+
+// Group g (lanes 4g .. 4g + 3) of v, as 4 lanes of double.
+template <int g, class V>
+PMEWALD_INLINE D4 group4(V v) {
+  typedef typename std::remove_reference<decltype(v[0])>::type T;
+  typedef T T4 __attribute__((vector_size(4 * sizeof(T))));
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3), D4);
+}
+
+// A j-cluster's 4 values (j[0..4)) repeated over L lanes.
+template <class V, class T, int L>
+PMEWALD_INLINE V repeat4(const T* __restrict j) {
+  typedef T T4 __attribute__((vector_size(4 * sizeof(T))));
+  T4 v;
+  __builtin_memcpy(&v, j, sizeof(T4));
+  if constexpr (L == 4)
+    return v;
+  else if constexpr (L == 8)
+    return __builtin_shufflevector(v, v, 0, 1, 2, 3, 0, 1, 2, 3);
+  else
+    return __builtin_shufflevector(v, v, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+}
+
+// The sum of V's groups of 4 lanes, in double.
+template <class V, int L>
+PMEWALD_INLINE D4 groups4(V v) {
+  if constexpr (L == 4)
+    return group4<0>(v);
+  else if constexpr (L == 8)
+    return group4<0>(v) + group4<1>(v);
+  else
+    return (group4<0>(v) + group4<1>(v)) + (group4<2>(v) + group4<3>(v));
+}
+
+// Adds v's group g to acc[first slot of register t + g] (the force on the i slots).
+template <int L>
+struct AddSlots {
+  template <class V>
+  static PMEWALD_INLINE void to(D4* acc, int t, V v) {
+    constexpr int G = L / 4;
+    acc[t * G] += group4<0>(v);
+    if constexpr (G > 1) acc[t * G + 1] += group4<1>(v);
+    if constexpr (G > 2) {
+      acc[t * G + 2] += group4<2>(v);
+      acc[t * G + 3] += group4<3>(v);
+    }
+  }
+};
+
+// Lanes whose bit is set in m (bit l of lane l): -1 there, else 0.
+template <class I, int L>
+PMEWALD_INLINE I lane_mask(unsigned m) {
+  I bits;
+  for (int l = 0; l < L; ++l) bits[l] = 1 << l;
+  return (splat<I>(static_cast<int>(m)) & bits) != 0;
+}
+
+// exp(-y), y in [0, 64], float: -y = n ln2 + s in float (Cody-Waite), 2^n from the bits.
+template <class F, class I>
+PMEWALD_INLINE F vexp_neg_f(F y) {
+  const float magic = 12582912.0f;  // 1.5 * 2^23
+  const F nd = y * -1.44269504f + magic;
+  const F n = nd - magic;
+  const F s = (-y - n * 0.693359375f) - n * -2.12194440e-4f;
+  const I ni = (I)nd - (I)splat<F>(magic);
+  return vexp_reduced_f(s) * (F)((ni + 127) << 23);
+}
+
+// Per-block sums of T lanes, and the row's double sums.
+template <class V>
+struct BlockAcc {
+  V e, w00, w01, w02, w11, w12, w22, f2, n, fjx, fjy, fjz;
+  PMEWALD_INLINE void clear() {
+    e = w00 = w01 = w02 = w11 = w12 = w22 = f2 = n = fjx = fjy = fjz = V{};
+  }
+};
+
+// The row (i-cluster ci against its j-clusters). kMixed: float lanes, positions
+// relative to the cluster centres; else double positions.
+template <class T, int L, bool kMixed>
+PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centres, const T* __restrict data,
+                        double* __restrict fi, double* __restrict fj, ClusterBlockSums& out) {
+  using V = typename CV<T, L>::V;
+  using I = typename CV<T, L>::I;
+  constexpr int R = 16 / L;  // registers per block
+  const T* ci = data + 16 * a.ci;
+  V xi[R], yi[R], zi[R], qi[R];
+  for (int t = 0; t < R; ++t)
+    for (int l = 0; l < L; ++l) {
+      const int s = (t * L + l) / 4;
+      xi[t][l] = ci[s];
+      yi[t][l] = ci[4 + s];
+      zi[t][l] = ci[8 + s];
+      qi[t][l] = ci[12 + s] * static_cast<T>(a.k);
+    }
+  const T alpha = static_cast<T>(a.alpha), a_tsp = static_cast<T>(a.alpha * kTwoOverSqrtPi);
+  const T rc2 = static_cast<T>(a.rc2), tiny2 = static_cast<T>(coincident2(a.alpha));
+  const V safe = splat<V>(static_cast<T>(1.0 / (a.alpha * a.alpha)));  // masked lanes: alpha r = 1
+  D4 fix[4], fiy[4], fiz[4];  // the force on each i slot, by j lane
+  for (int s = 0; s < 4; ++s) fix[s] = fiy[s] = fiz[s] = splat<D4>(0.0);
+  D4 se = splat<D4>(0.0), sw[6] = {se, se, se, se, se, se}, sf2 = se, sn = se;
+  BlockAcc<V> b;
+  for (int p = 0; p < a.n; ++p) {
+    const int cj = a.cj[p];
+    const T* dj = data + 16 * cj;
+    V ox = V{}, oy = ox, oz = ox;  // the centres' separation (mixed)
+    if (kMixed) {
+      ox = splat<V>(static_cast<T>(centres[3 * a.ci] - centres[3 * cj]));
+      oy = splat<V>(static_cast<T>(centres[3 * a.ci + 1] - centres[3 * cj + 1]));
+      oz = splat<V>(static_cast<T>(centres[3 * a.ci + 2] - centres[3 * cj + 2]));
+    }
+    const V xj = repeat4<V, T, L>(dj), yj = repeat4<V, T, L>(dj + 4), zj = repeat4<V, T, L>(dj + 8);
+    const V qj = repeat4<V, T, L>(dj + 12);
+    const unsigned m = a.mask[p];
+    b.clear();
+    for (int t = 0; t < R; ++t) {
+      const unsigned mt = (m >> (t * L)) & ((1u << L) - 1u);
+      if (mt == 0) continue;
+      const V dx = (xi[t] - xj) + ox, dy = (yi[t] - yj) + oy, dz = (zi[t] - zj) + oz;
+      const V r2 = dx * dx + dy * dy + dz * dz;
+      const I act = lane_mask<I, L>(mt) & (r2 < rc2);
+      const V r2s = act ? r2 - tiny2 : safe;  // NaN for a coincident pair (pair_kernel.hpp)
+      V r;
+      for (int l = 0; l < L; ++l) r[l] = kMixed ? __builtin_sqrtf(r2s[l]) : __builtin_sqrt(r2s[l]);
+      const V inv_r = 1 / r;
+      const V xa = alpha * r;
+      V ex, erfc;
+      if constexpr (kMixed) {
+        ex = vexp_neg_f<V, I>(xa * xa);
+        erfc = ex * verfcx_f(xa);
+      } else {
+        ex = vexp_neg<V, I>(-(xa * xa));
+        erfc = ex * verfcx<V>(xa);
+      }
+      const V kqq = act ? qi[t] * qj : V{};
+      const V epair = kqq * erfc * inv_r;
+      const V fr = (epair + kqq * a_tsp * ex) * inv_r * inv_r;
+      const V fx = fr * dx, fy = fr * dy, fz = fr * dz;
+      b.e += epair;
+      b.w00 += fx * dx;
+      b.w01 += fx * dy;
+      b.w02 += fx * dz;
+      b.w11 += fy * dy;
+      b.w12 += fy * dz;
+      b.w22 += fz * dz;
+      if (kMixed) b.f2 += fr * fr * r2s;
+      b.n -= __builtin_convertvector(act, V);
+      b.fjx += fx;
+      b.fjy += fy;
+      b.fjz += fz;
+      // The force on i: each group of 4 lanes is one i slot.
+      AddSlots<L>::to(fix, t, fx);
+      AddSlots<L>::to(fiy, t, fy);
+      AddSlots<L>::to(fiz, t, fz);
+    }
+    se += groups4<V, L>(b.e);
+    sw[0] += groups4<V, L>(b.w00);
+    sw[1] += groups4<V, L>(b.w11);
+    sw[2] += groups4<V, L>(b.w22);
+    sw[3] += groups4<V, L>(b.w01);
+    sw[4] += groups4<V, L>(b.w02);
+    sw[5] += groups4<V, L>(b.w12);
+    if (kMixed) sf2 += groups4<V, L>(b.f2);
+    sn += groups4<V, L>(b.n);
+    const D4 gx = groups4<V, L>(b.fjx), gy = groups4<V, L>(b.fjy), gz = groups4<V, L>(b.fjz);
+    double* o = fj + 12 * p;
+    for (int l = 0; l < 4; ++l) {
+      o[3 * l] = -gx[l];
+      o[3 * l + 1] = -gy[l];
+      o[3 * l + 2] = -gz[l];
+    }
+  }
+  for (int s = 0; s < 4; ++s) {
+    fi[3 * s] += (fix[s][0] + fix[s][1]) + (fix[s][2] + fix[s][3]);
+    fi[3 * s + 1] += (fiy[s][0] + fiy[s][1]) + (fiy[s][2] + fiy[s][3]);
+    fi[3 * s + 2] += (fiz[s][0] + fiz[s][1]) + (fiz[s][2] + fiz[s][3]);
+  }
+  auto hsum = [](D4 v) { return (v[0] + v[1]) + (v[2] + v[3]); };
+  out.e += hsum(se);
+  for (int k = 0; k < 6; ++k) out.w[k] += hsum(sw[k]);
+  out.f2 += hsum(sf2);
+  out.evaluated += hsum(sn);
+}
+
+using DoubleFn = void (*)(const ClusterRowArgs&, const double*, double*, double*, ClusterBlockSums&);
+using MixedFn = void (*)(const ClusterRowArgs&, const double*, const float*, double*, double*, ClusterBlockSums&);
+#define PMEWALD_CD_ARGS const ClusterRowArgs &a, const double *data, double *fi, double *fj, ClusterBlockSums &s
+#define PMEWALD_CM_ARGS \
+  const ClusterRowArgs &a, const double *c, const float *data, double *fi, double *fj, ClusterBlockSums &s
+
+#if PMEWALD_X86_DISPATCH
+PMEWALD_TARGET_V4 void double_v4(PMEWALD_CD_ARGS) { row<double, 8, false>(a, nullptr, data, fi, fj, s); }
+PMEWALD_TARGET_V3 void double_v3(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, fj, s); }
+PMEWALD_TARGET_V4 void mixed_v4(PMEWALD_CM_ARGS) { row<float, 16, true>(a, c, data, fi, fj, s); }
+PMEWALD_TARGET_V3 void mixed_v3(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, fj, s); }
+#endif
+void double_base(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, fj, s); }
+void mixed_base(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, fj, s); }
+
+struct Dispatch {
+  DoubleFn d = simd::choose<DoubleFn>(PMEWALD_SIMD_VERSIONS(double_v4, double_v3, double_base));
+  MixedFn m = simd::choose<MixedFn>(PMEWALD_SIMD_VERSIONS(mixed_v4, mixed_v3, mixed_base));
+};
+const Dispatch& dispatch() {
+  static const Dispatch d;
+  return d;
+}
+
+}  // namespace
+
+void cluster_row_double(PMEWALD_CD_ARGS) { dispatch().d(a, data, fi, fj, s); }
+void cluster_row_mixed(PMEWALD_CM_ARGS) { dispatch().m(a, c, data, fi, fj, s); }
+}  // namespace realspace
+}  // namespace pmewald

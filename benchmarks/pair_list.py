@@ -10,6 +10,10 @@ Per skin: median per-call time over the steps after the first, its ratio to skin
 the step-by-step ratios), the first call, the rebuilds and the list's build / refresh /
 evaluate seconds per call (slowest rank).
 
+A skin may name the list's layout and kernel precision too, ``skin/layout/precision``:
+``--skins 0 auto auto/clusters auto/atoms/mixed auto/clusters/mixed`` compares the cluster-pair
+layout (``PME(pair_layout="clusters")``) and the mixed kernels with the default.
+
 Not a test: numbers depend on the machine and its load (say ``uptime`` next to them).
 """
 
@@ -26,10 +30,11 @@ from pmewald.bench import water_walk
 from pmewald.bench.mpi_timing import slowest, timed_compute
 
 
-
-
-def _skin(text):
-    return text if text == "auto" else float(text)
+def _variant(text):
+    """PME keywords of a ``--skins`` entry: skin[/layout[/precision]]."""
+    parts = text.split("/")
+    skin, layout, precision = parts + ["atoms", "double"][len(parts) - 1:]
+    return dict(skin=skin if skin == "auto" else float(skin), pair_layout=layout, precision=precision)
 
 
 def run(comm, args):
@@ -43,7 +48,7 @@ def run(comm, args):
         base.compute(pos, q, ids=ids, exclusions=ex)
         p = base.parameters
         fixed = dict(alpha=p["alpha"], mesh=p["mesh"], order=p["order"], differentiation=p["differentiation"])
-        objs = {sk: pmewald.PME(s.box, args.cutoff, comm=comm, skin=_skin(sk), **fixed) for sk in args.skins}
+        objs = {sk: pmewald.PME(s.box, args.cutoff, comm=comm, **_variant(sk), **fixed) for sk in args.skins}
         first = {sk: timed_compute(comm, o, pos, q, ids, ex) for sk, o in objs.items()}
         times = {sk: [] for sk in objs}
         for _ in range(args.steps - 1):
@@ -71,10 +76,10 @@ def main(argv=None):
     comm = MPI.COMM_WORLD
     rows = run(comm, args)
     if comm.Get_rank() == 0:
-        print(f"{'atoms':>6} {'ranks':>5} {'tol':>6} {'skin':>5} {'used':>5} {'first ms':>8} {'ms/call':>8} "
+        print(f"{'atoms':>6} {'ranks':>5} {'tol':>6} {'skin':>19} {'used':>5} {'first ms':>8} {'ms/call':>8} "
               f"{'ratio':>6} {'builds':>6} {'build':>6} {'refresh':>7} {'eval':>6} {'real':>6}")
         for r in rows:
-            print(f"{r['atoms']:>6} {r['ranks']:>5} {r['tolerance']:>6.0e} {str(r['skin']):>5} "
+            print(f"{r['atoms']:>6} {r['ranks']:>5} {r['tolerance']:>6.0e} {str(r['skin']):>19} "
                   f"{(r['skin_used'] or 0):>5.2f} {1e3 * r['first']:>8.1f} {1e3 * r['median']:>8.1f} "
                   f"{r['ratio']:>6.2f} {r['builds']:>6.0f} {1e3 * r['pair_list_build']:>6.1f} "
                   f"{1e3 * r['pair_list_refresh']:>7.1f} {1e3 * r['pair_list_evaluate']:>6.1f} "

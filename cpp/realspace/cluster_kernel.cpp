@@ -1,6 +1,6 @@
 #include "realspace/cluster_kernel.hpp"
 
-#include <type_traits>
+
 
 #include "base/simd.hpp"
 #include "realspace/pair_math.hpp"
@@ -39,8 +39,6 @@ typedef double D4 __attribute__((vector_size(32)));
 // Group g (lanes 4g .. 4g + 3) of v, as 4 lanes of double.
 template <int g, class V>
 PMEWALD_INLINE D4 group4(V v) {
-  typedef typename std::remove_reference<decltype(v[0])>::type T;
-  typedef T T4 __attribute__((vector_size(4 * sizeof(T))));
   return __builtin_convertvector(__builtin_shufflevector(v, v, 4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3), D4);
 }
 
@@ -69,21 +67,6 @@ PMEWALD_INLINE D4 groups4(V v) {
     return (group4<0>(v) + group4<1>(v)) + (group4<2>(v) + group4<3>(v));
 }
 
-// Adds v's group g to acc[first slot of register t + g] (the force on the i slots).
-template <int L>
-struct AddSlots {
-  template <class V>
-  static PMEWALD_INLINE void to(D4* acc, int t, V v) {
-    constexpr int G = L / 4;
-    acc[t * G] += group4<0>(v);
-    if constexpr (G > 1) acc[t * G + 1] += group4<1>(v);
-    if constexpr (G > 2) {
-      acc[t * G + 2] += group4<2>(v);
-      acc[t * G + 3] += group4<3>(v);
-    }
-  }
-};
-
 // Lanes whose bit is set in m (bit l of lane l): -1 there, else 0.
 template <class I, int L>
 PMEWALD_INLINE I lane_mask(unsigned m) {
@@ -103,17 +86,14 @@ PMEWALD_INLINE F vexp_neg_f(F y) {
   return vexp_reduced_f(s) * (F)((ni + 127) << 23);
 }
 
-// Per-block sums of T lanes, and the row's double sums.
-template <class V>
-struct BlockAcc {
-  V e, w00, w01, w02, w11, w12, w22, f2, n, fjx, fjy, fjz;
-  PMEWALD_INLINE void clear() {
-    e = w00 = w01 = w02 = w11 = w12 = w22 = f2 = n = fjx = fjy = fjz = V{};
-  }
-};
-
 // The row (i-cluster ci against its j-clusters). kMixed: float lanes, positions
 // relative to the cluster centres; else double positions.
+//
+// Per lane only the pair terms: the energy, the force on i (summed per lane over the
+// blocks) and on j (summed per block). The virial sum_p f_p d_p, d_p = r_i - r_j (+ the
+// centres' separation c_i - c_j with kMixed), is formed from those sums instead of per
+// pair: sum_i F_i r_i - sum_blocks sum_j G_j r_j (+ sum_blocks G (c_i - c_j)), G_j the
+// block's force on i from j, G their sum.
 template <class T, int L, bool kMixed>
 PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centres, const T* __restrict data,
                         double* __restrict fi, double* __restrict fj, ClusterBlockSums& out) {
@@ -133,23 +113,27 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
   const T alpha = static_cast<T>(a.alpha), a_tsp = static_cast<T>(a.alpha * kTwoOverSqrtPi);
   const T rc2 = static_cast<T>(a.rc2), tiny2 = static_cast<T>(coincident2(a.alpha));
   const V safe = splat<V>(static_cast<T>(1.0 / (a.alpha * a.alpha)));  // masked lanes: alpha r = 1
-  D4 fix[4], fiy[4], fiz[4];  // the force on each i slot, by j lane
-  for (int s = 0; s < 4; ++s) fix[s] = fiy[s] = fiz[s] = splat<D4>(0.0);
-  D4 se = splat<D4>(0.0), sw[6] = {se, se, se, se, se, se}, sf2 = se, sn = se;
-  BlockAcc<V> b;
+  V fxi[R], fyi[R], fzi[R];  // the force on i, by lane
+  for (int t = 0; t < R; ++t) fxi[t] = fyi[t] = fzi[t] = V{};
+  V ev = V{}, f2v = V{}, nv = V{};
+  D4 wj[6];  // sum of G_j r_j over the blocks (xx yy zz xy xz yz), by j slot
+  for (int k = 0; k < 6; ++k) wj[k] = splat<D4>(0.0);
+  double wc[6] = {0, 0, 0, 0, 0, 0};  // sum of G (c_i - c_j)
   for (int p = 0; p < a.n; ++p) {
     const int cj = a.cj[p];
     const T* dj = data + 16 * cj;
-    V ox = V{}, oy = ox, oz = ox;  // the centres' separation (mixed)
-    if (kMixed) {
-      ox = splat<V>(static_cast<T>(centres[3 * a.ci] - centres[3 * cj]));
-      oy = splat<V>(static_cast<T>(centres[3 * a.ci + 1] - centres[3 * cj + 1]));
-      oz = splat<V>(static_cast<T>(centres[3 * a.ci + 2] - centres[3 * cj + 2]));
+    double dc[3] = {0, 0, 0};
+    V ox = V{}, oy = ox, oz = ox;
+    if constexpr (kMixed) {
+      for (int d = 0; d < 3; ++d) dc[d] = centres[3 * a.ci + d] - centres[3 * cj + d];
+      ox = splat<V>(static_cast<T>(dc[0]));
+      oy = splat<V>(static_cast<T>(dc[1]));
+      oz = splat<V>(static_cast<T>(dc[2]));
     }
     const V xj = repeat4<V, T, L>(dj), yj = repeat4<V, T, L>(dj + 4), zj = repeat4<V, T, L>(dj + 8);
     const V qj = repeat4<V, T, L>(dj + 12);
     const unsigned m = a.mask[p];
-    b.clear();
+    V gx = V{}, gy = V{}, gz = V{};
     for (int t = 0; t < R; ++t) {
       const unsigned mt = (m >> (t * L)) & ((1u << L) - 1u);
       if (mt == 0) continue;
@@ -173,50 +157,81 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
       const V epair = kqq * erfc * inv_r;
       const V fr = (epair + kqq * a_tsp * ex) * inv_r * inv_r;
       const V fx = fr * dx, fy = fr * dy, fz = fr * dz;
-      b.e += epair;
-      b.w00 += fx * dx;
-      b.w01 += fx * dy;
-      b.w02 += fx * dz;
-      b.w11 += fy * dy;
-      b.w12 += fy * dz;
-      b.w22 += fz * dz;
-      if (kMixed) b.f2 += fr * fr * r2s;
-      b.n -= __builtin_convertvector(act, V);
-      b.fjx += fx;
-      b.fjy += fy;
-      b.fjz += fz;
-      // The force on i: each group of 4 lanes is one i slot.
-      AddSlots<L>::to(fix, t, fx);
-      AddSlots<L>::to(fiy, t, fy);
-      AddSlots<L>::to(fiz, t, fz);
+      ev += epair;
+      if constexpr (kMixed) f2v += fr * fr * r2s;
+      nv -= __builtin_convertvector(act, V);
+      fxi[t] += fx;
+      fyi[t] += fy;
+      fzi[t] += fz;
+      gx += fx;
+      gy += fy;
+      gz += fz;
     }
-    se += groups4<V, L>(b.e);
-    sw[0] += groups4<V, L>(b.w00);
-    sw[1] += groups4<V, L>(b.w11);
-    sw[2] += groups4<V, L>(b.w22);
-    sw[3] += groups4<V, L>(b.w01);
-    sw[4] += groups4<V, L>(b.w02);
-    sw[5] += groups4<V, L>(b.w12);
-    if (kMixed) sf2 += groups4<V, L>(b.f2);
-    sn += groups4<V, L>(b.n);
-    const D4 gx = groups4<V, L>(b.fjx), gy = groups4<V, L>(b.fjy), gz = groups4<V, L>(b.fjz);
+    const D4 Gx = groups4<V, L>(gx), Gy = groups4<V, L>(gy), Gz = groups4<V, L>(gz);
     double* o = fj + 12 * p;
     for (int l = 0; l < 4; ++l) {
-      o[3 * l] = -gx[l];
-      o[3 * l + 1] = -gy[l];
-      o[3 * l + 2] = -gz[l];
+      o[3 * l] = -Gx[l];
+      o[3 * l + 1] = -Gy[l];
+      o[3 * l + 2] = -Gz[l];
+    }
+    const D4 rx = group4<0>(repeat4<V, T, L>(dj)), ry = group4<0>(repeat4<V, T, L>(dj + 4)),
+             rz = group4<0>(repeat4<V, T, L>(dj + 8));
+    wj[0] += Gx * rx;
+    wj[1] += Gy * ry;
+    wj[2] += Gz * rz;
+    wj[3] += Gx * ry;
+    wj[4] += Gx * rz;
+    wj[5] += Gy * rz;
+    if constexpr (kMixed) {
+      const double sx = (Gx[0] + Gx[1]) + (Gx[2] + Gx[3]), sy = (Gy[0] + Gy[1]) + (Gy[2] + Gy[3]),
+                   sz = (Gz[0] + Gz[1]) + (Gz[2] + Gz[3]);
+      wc[0] += sx * dc[0];
+      wc[1] += sy * dc[1];
+      wc[2] += sz * dc[2];
+      wc[3] += sx * dc[1];
+      wc[4] += sx * dc[2];
+      wc[5] += sy * dc[2];
     }
   }
-  for (int s = 0; s < 4; ++s) {
-    fi[3 * s] += (fix[s][0] + fix[s][1]) + (fix[s][2] + fix[s][3]);
-    fi[3 * s + 1] += (fiy[s][0] + fiy[s][1]) + (fiy[s][2] + fiy[s][3]);
-    fi[3 * s + 2] += (fiz[s][0] + fiz[s][1]) + (fiz[s][2] + fiz[s][3]);
-  }
   auto hsum = [](D4 v) { return (v[0] + v[1]) + (v[2] + v[3]); };
-  out.e += hsum(se);
-  for (int k = 0; k < 6; ++k) out.w[k] += hsum(sw[k]);
-  out.f2 += hsum(sf2);
-  out.evaluated += hsum(sn);
+  double wi[6] = {0, 0, 0, 0, 0, 0};
+  for (int t = 0; t < R; ++t) {
+    D4 sx[L / 4], sy[L / 4], sz[L / 4];
+    sx[0] = group4<0>(fxi[t]);
+    sy[0] = group4<0>(fyi[t]);
+    sz[0] = group4<0>(fzi[t]);
+    if constexpr (L >= 8) {
+      sx[1] = group4<1>(fxi[t]);
+      sy[1] = group4<1>(fyi[t]);
+      sz[1] = group4<1>(fzi[t]);
+    }
+    if constexpr (L >= 16) {
+      sx[2] = group4<2>(fxi[t]);
+      sy[2] = group4<2>(fyi[t]);
+      sz[2] = group4<2>(fzi[t]);
+      sx[3] = group4<3>(fxi[t]);
+      sy[3] = group4<3>(fyi[t]);
+      sz[3] = group4<3>(fzi[t]);
+    }
+    for (int g = 0; g < L / 4; ++g) {
+      const int s = t * L / 4 + g;
+      const double Fx = hsum(sx[g]), Fy = hsum(sy[g]), Fz = hsum(sz[g]);
+      const double x = ci[s], y = ci[4 + s], z = ci[8 + s];
+      fi[3 * s] += Fx;
+      fi[3 * s + 1] += Fy;
+      fi[3 * s + 2] += Fz;
+      wi[0] += Fx * x;
+      wi[1] += Fy * y;
+      wi[2] += Fz * z;
+      wi[3] += Fx * y;
+      wi[4] += Fx * z;
+      wi[5] += Fy * z;
+    }
+  }
+  out.e += hsum(groups4<V, L>(ev));
+  for (int k = 0; k < 6; ++k) out.w[k] += wi[k] - hsum(wj[k]) + wc[k];
+  out.f2 += hsum(groups4<V, L>(f2v));
+  out.evaluated += hsum(groups4<V, L>(nv));
 }
 
 using DoubleFn = void (*)(const ClusterRowArgs&, const double*, double*, double*, ClusterBlockSums&);

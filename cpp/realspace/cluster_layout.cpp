@@ -37,18 +37,13 @@ void bisect(int* b, int* e, const double* x, const double* y, const double* z) {
 }  // namespace
 
 void build_cluster_table(const PairTable& table, const double* x, const double* y, const double* z,
-                         const int* cell, ClusterTable& out) {
+                         ClusterTable& out) {
   constexpr int K = ClusterTable::kSize;
   const int N = static_cast<int>(table.rows);
-  // The order: cell by cell (cells are consecutive runs of sorted atoms).
+  // The order: recursive bisection of all the atoms (a k-d tree down to groups of K).
   std::vector<int> order(static_cast<std::size_t>(N));
   for (int a = 0; a < N; ++a) order[static_cast<std::size_t>(a)] = a;
-  for (int a0 = 0; a0 < N;) {
-    int a1 = a0 + 1;
-    while (a1 < N && cell[a1] == cell[a0]) ++a1;
-    bisect(order.data() + a0, order.data() + a1, x, y, z);
-    a0 = a1;
-  }
+  bisect(order.data(), order.data() + N, x, y, z);
   const int C = (N + K - 1) / K;
   out.clusters = C;
   out.atom.assign(static_cast<std::size_t>(C) * K, -1);

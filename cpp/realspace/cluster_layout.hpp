@@ -37,13 +37,15 @@ struct ClusterTable {
 };
 
 // Orders the table's sorted atoms into clusters and converts its pairs to
-// cluster pairs. x, y, z: the sorted atoms' positions (table.rows of them);
-// cell: each sorted atom's search cell (the atoms of one cell are consecutive).
-// Within each cell, the atoms are split in halves along their widest extent
-// until at most kSize remain, so a cluster's atoms are close together; the
-// clusters are the consecutive groups of kSize in that order.
+// cluster pairs. x, y, z: the sorted atoms' positions (table.rows of them).
+// The atoms are split in halves along their widest extent, at a multiple of
+// kSize, recursively (a k-d tree whose leaves are the clusters), so a cluster's
+// atoms are close together. (Clusters within the search's cells were worse: in
+// orthorhombic boxes those cells are thin slabs along x. Measured on 30k water,
+// cutoff 9 + skin 1: 2.37 lanes per listed pair by cells, 2.23 by bisection; about
+// the geometric limit of 4 x 4 blocks of ~3.4 A clusters at that radius.)
 void build_cluster_table(const PairTable& table, const double* x, const double* y, const double* z,
-                         const int* cell, ClusterTable& out);
+                         ClusterTable& out);
 
 }  // namespace realspace
 }  // namespace pmewald

@@ -352,7 +352,7 @@ void PairList::build(const double* positions, const double* charges, const std::
   clusters_built_ = false;
   if (layout_ == PairLayout::Clusters && table_.rows > 0) {
     HalfPairKernel& kern = list_kernel();
-    build_cluster_table(table_, kern.x.data(), kern.y.data(), kern.z.data(), kern.scell.data(), clusters_);
+    build_cluster_table(table_, kern.x.data(), kern.y.data(), kern.z.data(), clusters_);
     clusters_built_ = true;
   }
   const std::size_t n_o = mig_.n_owned(), n_g = mig_.n_ghost();

@@ -28,6 +28,7 @@ ERROR_MODELS = ("correlated", "uncorrelated")
 PRECISIONS = ("auto", "double", "mixed")
 GHOST_EXCHANGES = ("auto", "direct", "staged")
 BALANCES = ("off", "once", "dynamic")
+PAIR_LAYOUTS = ("atoms", "clusters")
 BALANCE_BY = ("pairs", "time")
 # skin="auto": this fraction of the cutoff (docs/realspace.md, "The skin", has the measurements).
 AUTO_SKIN_FRACTION = 0.1
@@ -77,11 +78,13 @@ class Options:
     balance_threshold: float = 1.05
     cutoff_auto: bool = False
     cutoff_min: float | None = None
+    pair_layout: str = "atoms"
 
     @classmethod
     def parse(cls, box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant,
               real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision,
-              ghost_exchange="auto", balance="off", balance_by="pairs", balance_threshold=1.05) -> "Options":
+              ghost_exchange="auto", balance="off", balance_by="pairs", balance_threshold=1.05,
+              pair_layout="atoms") -> "Options":
         """Checks every argument of ``PME(...)`` on this rank (no communication)."""
         rc_auto, rc_min = _auto_cutoff(cutoff)
         if rc_auto:
@@ -143,6 +146,8 @@ class Options:
             raise ValueError(f"balance must be 'off', 'once' or 'dynamic', got {balance!r}")
         if not isinstance(balance_by, str) or balance_by not in BALANCE_BY:
             raise ValueError(f"balance_by must be 'pairs' or 'time', got {balance_by!r}")
+        if not isinstance(pair_layout, str) or pair_layout not in PAIR_LAYOUTS:
+            raise ValueError(f"pair_layout must be 'atoms' or 'clusters', got {pair_layout!r}")
         bt = float(balance_threshold)
         if not (math.isfinite(bt) and bt >= 1.0):
             raise ValueError(f"balance_threshold must be a finite number of at least 1, got {balance_threshold!r}")
@@ -151,7 +156,7 @@ class Options:
                    overlap=None if overlap is None else bool(overlap), poll=(rows, us),
                    skin=AUTO_SKIN_FRACTION * rc if sk is None else sk, skin_auto=sk is None, slab=sl,
                    precision=precision, ghost_exchange=ghost_exchange, balance=balance, balance_by=balance_by,
-                   balance_threshold=bt, cutoff_auto=rc_auto, cutoff_min=rc_min)
+                   balance_threshold=bt, cutoff_auto=rc_auto, cutoff_min=rc_min, pair_layout=pair_layout)
 
     def cutoff_request(self):
         """The cutoff as asked for: a length, ``"auto"`` or ``("auto", lower bound)``."""
@@ -164,7 +169,8 @@ class Options:
         return (self.box.tobytes(), self.cutoff, self.tolerance, self.alpha, self.mesh, self.order,
                 self.differentiation, self.comm_mode, self.coulomb_constant, self.real_space, self.error_model,
                 self.overlap, self.poll, self.skin, self.slab is None, self.precision, self.ghost_exchange,
-                self.balance, self.balance_by, self.balance_threshold, self.cutoff_auto, self.cutoff_min)
+                self.balance, self.balance_by, self.balance_threshold, self.cutoff_auto, self.cutoff_min,
+                self.pair_layout)
 
 
 def _auto_cutoff(cutoff):

@@ -41,6 +41,7 @@ class Problem:
         self.skin, self.skin_auto = opts.skin, opts.skin_auto
         self.skin_active = 0.0 if opts.skin_auto else opts.skin
         self.ghost_exchange = opts.ghost_exchange
+        self.pair_layout = opts.pair_layout
         self.balance = (opts.balance, opts.balance_by, opts.balance_threshold)
 
     def with_cutoff(self, cutoff):
@@ -81,7 +82,7 @@ class Problem:
         return _core.PMESolver(comm, self.box, mesh, order, alpha, self.cutoff, differentiation,
                                mode or self.comm_mode, self.k, real_space, self.overlap, *self.poll, skin,
                                precision if real_space else "double", self.ghost_exchange, *self.balance,
-                               planner=planner)
+                               planner=planner, pair_layout=self.pair_layout)
 
     def run(self, solver, alpha, pos, q, idv, ex, potentials=False, probe_base=None):
         """solver.compute (q of shape (n,)) or solver.compute_sets (q of shape (n, m)),

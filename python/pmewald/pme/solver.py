@@ -168,6 +168,13 @@ class PME:
         deterministic) or its measured seconds (includes whatever else slows a rank).
     balance_threshold : float
         ``"dynamic"``: re-balance when slowest / mean work exceeds this (default 1.05).
+    pair_layout : "atoms" or "clusters"
+        How the reused pair list (``skin`` > 0) evaluates its pairs. ``"atoms"`` (default):
+        each atom's partners gathered into the pair kernel; ``"clusters"``: the same pairs as
+        4 x 4 blocks of spatial clusters with masks (GROMACS's nbnxm layout), in double or
+        mixed precision. The same results to rounding. On the development machine (AVX2)
+        clusters are about 2x slower, hence the default (docs/realspace.md, "Cluster pairs").
+        ``parameters["pair_layout_used"]`` says which the last call used.
 
     Notes
     -----
@@ -198,13 +205,11 @@ class PME:
     the tolerance is no longer met. With an explicit ``mesh`` nothing is tuned: alpha is
     the construction value, order 5 and ``"ad"`` unless given.
 
-    Systems whose forces vanish by symmetry (a single charge, a perfect crystal) have no
-    force scale to be relative to: their energy error is checked too (within ``0.3 x
-    tolerance x |E|``, against a second mesh) and the mesh refined until it is met.
-
-    A box with negative edges or a left-handed basis (``np.diag([-L, L, L])``) is the same
-    lattice as its right-handed form and is computed as that (``parameters["box"]`` is
-    the box as given).
+    Systems whose forces vanish by symmetry (a single charge, a perfect crystal) have no force
+    scale to be relative to: their energy error is checked too (within ``0.3 x tolerance x
+    |E|``, against a second mesh) and the mesh refined until it is met. A box with negative
+    edges or a left-handed basis (``np.diag([-L, L, L])``) is the same lattice as its
+    right-handed form and is computed as that (``parameters["box"]`` is the box as given).
 
     Every bad argument raises ``ValueError`` on every rank (``TypeError`` for a
     non-communicator, raised on the rank that passed it), and the object stays as it was;
@@ -217,14 +222,15 @@ class PME:
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
                  slab=False, slab_gap="auto", precision="double", ghost_exchange="auto", balance="off",
-                 balance_by="pairs", balance_threshold=1.05):
+                 balance_by="pairs", balance_threshold=1.05, pair_layout="atoms"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 
         def check():
             return Options.parse(box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode,
                                  coulomb_constant, real_space, error_model, overlap, overlap_poll, skin, slab,
-                                 slab_gap, precision, ghost_exchange, balance, balance_by, balance_threshold)
+                                 slab_gap, precision, ghost_exchange, balance, balance_by, balance_threshold,
+                                 pair_layout)
 
         with Rules():
             opts = agreed(user_comm, check)
@@ -234,7 +240,7 @@ class PME:
                             "PME parameters differ between ranks: every rank must pass the same box, cutoff, "
                             "tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant, "
                             "real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision, "
-                            "ghost_exchange and balance")
+                            "ghost_exchange, balance and pair_layout")
             self._busy = Busy("PME")
             self._opts = opts
             # The box as given (reported by parameters); the solver gets its canonical form.
@@ -291,7 +297,9 @@ class PME:
                  slab=pr.slab is not None, slab_gap=pr.slab.gap if pr.slab is not None else None,
                  ghost_exchange=o.ghost_exchange,
                  ghost_exchange_used=solver.ghost_exchange if solver is not None else None,
-                 balance=o.balance, balance_by=o.balance_by, balance_threshold=o.balance_threshold)
+                 balance=o.balance, balance_by=o.balance_by, balance_threshold=o.balance_threshold,
+                 pair_layout=o.pair_layout,
+                 pair_layout_used=solver.pair_layout_used if solver is not None else None)
         p.update(self._last_estimate)
         return p
 

@@ -59,6 +59,11 @@ _FORCE_FLOOR = 0.01
 # measured (benchmarks/mixed_precision.py: estimate / measured 1.1-1.4 on water and random
 # charges, tolerances 1e-3 to 1e-6), so the estimate bounds the float part.
 _MIXED_C = 2.5
+# The same for pair_layout="clusters": its separations are formed in float (the cluster
+# centres' difference plus the positions relative to them), so a close pair's relative error
+# grows with the clusters' extent over r; measured 3.8-5.8x the atom kernel's on water with
+# its intramolecular pairs (tests/realspace/test_cluster_pairs.py, docs/realspace.md).
+_MIXED_C_CLUSTERS = 20.0
 _FLOAT_ULP = 2.0 ** -24
 # precision="auto" keeps mixed when that estimate is at most this fraction of the tolerance.
 _MIXED_SHARE = 0.1
@@ -288,10 +293,11 @@ class Tuner:
 
     def _float_error(self, n_atoms):
         """The absolute RMS force error of the mixed kernel's float rounding at the last
-        call (0 with double): _MIXED_C u sqrt(2 S / N)."""
+        call (0 with double): _MIXED_C u sqrt(2 S / N) (_MIXED_C_CLUSTERS with clusters)."""
         if self.kernel_precision() != "mixed" or not self.problem.real_space:
             return 0.0
-        return _MIXED_C * _FLOAT_ULP * math.sqrt(2.0 * max(self.state.pair_force2, 0.0) / n_atoms)
+        c = _MIXED_C_CLUSTERS if self.problem.pair_layout == "clusters" else _MIXED_C
+        return c * _FLOAT_ULP * math.sqrt(2.0 * max(self.state.pair_force2, 0.0) / n_atoms)
 
     def _choose_precision(self, scale, n_atoms):
         """precision="auto", on the probe's (mixed) result: mixed when its float error is

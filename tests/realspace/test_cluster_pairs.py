@@ -1,0 +1,134 @@
+"""The cluster-pair layout of the pair list (PME(pair_layout="clusters"),
+cpp/realspace/cluster_layout.hpp, cluster_kernel.hpp): the same pairs as the atom-by-atom
+evaluation, so the same energy, terms, forces and virial to 1e-12 (double) on 1-4 ranks,
+every comm mode, orthorhombic and triclinic boxes, uneven splits and empty ranks, through
+list reuse and rebuilds; the mixed kernel within its error estimate; the fallback to atoms
+where the vector kernels do not reach (alpha * cutoff >= 8); bad values refused on every
+rank."""
+
+import numpy as np
+import pytest
+
+import pmewald
+from pmewald.systems.water import water_box
+
+TRICLINIC = np.array([[16.0, 0.0, 0.0], [2.0, 15.5, 0.0], [-1.5, 1.0, 16.5]])
+ORTHO = np.diag([15.0, 16.0, 17.0])
+CUTOFF, SKIN = 6.0, 1.0
+MODES = ("pt2pt", "nonblocking", "collective")
+
+
+def _solver(comm, box, layout, mode="nonblocking", alpha=3.2 / CUTOFF, precision="double"):
+    return pmewald.PME(box, CUTOFF, alpha=alpha, mesh=(12, 12, 12), order=5, comm=comm, comm_mode=mode,
+                       skin=SKIN, pair_layout=layout, precision=precision)
+
+
+def _max():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def _close(comm, got, ref, what, rel=1e-12):
+    scale = comm.allreduce(float(np.abs(ref).max()) if np.size(ref) else 0.0, op=_max())
+    err = comm.allreduce(float(np.abs(got - ref).max()) if np.size(ref) else 0.0, op=_max())
+    assert err <= rel * scale, (what, err, scale)
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("box", [ORTHO, TRICLINIC], ids=["orthorhombic", "triclinic"])
+def test_clusters_match_atoms_on_random_walk(comm, box):
+    """60 steps of a random walk with bonded (excluded) pairs, each comm mode in turn: the
+    cluster layout's energy, terms, forces and virial equal the atom layout's to 1e-12 at
+    every step, through reuse and rebuilds (displacement, the caller's split at step 20,
+    all atoms on rank 0 and the others empty from step 40)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(7)
+    n = 200
+    pos = rng.uniform(0, 1, size=(n, 3)) @ box
+    q = rng.uniform(-1, 1, size=n)
+    q -= q.mean()
+    ids = (rng.permutation(n) * 2 + 5).astype(np.int64)
+    bonded = [(2 * k, 2 * k + 1) for k in range(40)]
+    for i, j in bonded:
+        v = rng.normal(size=3)
+        pos[j] = pos[i] + 1.1 * v / np.linalg.norm(v)
+    excl = np.array([[ids[i], ids[j]] for i, j in bonded], dtype=np.int64)
+    atoms = [_solver(comm, box, "atoms", m) for m in MODES]
+    clusters = [_solver(comm, box, "clusters", m) for m in MODES]
+    for step in range(60):
+        if step > 0:
+            pos += rng.normal(scale=0.04, size=(n, 3))
+        if step < 20:
+            mine = np.arange(n)[rank::size]
+        elif step < 40:
+            mine = np.array_split(np.arange(n), size)[rank]
+        else:
+            mine = np.arange(n) if rank == 0 else np.arange(0)
+        k = step % 3
+        ra = atoms[k].compute(pos[mine], q[mine], ids[mine], excl[rank::size])
+        rc = clusters[k].compute(pos[mine], q[mine], ids[mine], excl[rank::size])
+        assert rc.energy == pytest.approx(ra.energy, rel=1e-12, abs=0), step
+        for t in ra.terms:
+            assert rc.terms[t] == pytest.approx(ra.terms[t], rel=1e-12, abs=1e-12 * abs(ra.energy)), (step, t)
+        _close(comm, rc.forces, ra.forces, (step, "forces"))
+        _close(comm, rc.virial, ra.virial, (step, "virial"))
+    for p in clusters:
+        assert p.parameters["pair_layout"] == "clusters"
+        assert p.parameters["pair_layout_used"] == "clusters"
+        assert p.timings()["pair_list_builds"] >= 3
+    assert atoms[0].parameters["pair_layout_used"] == "atoms"
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.timeout(120)
+def test_mixed_clusters_within_their_error_estimate(comm):
+    """Water (intramolecular pairs included: the closest, largest pair forces), automatic
+    parameters at 1e-4: the mixed cluster kernel's RMS force difference from the double one
+    is below its estimate (parameters["estimated_error_float"]) and not 5x below it, and the
+    energies agree to 1e-6 relative."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    w = water_box(target_atoms=1500, seed=3)
+    mine = np.arange(len(w.charges))[rank::size]
+    ids = mine.astype(np.int64)
+
+    def run(precision, layout):
+        p = pmewald.PME(w.box, 9.0, tolerance=1e-4, comm=comm, skin=1.0, precision=precision,
+                        pair_layout=layout, alpha=0.34, mesh=(32, 32, 32))
+        p.compute(w.positions[mine], w.charges[mine], ids)
+        return p.compute(w.positions[mine], w.charges[mine], ids), p.parameters
+
+    rd, _ = run("double", "clusters")
+    rm, pm = run("mixed", "clusters")
+    assert pm["pair_layout_used"] == "clusters" and pm["precision"] == "mixed"
+    f2 = comm.allreduce(float((rd.forces ** 2).sum()))
+    d2 = comm.allreduce(float(((rm.forces - rd.forces) ** 2).sum()))
+    measured = np.sqrt(d2 / f2)
+    estimate = pm["estimated_error_float"]
+    assert 0 < measured <= estimate < 5 * measured, (measured, estimate)
+    assert rm.energy == pytest.approx(rd.energy, rel=1e-6)
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.timeout(60)
+def test_layout_falls_back_and_bad_values_raise_everywhere(comm):
+    """alpha * cutoff >= 8 (beyond the vector kernels): the list evaluates by atoms, with the
+    same result; a bad pair_layout raises ValueError naming it on every rank, as does one
+    that differs between ranks."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(rank)
+    pos, q = rng.uniform(0, 15, size=(30, 3)), rng.uniform(-1, 1, size=30)
+    wide = _solver(comm, ORTHO, "clusters", alpha=9.0 / CUTOFF)
+    ref = _solver(comm, ORTHO, "atoms", alpha=9.0 / CUTOFF)
+    for _ in range(2):
+        r, r0 = wide.compute(pos, q), ref.compute(pos, q)
+    assert wide.parameters["pair_layout_used"] == "atoms"
+    assert r.energy == pytest.approx(r0.energy, rel=1e-12)
+    for bad in ("blocks", None, 4):
+        with pytest.raises(ValueError, match="pair_layout"):
+            pmewald.PME(ORTHO, CUTOFF, mesh=(12, 12, 12), comm=comm, pair_layout=bad)
+    if size > 1:
+        with pytest.raises(ValueError, match="pair_layout"):
+            pmewald.PME(ORTHO, CUTOFF, mesh=(12, 12, 12), comm=comm,
+                        pair_layout="clusters" if rank else "atoms")

@@ -14,6 +14,7 @@
 #include "comm/mpi_helpers.hpp"
 #include "base/timers.hpp"
 #include "realspace/erfc_table.hpp"
+#include "realspace/kernel_timing.hpp"
 #include "realspace/pair_kernel.hpp"
 #include "realspace/realspace.hpp"
 #include "bindings/bindings.hpp"
@@ -371,6 +372,35 @@ atom (count, count x id) of its ghosts summed back by reverse_ghosts;
       },
       py::arg("x"), "The mixed-precision pair kernel's erfc(x) and exp(-x^2) for x in [0, 8).");
   r.def("pair_kernel_isa", &pair_kernel_isa, "Instruction set of the pair kernel chosen for this CPU.");
+  auto precision_of = [](const std::string& p) {
+    if (p != "double" && p != "mixed") throw py::value_error("precision must be 'double' or 'mixed'");
+    return p == "mixed" ? PairPrecision::Mixed : PairPrecision::Double;
+  };
+  r.def(
+      "kernel_timings",
+      [precision_of](const std::string& precision, int reps) {
+        if (reps < 1) throw py::value_error("reps must be at least 1");
+        const PairPrecision p = precision_of(precision);
+        py::gil_scoped_release nogil;
+        const double atom = atom_kernel_ns_per_pair(p, reps * 4);
+        const double cluster = cluster_kernel_ns_per_lane(p, reps);
+        return std::make_pair(atom, cluster);
+      },
+      py::arg("precision"), py::arg("reps") = 2000,
+      "(ns per pair of the atom block kernel, ns per lane of the cluster kernel) on synthetic partners "
+      "(realspace/kernel_timing.hpp); `reps` rows of 64 cluster blocks, 4 x reps atoms of 256 partners.");
+  r.def(
+      "fma_rate",
+      [](double seconds) {
+        FmaRate f;
+        {
+          py::gil_scoped_release nogil;
+          f = fma_rate(seconds);
+        }
+        return py::make_tuple(f.per_second, f.lanes);
+      },
+      py::arg("seconds") = 0.5,
+      "(float vector FMAs per second, lanes per vector) of this core, the pair kernels' widest float vectors.");
 
   r.def(
       "erfc",

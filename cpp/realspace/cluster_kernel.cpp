@@ -86,6 +86,38 @@ PMEWALD_INLINE F vexp_neg_f(F y) {
   return vexp_reduced_f(s) * (F)((ni + 127) << 23);
 }
 
+// w += f (x) r in Virial's order (xx yy zz xy xz yz).
+template <class S>
+PMEWALD_INLINE void add_outer(S* w, S fx, S fy, S fz, S x, S y, S z) {
+  w[0] += fx * x;
+  w[1] += fy * y;
+  w[2] += fz * z;
+  w[3] += fx * y;
+  w[4] += fx * z;
+  w[5] += fy * z;
+}
+
+PMEWALD_INLINE double hsum4(D4 v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+// The row's force on its i slots (per lane in fx/fy/fz[t]: lane l of register t is slot
+// (t L + l) / 4) added to fi, and its part of the virial, sum_i F_i r_i, to w. Once per
+// row: plain scalar sums.
+template <class V, class T, int L>
+void finish_i(const V* fx, const V* fy, const V* fz, const T* ci, double* fi, double* w) {
+  double F[4][3] = {};
+  for (int t = 0; t < 16 / L; ++t)
+    for (int l = 0; l < L; ++l) {
+      const int s = (t * L + l) / 4;
+      F[s][0] += static_cast<double>(fx[t][l]);
+      F[s][1] += static_cast<double>(fy[t][l]);
+      F[s][2] += static_cast<double>(fz[t][l]);
+    }
+  for (int s = 0; s < 4; ++s) {
+    for (int d = 0; d < 3; ++d) fi[3 * s + d] += F[s][d];
+    add_outer<double>(w, F[s][0], F[s][1], F[s][2], ci[s], ci[4 + s], ci[8 + s]);
+  }
+}
+
 // The row (i-cluster ci against its j-clusters). kMixed: float lanes, positions
 // relative to the cluster centres; else double positions.
 //
@@ -119,30 +151,48 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
   D4 wj[6];  // sum of G_j r_j over the blocks (xx yy zz xy xz yz), by j slot
   for (int k = 0; k < 6; ++k) wj[k] = splat<D4>(0.0);
   double wc[6] = {0, 0, 0, 0, 0, 0};  // sum of G (c_i - c_j)
-  for (int p = 0; p < a.n; ++p) {
-    const int cj = a.cj[p];
-    const T* dj = data + 16 * cj;
-    double dc[3] = {0, 0, 0};
-    V ox = V{}, oy = ox, oz = ox;
-    if constexpr (kMixed) {
-      for (int d = 0; d < 3; ++d) dc[d] = centres[3 * a.ci + d] - centres[3 * cj + d];
-      ox = splat<V>(static_cast<T>(dc[0]));
-      oy = splat<V>(static_cast<T>(dc[1]));
-      oz = splat<V>(static_cast<T>(dc[2]));
+  // B blocks per step, so that K = 4 registers run in lockstep (their latency chains
+  // overlap: one register at a time was latency-bound, 1.5-2x slower); a step past the
+  // last block runs on the last block with an empty mask.
+  constexpr int B = 4 / R, K = B * R;
+  for (int p0 = 0; p0 < a.n; p0 += B) {
+    int cjs[B];
+    unsigned ms[B];
+    double dc[B][3] = {};
+    V xj[B], yj[B], zj[B], qj[B], ox[B], oy[B], oz[B];
+    for (int b = 0; b < B; ++b) {
+      const bool real = p0 + b < a.n;
+      cjs[b] = a.cj[real ? p0 + b : a.n - 1];
+      ms[b] = real ? a.mask[p0 + b] : 0u;
+      const T* dj = data + 16 * cjs[b];
+      xj[b] = repeat4<V, T, L>(dj);
+      yj[b] = repeat4<V, T, L>(dj + 4);
+      zj[b] = repeat4<V, T, L>(dj + 8);
+      qj[b] = repeat4<V, T, L>(dj + 12);
+      ox[b] = oy[b] = oz[b] = V{};
+      if constexpr (kMixed) {
+        for (int d = 0; d < 3; ++d) dc[b][d] = centres[3 * a.ci + d] - centres[3 * cjs[b] + d];
+        ox[b] = splat<V>(static_cast<T>(dc[b][0]));
+        oy[b] = splat<V>(static_cast<T>(dc[b][1]));
+        oz[b] = splat<V>(static_cast<T>(dc[b][2]));
+      }
     }
-    const V xj = repeat4<V, T, L>(dj), yj = repeat4<V, T, L>(dj + 4), zj = repeat4<V, T, L>(dj + 8);
-    const V qj = repeat4<V, T, L>(dj + 12);
-    const unsigned m = a.mask[p];
-    V gx = V{}, gy = V{}, gz = V{};
-    for (int t = 0; t < R; ++t) {
-      const unsigned mt = (m >> (t * L)) & ((1u << L) - 1u);
-      if (mt == 0) continue;
-      const V dx = (xi[t] - xj) + ox, dy = (yi[t] - yj) + oy, dz = (zi[t] - zj) + oz;
-      const V r2 = dx * dx + dy * dy + dz * dz;
-      const I act = lane_mask<I, L>(mt) & (r2 < rc2);
-      const V r2s = act ? r2 - tiny2 : safe;  // NaN for a coincident pair (pair_kernel.hpp)
+    V dx[K], dy[K], dz[K], r2s[K], kqq[K];
+    I act[K];
+    for (int k = 0; k < K; ++k) {
+      const int b = k / R, t = k % R;
+      dx[k] = (xi[t] - xj[b]) + ox[b];
+      dy[k] = (yi[t] - yj[b]) + oy[b];
+      dz[k] = (zi[t] - zj[b]) + oz[b];
+      const V r2 = dx[k] * dx[k] + dy[k] * dy[k] + dz[k] * dz[k];
+      act[k] = lane_mask<I, L>((ms[b] >> (t * L)) & ((1u << L) - 1u)) & (r2 < rc2);
+      r2s[k] = act[k] ? r2 - tiny2 : safe;  // NaN for a coincident pair (pair_kernel.hpp)
+      kqq[k] = act[k] ? qi[t] * qj[b] : V{};
+    }
+    V fr[K], epair[K];
+    for (int k = 0; k < K; ++k) {
       V r;
-      for (int l = 0; l < L; ++l) r[l] = kMixed ? __builtin_sqrtf(r2s[l]) : __builtin_sqrt(r2s[l]);
+      for (int l = 0; l < L; ++l) r[l] = kMixed ? __builtin_sqrtf(r2s[k][l]) : __builtin_sqrt(r2s[k][l]);
       const V inv_r = 1 / r;
       const V xa = alpha * r;
       V ex, erfc;
@@ -153,85 +203,45 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
         ex = vexp_neg<V, I>(-(xa * xa));
         erfc = ex * verfcx<V>(xa);
       }
-      const V kqq = act ? qi[t] * qj : V{};
-      const V epair = kqq * erfc * inv_r;
-      const V fr = (epair + kqq * a_tsp * ex) * inv_r * inv_r;
-      const V fx = fr * dx, fy = fr * dy, fz = fr * dz;
-      ev += epair;
-      if constexpr (kMixed) f2v += fr * fr * r2s;
-      nv -= __builtin_convertvector(act, V);
+      epair[k] = kqq[k] * erfc * inv_r;
+      fr[k] = (epair[k] + kqq[k] * a_tsp * ex) * inv_r * inv_r;
+    }
+    V gx[B], gy[B], gz[B];
+    for (int b = 0; b < B; ++b) gx[b] = gy[b] = gz[b] = V{};
+    for (int k = 0; k < K; ++k) {
+      const int b = k / R, t = k % R;
+      const V fx = fr[k] * dx[k], fy = fr[k] * dy[k], fz = fr[k] * dz[k];
+      ev += epair[k];
+      if constexpr (kMixed) f2v += fr[k] * fr[k] * r2s[k];
+      nv -= __builtin_convertvector(act[k], V);
       fxi[t] += fx;
       fyi[t] += fy;
       fzi[t] += fz;
-      gx += fx;
-      gy += fy;
-      gz += fz;
+      gx[b] += fx;
+      gy[b] += fy;
+      gz[b] += fz;
     }
-    const D4 Gx = groups4<V, L>(gx), Gy = groups4<V, L>(gy), Gz = groups4<V, L>(gz);
-    double* o = fj + 12 * p;
-    for (int l = 0; l < 4; ++l) {
-      o[3 * l] = -Gx[l];
-      o[3 * l + 1] = -Gy[l];
-      o[3 * l + 2] = -Gz[l];
-    }
-    const D4 rx = group4<0>(repeat4<V, T, L>(dj)), ry = group4<0>(repeat4<V, T, L>(dj + 4)),
-             rz = group4<0>(repeat4<V, T, L>(dj + 8));
-    wj[0] += Gx * rx;
-    wj[1] += Gy * ry;
-    wj[2] += Gz * rz;
-    wj[3] += Gx * ry;
-    wj[4] += Gx * rz;
-    wj[5] += Gy * rz;
-    if constexpr (kMixed) {
-      const double sx = (Gx[0] + Gx[1]) + (Gx[2] + Gx[3]), sy = (Gy[0] + Gy[1]) + (Gy[2] + Gy[3]),
-                   sz = (Gz[0] + Gz[1]) + (Gz[2] + Gz[3]);
-      wc[0] += sx * dc[0];
-      wc[1] += sy * dc[1];
-      wc[2] += sz * dc[2];
-      wc[3] += sx * dc[1];
-      wc[4] += sx * dc[2];
-      wc[5] += sy * dc[2];
+    for (int b = 0; b < B && p0 + b < a.n; ++b) {
+      const D4 Gx = groups4<V, L>(gx[b]), Gy = groups4<V, L>(gy[b]), Gz = groups4<V, L>(gz[b]);
+      double* o = fj + 12 * (p0 + b);
+      for (int l = 0; l < 4; ++l) {
+        o[3 * l] = -Gx[l];
+        o[3 * l + 1] = -Gy[l];
+        o[3 * l + 2] = -Gz[l];
+      }
+      const T* dj = data + 16 * cjs[b];
+      const D4 rx = group4<0>(repeat4<V, T, L>(dj)), ry = group4<0>(repeat4<V, T, L>(dj + 4)),
+               rz = group4<0>(repeat4<V, T, L>(dj + 8));
+      add_outer<D4>(wj, Gx, Gy, Gz, rx, ry, rz);
+      if constexpr (kMixed) add_outer<double>(wc, hsum4(Gx), hsum4(Gy), hsum4(Gz), dc[b][0], dc[b][1], dc[b][2]);
     }
   }
-  auto hsum = [](D4 v) { return (v[0] + v[1]) + (v[2] + v[3]); };
   double wi[6] = {0, 0, 0, 0, 0, 0};
-  for (int t = 0; t < R; ++t) {
-    D4 sx[L / 4], sy[L / 4], sz[L / 4];
-    sx[0] = group4<0>(fxi[t]);
-    sy[0] = group4<0>(fyi[t]);
-    sz[0] = group4<0>(fzi[t]);
-    if constexpr (L >= 8) {
-      sx[1] = group4<1>(fxi[t]);
-      sy[1] = group4<1>(fyi[t]);
-      sz[1] = group4<1>(fzi[t]);
-    }
-    if constexpr (L >= 16) {
-      sx[2] = group4<2>(fxi[t]);
-      sy[2] = group4<2>(fyi[t]);
-      sz[2] = group4<2>(fzi[t]);
-      sx[3] = group4<3>(fxi[t]);
-      sy[3] = group4<3>(fyi[t]);
-      sz[3] = group4<3>(fzi[t]);
-    }
-    for (int g = 0; g < L / 4; ++g) {
-      const int s = t * L / 4 + g;
-      const double Fx = hsum(sx[g]), Fy = hsum(sy[g]), Fz = hsum(sz[g]);
-      const double x = ci[s], y = ci[4 + s], z = ci[8 + s];
-      fi[3 * s] += Fx;
-      fi[3 * s + 1] += Fy;
-      fi[3 * s + 2] += Fz;
-      wi[0] += Fx * x;
-      wi[1] += Fy * y;
-      wi[2] += Fz * z;
-      wi[3] += Fx * y;
-      wi[4] += Fx * z;
-      wi[5] += Fy * z;
-    }
-  }
-  out.e += hsum(groups4<V, L>(ev));
-  for (int k = 0; k < 6; ++k) out.w[k] += wi[k] - hsum(wj[k]) + wc[k];
-  out.f2 += hsum(groups4<V, L>(f2v));
-  out.evaluated += hsum(groups4<V, L>(nv));
+  finish_i<V, T, L>(fxi, fyi, fzi, ci, fi, wi);
+  out.e += hsum4(groups4<V, L>(ev));
+  for (int k = 0; k < 6; ++k) out.w[k] += wi[k] - hsum4(wj[k]) + wc[k];
+  out.f2 += hsum4(groups4<V, L>(f2v));
+  out.evaluated += hsum4(groups4<V, L>(nv));
 }
 
 using DoubleFn = void (*)(const ClusterRowArgs&, const double*, double*, double*, ClusterBlockSums&);

@@ -11,9 +11,12 @@
 //           centres in double; a block's separation is the centres' difference
 //           (double, rounded once to float) plus the local difference (float):
 //           everything per lane in float on twice the lanes (8 AVX2, 16
-//           AVX-512), each block's sums converted to double and added in double.
-//           A pair's relative error is a few float ulps (the error model of
-//           precision="mixed", docs/realspace.md, with its measured constant).
+//           AVX-512), a row's sums (at most 64 blocks per call) in float, then
+//           in double. A close pair's relative error grows with the cluster's
+//           extent over r: the error model's constant is measured for this kernel
+//           (pme/tuning.py _MIXED_C_CLUSTERS, docs/realspace.md).
+// The virial comes from the force sums (sum_i F_i r_i - sum_j G_j r_j per row and
+// block), not per pair.
 // Padding slots (charge 0) never have a mask bit.
 #pragma once
 

@@ -132,3 +132,21 @@ def test_layout_falls_back_and_bad_values_raise_everywhere(comm):
         with pytest.raises(ValueError, match="pair_layout"):
             pmewald.PME(ORTHO, CUTOFF, mesh=(12, 12, 12), comm=comm,
                         pair_layout="clusters" if rank else "atoms")
+
+
+def test_kernel_timings_run_and_refuse_bad_input():
+    """benchmarks/pair_kernels.py's measurements: positive, finite times per pair and per lane
+    for both precisions, a positive FMA rate on 4, 8 or 16 lanes; a bad precision or count
+    raises ValueError."""
+    from pmewald import _core
+
+    rs = _core._testing.realspace
+    for precision in ("double", "mixed"):
+        atom, cluster = rs.kernel_timings(precision, 5)
+        assert 0 < atom < 1e4 and 0 < cluster < 1e4
+    rate, lanes = rs.fma_rate(0.01)
+    assert rate > 0 and lanes in (4, 8, 16)
+    with pytest.raises(ValueError, match="precision"):
+        rs.kernel_timings("single", 5)
+    with pytest.raises(ValueError, match="reps"):
+        rs.kernel_timings("double", 0)

@@ -173,7 +173,8 @@ class PME:
         each atom's partners gathered into the pair kernel; ``"clusters"``: the same pairs as
         4 x 4 blocks of spatial clusters with masks (GROMACS's nbnxm layout), in double or
         mixed precision. The same results to rounding. On the development machine (AVX2)
-        clusters are about 2x slower, hence the default (docs/realspace.md, "Cluster pairs").
+        clusters are even in mixed precision and 1.6x slower in double, hence the default
+        (docs/realspace.md, "Cluster pairs").
         ``parameters["pair_layout_used"]`` says which the last call used.
 
     Notes

@@ -1,0 +1,28 @@
+// Timings of the pair kernels alone, on synthetic partners, for benchmarks
+// (benchmarks/pair_kernels.py): the atom kernels per pair and the cluster
+// kernels per lane, beside this core's measured FMA throughput (the
+// arithmetic limit they are compared with). Not used by the solver.
+#pragma once
+
+#include "realspace/pair_kernel.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+
+// Nanoseconds per pair of the atom block kernel (erfc_pair_block or its mixed
+// form): one atom against 256 partners within the cutoff, `reps` times.
+double atom_kernel_ns_per_pair(PairPrecision precision, int reps);
+// Nanoseconds per lane of the cluster kernel: one i-cluster against 64 full
+// blocks (every mask bit set, every pair within the cutoff), `reps` times.
+double cluster_kernel_ns_per_lane(PairPrecision precision, int reps);
+// Fused multiply-adds per second of this core on the pair kernels' widest
+// float registers (8 lanes with AVX2, 16 with AVX-512, 4 on the baseline):
+// independent chains, `seconds` long. Returns (register FMAs per second, lanes).
+struct FmaRate {
+  double per_second = 0;
+  int lanes = 0;
+};
+FmaRate fma_rate(double seconds);
+
+}  // namespace realspace
+}  // namespace pmewald

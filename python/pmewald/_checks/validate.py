@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..geometry.cell import cell_heights, minimum_image
+from ..geometry.cell import cell_heights, half_height, minimum_image
 
 # Positions beyond this many box lengths from the origin are refused: wrapping them
 # into the cell would keep no significant digits of their place in it.
@@ -117,7 +117,7 @@ def as_box(box) -> np.ndarray:
 def checked_box(box, cutoff, which="the"):
     """The validated 3x3 box, checking that the cutoff is at most half its smallest height."""
     b = as_box(box)
-    half = 0.5 * float(cell_heights(b).min())
+    half = half_height(b)
     if cutoff > half * (1 + 1e-12):
         raise ValueError(f"cutoff {cutoff} is longer than half the smallest cell height of {which} box "
                          f"({half:.6g})")

@@ -41,6 +41,8 @@ import time
 
 import numpy as np
 
+from ..geometry.cell import half_height
+
 # Candidate cutoffs are start x STEP^k (the pair count changes by 1.33x per step).
 STEP = 1.1
 # A direction of the walk ends at a candidate this much slower than the best (GROMACS's 12%).
@@ -206,9 +208,7 @@ class CutoffTuning:
 
     def first_call(self, problem, n_atoms):
         """The setting (problem, tuner) to run the first call with: the start cutoff."""
-        from ..geometry.cell import cell_heights
-
-        hi = 0.5 * float(cell_heights(problem.box).min())
+        hi = half_height(problem.box)
         volume = problem.volume_filled()
         lo = self.opts.cutoff_min if self.opts.cutoff_min is not None else min(
             neighbour_cutoff(_MIN_NEIGHBOURS, n_atoms, volume), hi)
@@ -269,9 +269,7 @@ class CutoffTuning:
             return
         scale = float(np.linalg.norm(self.box, axis=1).max())
         if float(np.abs(problem.box - self.box).max()) > _RETUNE_BOX_CHANGE * scale:
-            from ..geometry.cell import cell_heights
-
-            self.search.hi = _rounded_down(0.5 * float(cell_heights(problem.box).min()))
+            self.search.hi = _rounded_down(half_height(problem.box))
             self.search.lo = min(self.search.lo, self.search.hi)
             self.search.restart(min(problem.cutoff, self.search.hi))
             self.kept, self.chosen = {}, {}

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import slab as _slab
 from .._checks.validate import as_box, as_int, auto_or_length, checked_box, is_auto
-from ..geometry.cell import cell_heights
+from ..geometry.cell import half_height
 from .._mpi import COMM_MODES
 from .tuning import MIXED_MAX_ALPHA_R
 
@@ -94,7 +94,7 @@ class Options:
             if not real_space:
                 raise ValueError("cutoff='auto' times the real-space pairs against the mesh: it needs "
                                  "real_space=True (with real_space=False the cutoff is the engine's)")
-            half = 0.5 * float(cell_heights(as_box(box)).min())
+            half = half_height(as_box(box))
             rc = rc_min if rc_min is not None else 0.5 * half
         else:
             rc = _positive(cutoff, "cutoff")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .potentials import split as potentials_split
+
 TERMS = ("real", "reciprocal", "self", "background", "exclusion")
 # The error-estimate keys of PME.parameters, on every path (None before the first call; NaN
 # where a call asked for no estimate, as pmewald.qeq's products do; slab_gap only with a slab).
@@ -150,13 +152,11 @@ def one_set(res, s):
 def zero_result(n_local, n_atoms, potentials=False, n_probes=0, slab=False):
     """All charges zero: (exactly zero energy, forces, virial (and potentials and fields,
     which are linear in the charges), the estimate report); nothing tuned."""
-    from . import potentials as _potentials
-
     res = PMEResult(energy=0.0, forces=np.zeros((n_local, 3)), virial=np.zeros((3, 3)),
                     terms={t: 0.0 for t in TERMS}, estimated_error=0.0, estimated_error_absolute=0.0,
                     rms_force=0.0, n_atoms=n_atoms, total_charge=0.0)
     if potentials:
-        for name, value in _potentials.split({}, np.zeros(n_local), n_local, n_probes).items():
+        for name, value in potentials_split({}, np.zeros(n_local), n_local, n_probes).items():
             setattr(res, name, value)
     if slab:
         res.terms["slab"] = 0.0

@@ -39,10 +39,10 @@ def _close(comm, got, ref, what, rel=1e-12):
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("box", [ORTHO, TRICLINIC], ids=["orthorhombic", "triclinic"])
 def test_clusters_match_atoms_on_random_walk(comm, box):
-    """60 steps of a random walk with bonded (excluded) pairs, each comm mode in turn: the
+    """30 steps of a random walk with bonded (excluded) pairs, each comm mode in turn: the
     cluster layout's energy, terms, forces and virial equal the atom layout's to 1e-12 at
-    every step, through reuse and rebuilds (displacement, the caller's split at step 20,
-    all atoms on rank 0 and the others empty from step 40)."""
+    every step, through reuse and rebuilds (displacement, the caller's split at step 10,
+    all atoms on rank 0 and the others empty from step 20)."""
     rank, size = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(7)
     n = 200
@@ -57,12 +57,12 @@ def test_clusters_match_atoms_on_random_walk(comm, box):
     excl = np.array([[ids[i], ids[j]] for i, j in bonded], dtype=np.int64)
     atoms = [_solver(comm, box, "atoms", m) for m in MODES]
     clusters = [_solver(comm, box, "clusters", m) for m in MODES]
-    for step in range(60):
+    for step in range(30):
         if step > 0:
-            pos += rng.normal(scale=0.04, size=(n, 3))
-        if step < 20:
+            pos += rng.normal(scale=0.08, size=(n, 3))
+        if step < 10:
             mine = np.arange(n)[rank::size]
-        elif step < 40:
+        elif step < 20:
             mine = np.array_split(np.arange(n), size)[rank]
         else:
             mine = np.arange(n) if rank == 0 else np.arange(0)

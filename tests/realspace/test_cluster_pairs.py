@@ -150,3 +150,33 @@ def test_kernel_timings_run_and_refuse_bad_input():
         rs.kernel_timings("single", 5)
     with pytest.raises(ValueError, match="reps"):
         rs.kernel_timings("double", 0)
+
+
+@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.timeout(60)
+def test_solver_switches_layout_between_calls(comm):
+    """The C++ solver's set_pair_layout (collective): the next call rebuilds its list in the
+    new layout, with the same result to 1e-12, and back again."""
+    from pmewald import _core
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(5)
+    n = 120
+    pos = rng.uniform(0, 1, size=(n, 3)) @ TRICLINIC
+    q = rng.uniform(-1, 1, size=n)
+    q -= q.mean()
+    mine = np.arange(n)[rank::size]
+    ids = mine.astype(np.int64)
+    ex = np.zeros((0, 2), dtype=np.int64)
+    s = _core.PMESolver(comm, TRICLINIC, [12, 12, 12], 5, 3.2 / CUTOFF, CUTOFF, "ad", "nonblocking", 1.0, True,
+                        skin=SKIN)
+    ref = s.compute(pos[mine], q[mine], ids, ex, False)
+    assert s.pair_layout == "atoms" and s.pair_layout_used == "atoms"
+    for layout in ("clusters", "atoms"):
+        s.set_pair_layout(layout)
+        r = s.compute(pos[mine], q[mine], ids, ex, False)
+        assert s.pair_layout == layout and s.pair_layout_used == layout
+        assert r["energy"] == pytest.approx(ref["energy"], rel=1e-12)
+        _close(comm, np.asarray(r["forces"]), np.asarray(ref["forces"]), layout)
+    with pytest.raises(ValueError, match="pair_layout"):
+        s.set_pair_layout("rows")

@@ -18,13 +18,14 @@ namespace {
 using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
-// "double" or "mixed" (pmewald.PME validates it first; this guards direct use).
+// "atoms" or "clusters" (pmewald.PME validates it first; this guards direct use).
 PairLayout parse_pair_layout(const std::string& l) {
   if (l == "atoms") return PairLayout::Atoms;
   if (l == "clusters") return PairLayout::Clusters;
   throw py::value_error("pair_layout must be 'atoms' or 'clusters', got '" + l + "'");
 }
 
+// "double" or "mixed" (pmewald.PME validates it first; this guards direct use).
 PairPrecision parse_precision(const std::string& p) {
   if (p == "double") return PairPrecision::Double;
   if (p == "mixed") return PairPrecision::Mixed;

@@ -1,7 +1,5 @@
 #include "realspace/cluster_kernel.hpp"
 
-
-
 #include "base/simd.hpp"
 #include "realspace/pair_math.hpp"
 

@@ -55,11 +55,11 @@ def cell_heights(box):
     return vol / areas
 
 
-
 def half_height(box):
     """Half the cell's smallest perpendicular height: the longest cutoff with one image per
     pair (the real-space sum's and the ghost exchange's limit)."""
     return 0.5 * float(cell_heights(box).min())
+
 
 def image_shifts(box, radius, half_extent=0.5):
     """Integer lattice shifts n that can bring a displacement within ``radius``.

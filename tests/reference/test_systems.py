@@ -330,3 +330,28 @@ def test_replicate_is_the_same_periodic_system_larger():
     np.testing.assert_array_equal(key(rep.positions), key(big.positions))
     with pytest.raises(ValueError, match="n_cells"):
         systems.replicate(w, (2, 0, 1))
+
+
+@pytest.mark.parametrize("box", [np.diag([14.0, 15.0, 16.0]), np.array([[13.0, 0, 0], [-6.0, 12.0, 0], [4.0, -5.0, 11.0]])],
+                         ids=["orthorhombic", "triclinic"])
+def test_random_charges_keep_min_distance_and_their_seed(box):
+    """random_charges with min_distance: every pair (minimum image, checked against all atoms)
+    at least that far apart, and the same positions for the same seed as the brute-force
+    placement (each candidate against every atom placed, in order) the cell grid replaced."""
+    from pmewald.geometry.cell import minimum_image
+
+    n, md = 400, 1.2
+    s = systems.random_charges(n, box, seed=4, min_distance=md)
+    d = minimum_image(box, (s.positions[:, None, :] - s.positions[None, :, :]).reshape(-1, 3)).reshape(n, n, 3)
+    r2 = np.einsum("ijk,ijk->ij", d, d) + np.diag(np.full(n, np.inf))
+    assert r2.min() >= md ** 2
+    rng = np.random.default_rng(4)
+    pos = []
+    while len(pos) < n:
+        x = rng.random(3) @ box
+        if pos:
+            dd = minimum_image(box, np.array(pos) - x)
+            if np.min(np.einsum("ij,ij->i", dd, dd)) < md ** 2:
+                continue
+        pos.append(x)
+    assert np.array_equal(s.positions, np.array(pos))

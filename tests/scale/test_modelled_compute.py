@@ -32,7 +32,7 @@ MODES = ("nonblocking", "collective+overlap")
 
 @pytest.fixture(scope="module")
 def driver():
-    return bench_scale.build_driver()
+    return bench_scale.build_driver(for_tests=True)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The solver on 64 simulated MPI ranks (SimGrid SMPI, docs/scaling.md).
 
-The driver scale/driver is built with smpicxx into build-smpi/ by pmewald.bench.scale
+The driver scale/driver is built with smpicxx into build-smpi-tests/ (at -O1) by pmewald.bench.scale
 (once per change of the C++ sources: the first time takes minutes; `bash scripts/dev.sh
 setup` installs SimGrid, libsimgrid-dev, with the other Debian packages). A rock-salt
 crystal whose upper half is vacuum (ranks without atoms) on a mesh too small for every
@@ -34,7 +34,7 @@ PARAMS = {"mesh": 10, "alpha": 0.5, "order": 5, "differentiation": "ad", "cutoff
 
 @pytest.fixture(scope="module")
 def driver():
-    return bench_scale.build_driver()
+    return bench_scale.build_driver(for_tests=True)
 
 
 def _run(driver, P, out, tag="", warmup=0, **kw):

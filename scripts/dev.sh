@@ -336,7 +336,8 @@ case "$cmd" in
     omp_tests=(tests/base/test_backends.py tests/pme/test_pme.py tests/fft/test_fft.py tests/fft/test_real_fft.py
                tests/realspace/test_realspace.py tests/particles/test_migration.py tests/particles/test_migration_order.py
                tests/particles/test_ghost_exchange.py tests/particles/test_balance.py tests/realspace/test_pair_list.py
-               tests/pme/test_kernels.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py)
+               tests/pme/test_kernels.py tests/pme/test_potentials.py tests/realspace/test_mixed_precision.py tests/pme/test_charge_sets.py
+               tests/realspace/test_cluster_pairs.py)
     log "OpenMP build: 1 rank x 2 threads"
     OMP_NUM_THREADS=2 "$ROOT/.venv-openmp/bin/python" -m pytest -k "not mpi2 and not mpi3 and not mpi4" \
       "${omp_tests[@]}" "$@"

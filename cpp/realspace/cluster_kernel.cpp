@@ -227,10 +227,8 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
         o[3 * l + 1] = -Gy[l];
         o[3 * l + 2] = -Gz[l];
       }
-      const T* dj = data + 16 * cjs[b];
-      const D4 rx = group4<0>(repeat4<V, T, L>(dj)), ry = group4<0>(repeat4<V, T, L>(dj + 4)),
-               rz = group4<0>(repeat4<V, T, L>(dj + 8));
-      add_outer<D4>(wj, Gx, Gy, Gz, rx, ry, rz);
+      // (lanes 0-3 of the repeated j registers are the j slots)
+      add_outer<D4>(wj, Gx, Gy, Gz, group4<0>(xj[b]), group4<0>(yj[b]), group4<0>(zj[b]));
       if constexpr (kMixed) add_outer<double>(wc, hsum4(Gx), hsum4(Gy), hsum4(Gz), dc[b][0], dc[b][1], dc[b][2]);
     }
   }

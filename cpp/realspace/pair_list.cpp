@@ -116,6 +116,21 @@ void RealSpace::record_pairs(Migration& mig, double radius, double inner_radius,
 
 namespace {
 
+// The stored excluded pairs [e0, e1) of sorted atom a closer than the cutoff: counted (the
+// `found` check) and their erf corrections added (HalfPairKernel::add_excluded); one beyond
+// the cutoff is not counted, so finish() names it. Both layouts' rows end with this.
+template <class Access>
+void add_listed_exclusions(const HalfPairKernel& kern, const PairTable::Excluded* e0, const PairTable::Excluded* e1,
+                           int a, double rc2, double& e_excl, double* excl_sums, Access& access) {
+  for (const PairTable::Excluded* e = e0; e < e1; ++e) {
+    const double dx = kern.x(a) - kern.x(e->j), dy = kern.y(a) - kern.y(e->j), dz = kern.z(a) - kern.z(e->j);
+    if (!(dx * dx + dy * dy + dz * dz < rc2)) continue;
+    Kokkos::atomic_increment(&kern.found(e->e1));
+    if (e->e2 >= 0) Kokkos::atomic_increment(&kern.found(e->e2));
+    kern.add_excluded(a, e->j, kern.own(a), e_excl, excl_sums, access);
+  }
+}
+
 struct ListKernel {
   using value_type = double[];
   unsigned value_count = 11;  // as HalfPairKernel's
@@ -128,9 +143,8 @@ struct ListKernel {
 
   void operator()(const int a, double* acc) const {
     const bool a_owned = kern.sowner(a) >= 0;
-    const double xi = kern.x(a), yi = kern.y(a), zi = kern.z(a), own_a = kern.own(a);
+    const double xi = kern.x(a), yi = kern.y(a), zi = kern.z(a);
     const double kqi = kern.k * kern.q(a);
-    const double *x = kern.x.data(), *y = kern.y.data(), *z = kern.z.data();
     auto access = kern.sforces.access();
     int sel[kBatch];
     double bfx[kBatch], bfy[kBatch], bfz[kBatch];
@@ -180,14 +194,7 @@ struct ListKernel {
         }
       }
     }
-    for (int b = ex_off[a]; b < ex_off[a + 1]; ++b) {
-      const PairTable::Excluded& e = ex[b];
-      const double dx = xi - x[e.j], dy = yi - y[e.j], dz = zi - z[e.j];
-      if (!(dx * dx + dy * dy + dz * dz < rc2)) continue;  // not counted: finish() names it
-      Kokkos::atomic_increment(&kern.found(e.e1));
-      if (e.e2 >= 0) Kokkos::atomic_increment(&kern.found(e.e2));
-      kern.add_excluded(a, e.j, own_a, e_excl, excl_sums, access);
-    }
+    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, access);
     for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
     acc[0] += sums[0];
     acc[1] += e_excl;
@@ -248,14 +255,7 @@ struct ClusterListKernel {
       const int a = atom[K * c + l];
       if (a < 0) continue;
       double excl_sums[PairBatchAcc::kSize] = {};
-      for (int b = ex_off[a]; b < ex_off[a + 1]; ++b) {
-        const PairTable::Excluded& e = ex[b];
-        const double dx = kern.x(a) - kern.x(e.j), dy = kern.y(a) - kern.y(e.j), dz = kern.z(a) - kern.z(e.j);
-        if (!(dx * dx + dy * dy + dz * dz < rc2)) continue;  // not counted: finish() names it
-        Kokkos::atomic_increment(&kern.found(e.e1));
-        if (e.e2 >= 0) Kokkos::atomic_increment(&kern.found(e.e2));
-        kern.add_excluded(a, e.j, kern.own(a), e_excl, excl_sums, access);
-      }
+      add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, access);
       const bool a_owned = kern.sowner(a) >= 0;
       for (int d = 0; d < 3; ++d) access(a, d) += fi[3 * l + d] + (a_owned ? excl_sums[7 + d] : 0.0);
       for (int v = 0; v < Virial::kComponents; ++v) excl_w[v] += excl_sums[PairBatchAcc::kVirial + v];

@@ -23,6 +23,14 @@ def _solver(comm, box, layout, mode="nonblocking", alpha=3.2 / CUTOFF, precision
                        skin=SKIN, pair_layout=layout, precision=precision)
 
 
+def _neutral_charges_in(box, n, rng):
+    """n positions uniform in the cell and neutral charges uniform in [-1, 1] (in that order
+    from rng)."""
+    pos = rng.uniform(0, 1, size=(n, 3)) @ box
+    q = rng.uniform(-1, 1, size=n)
+    return pos, q - q.mean()
+
+
 def _max():
     from mpi4py import MPI
 
@@ -46,9 +54,7 @@ def test_clusters_match_atoms_on_random_walk(comm, box):
     rank, size = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(7)
     n = 200
-    pos = rng.uniform(0, 1, size=(n, 3)) @ box
-    q = rng.uniform(-1, 1, size=n)
-    q -= q.mean()
+    pos, q = _neutral_charges_in(box, n, rng)
     ids = (rng.permutation(n) * 2 + 5).astype(np.int64)
     bonded = [(2 * k, 2 * k + 1) for k in range(40)]
     for i, j in bonded:
@@ -160,11 +166,8 @@ def test_solver_switches_layout_between_calls(comm):
     from pmewald import _core
 
     rank, size = comm.Get_rank(), comm.Get_size()
-    rng = np.random.default_rng(5)
     n = 120
-    pos = rng.uniform(0, 1, size=(n, 3)) @ TRICLINIC
-    q = rng.uniform(-1, 1, size=n)
-    q -= q.mean()
+    pos, q = _neutral_charges_in(TRICLINIC, n, np.random.default_rng(5))
     mine = np.arange(n)[rank::size]
     ids = mine.astype(np.int64)
     ex = np.zeros((0, 2), dtype=np.int64)

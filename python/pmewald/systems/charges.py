@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..geometry.cell import minimum_image
+from ..geometry.cell import cell_heights, minimum_image
 from .system import System, _as_box_rows, _no_exclusions
 
 
@@ -71,8 +71,7 @@ class _PlacedCells:
     def __init__(self, box, min_distance):
         self.box, self.inv, self.md2 = box, np.linalg.inv(box), min_distance ** 2
         self.ortho = not np.any(box - np.diag(np.diag(box)))
-        heights = abs(float(np.linalg.det(box))) / np.linalg.norm(np.cross(box[[1, 2, 0]], box[[2, 0, 1]]), axis=1)
-        nc = np.maximum(1, np.floor(heights / min_distance)) if min_distance > 0 else np.ones(3)
+        nc = np.maximum(1, np.floor(cell_heights(box) / min_distance)) if min_distance > 0 else np.ones(3)
         self.nc = [int(v) for v in nc]
         self.cells = {}
         # The cells around a cell, as offsets of the flat index (wrapped per axis when used).

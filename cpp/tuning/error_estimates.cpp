@@ -140,6 +140,11 @@ struct MeshSum {
   double Gm[3][3];                      // metric of the frequency space: |2 pi R x|^2 = 4 pi^2 x^T Gm x
   Axis ax[3];
   bool aliases_negligible;
+  // An orthogonal reciprocal metric (orthorhombic boxes): exp(-|k|^2 / 4 alpha^2) of any alias
+  // |b_d| <= 1 is then the product of per-axis factors, gauss[d][3 g + b + 1].
+  bool orthogonal = false;
+  std::vector<double> gauss[3];
+  std::vector<double> kk[3];  // orthogonal: the axis' part of |k_b|^2, 4 pi^2 Gm_dd x_d^2, at [3 g + b + 1]
   double rm2;                           // the ellipsoid m^T Gm m <= rm2 (aliases negligible)
   int mlo[3], mhi[3];                   // the signed m visited per axis
 };
@@ -187,6 +192,7 @@ double k2_moment(const MeshSum& ms, const int* gg, const double* x0, int pw) {
   double tot = 0;
   for (int d = 0; d < 3; ++d)
     for (int e = 0; e < 3; ++e) {
+      if (ms.Gm[d][e] == 0.0) continue;  // orthogonal reciprocal axes d and e
       double base[3], ex[3];
       for (int c = 0; c < 3; ++c) {
         const double u0 = ms.ax[c].u0[gg[c]];
@@ -201,6 +207,12 @@ double k2_moment(const MeshSum& ms, const int* gg, const double* x0, int pw) {
       tot += ms.Gm[d][e] * excess3(base, ex);
     }
   return 4.0 * M_PI * M_PI * tot;
+}
+
+// exp(-ex) for alias b of the point with table indices gg, ex = |k_b|^2 / 4 alpha^2.
+inline double alias_gauss(const MeshSum& ms, const int* gg, int b0, int b1, int b2, double ex) {
+  if (!ms.orthogonal) return std::exp(-ex);
+  return ms.gauss[0][3 * gg[0] + b0 + 1] * ms.gauss[1][3 * gg[1] + b1 + 1] * ms.gauss[2][3 * gg[2] + b2 + 1];
 }
 
 // One visited mesh point and what its terms share: the principal k_0 and k' (Nyquist
@@ -239,7 +251,7 @@ MeshPoint mesh_point(const MeshSum& ms, int g0, int g1, int g2, bool selfconj) {
   P.kp2 = P.kp[0] * P.kp[0] + P.kp[1] * P.kp[1] + P.kp[2] * P.kp[2];
   P.nyq = P.kp2 != P.k02;
   const double B = ax[0].B[g0] * ax[1].B[g1] * ax[2].B[g2];
-  P.f0 = P.zero ? 0.0 : 4.0 * M_PI * std::exp(-P.k02 * ms.inv4a2) / P.k02;
+  P.f0 = P.zero ? 0.0 : 4.0 * M_PI * alias_gauss(ms, gg, 0, 0, 0, P.k02 * ms.inv4a2) / P.k02;
   P.gi = P.f0 * B;
   double U0sq[3], a0[3], b0[3], U0q[3], ones[3] = {1, 1, 1}, r1[3];
   for (int d = 0; d < 3; ++d) {
@@ -261,12 +273,90 @@ MeshPoint mesh_point(const MeshSum& ms, int g0, int g1, int g2, bool selfconj) {
   return P;
 }
 
-// S(m) of uncorrelated charges.
-double pair_term(const MeshSum& ms, const MeshPoint& P) {
+// U_b of alias b = (b0, b1, b2), |b_d| <= 1, of the point with table indices gg.
+inline double alias_u(const MeshSum& ms, const int* gg, int b0, int b1, int b2) {
+  return ms.ax[0].u1[3 * gg[0] + b0 + 1] * ms.ax[1].u1[3 * gg[1] + b1 + 1] * ms.ax[2].u1[3 * gg[2] + b2 + 1];
+}
+
+// The Gaussian part of |D_b g U_b^2 - R_b|^2 of the aliases b of a point with |b_d| <= 1,
+// T_b = k_b^2 f_b^2 - 2 g U_b^2 f_b D.k_b, at index i = 9 (b0 + 1) + 3 (b1 + 1) + b2 + 1
+// (13, the principal alias: 0), which pair_term and correlation_excess share. All 0 when
+// the nearest alias is beyond exp(-60) (aliases_negligible, not computed); otherwise an
+// alias whose own Gaussian is (|k_b|^2 / 4 alpha^2 > 60) adds less than e^-60 of g U_b^2.
+struct AliasTerms {
+  double T[27];
+};
+
+// Orthogonal reciprocal axes: every factor per axis (the tables of MeshSum), no branches.
+void alias_terms_orthogonal(const MeshSum& ms, const MeshPoint& P, AliasTerms& A) {
+  double q[3][3], e[3][3], u[3][3], t[3][3];
+  for (int d = 0; d < 3; ++d) {
+    const int g = P.gg[d];
+    // k'.k_b per axis (ik): 4 pi^2 Gm_dd x'_d x_d, x' the principal m with a Nyquist component zeroed
+    const double xp = 2 * P.m[d] == ms.K[d] ? 0.0 : P.x0[d];
+    for (int b = 0; b < 3; ++b) {
+      q[d][b] = ms.kk[d][3 * g + b];
+      e[d][b] = ms.gauss[d][3 * g + b];
+      u[d][b] = ms.ax[d].u1[3 * g + b];
+      t[d][b] = 4.0 * M_PI * M_PI * ms.Gm[d][d] * xp * (P.x0[d] + (b - 1.0) * ms.K[d]);
+    }
+  }
+  for (int b0 = 0, i = 0; b0 < 3; ++b0)
+    for (int b1 = 0; b1 < 3; ++b1)
+      for (int b2 = 0; b2 < 3; ++b2, ++i) {
+        const double ub = u[0][b0] * u[1][b1] * u[2][b2];
+        const double kb2 = q[0][b0] + q[1][b1] + q[2][b2];
+        const double kdot = ms.ik ? t[0][b0] + t[1][b1] + t[2][b2] : kb2;
+        const double fb = 4.0 * M_PI * (e[0][b0] * e[1][b1] * e[2][b2]) / (i == 13 ? 1.0 : kb2);
+        A.T[i] = kb2 * fb * fb - 2.0 * P.gi * ub * ub * fb * kdot;
+      }
+  A.T[13] = 0.0;
+}
+
+// Any cell: k_b from the reciprocal lattice, its Gaussian by exp.
+void alias_terms_general(const MeshSum& ms, const MeshPoint& P, AliasTerms& A) {
   const Int3& K = ms.K;
   const Mat3& R = ms.R;
+  const int* m = P.m;
+  for (int b0 = -1, i = 0; b0 <= 1; ++b0)
+    for (int b1 = -1; b1 <= 1; ++b1)
+      for (int b2 = -1; b2 <= 1; ++b2, ++i) {
+        A.T[i] = 0.0;
+        if (i == 13) continue;
+        const double x[3] = {m[0] + static_cast<double>(b0) * K[0], m[1] + static_cast<double>(b1) * K[1],
+                             m[2] + static_cast<double>(b2) * K[2]};
+        double kb[3];
+        for (int r = 0; r < 3; ++r)
+          kb[r] = ms.two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
+        const double kb2 = kb[0] * kb[0] + kb[1] * kb[1] + kb[2] * kb[2];
+        const double ex = kb2 * ms.inv4a2;
+        if (ex > 60.0) continue;
+        const double fb = 4.0 * M_PI * std::exp(-ex) / kb2;
+        const double kdot = ms.ik ? P.kp[0] * kb[0] + P.kp[1] * kb[1] + P.kp[2] * kb[2] : kb2;
+        const double ub = alias_u(ms, P.gg, b0, b1, b2);
+        A.T[i] = kb2 * fb * fb - 2.0 * P.gi * ub * ub * fb * kdot;
+      }
+}
+
+void alias_terms(const MeshSum& ms, const MeshPoint& P, AliasTerms& A) {
+  if (ms.aliases_negligible)
+    for (double& x : A.T) x = 0.0;
+  else if (ms.orthogonal)
+    alias_terms_orthogonal(ms, P, A);
+  else
+    alias_terms_general(ms, P, A);
+}
+
+// S(m) of uncorrelated charges, with the alias terms of the point.
+//
+// The j = 0 diagonal term and the off-diagonal (j != j') terms, then the j != 0 diagonal
+// terms, sum_{j!=0} |D_j g U_j^2 - R_j|^2, split as
+//   ik: |k'|^2 g^2 sum_{j!=0} U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k'.k_j)
+//   ad: g^2 sum_{j!=0} k_j^2 U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k_j^2):
+// the first part from the factorised alias sums (|j_d| <= 30), the second from the alias
+// terms (|j_d| <= 1, where the Gaussian can matter).
+double pair_term(const MeshSum& ms, const MeshPoint& P, const AliasTerms& A) {
   const double gi = P.gi, f0 = P.f0;
-  // j = 0 diagonal term and the off-diagonal (j != j') terms
   double S = 0;
   if (!P.zero) {
     if (ms.ik) {
@@ -280,66 +370,32 @@ double pair_term(const MeshSum& ms, const MeshPoint& P) {
           S += v * v;
         }
       }
+      S += P.kp2 * gi * gi * P.D4;  // j != 0 diagonal, first part
     } else {
       const double bracket = P.k02 * P.U02 * P.D1 + P.KU1 * (P.U02 + P.D1) - P.KU4;
       S += gi * gi * bracket + P.k02 * f0 * f0 * P.BU0m1 * P.BU0m1;
+      S += gi * gi * P.KU4;  // j != 0 diagonal, first part
     }
   }
-  // j != 0 diagonal terms, sum_{j!=0} |D_j g U_j^2 - R_j|^2, split as
-  //   ik: |k'|^2 g^2 sum_{j!=0} U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k'.k_j)
-  //   ad: g^2 sum_{j!=0} k_j^2 U_j^4 + sum_{j!=0} (k_j^2 f_j^2 - 2 g U_j^2 f_j k_j^2):
-  // the first part uses the factorised alias sums (|j_d| <= 30), the
-  // second only aliases whose Gaussian matters (|j_d| <= 1, skipped
-  // altogether when the nearest alias is beyond exp(-60)).
-  if (!P.zero) {
-    if (ms.ik) S += P.kp2 * gi * gi * P.D4;
-    else S += gi * gi * P.KU4;
-  }
-  if (!ms.aliases_negligible) {
-    const int* m = P.m;
-    const int* gg = P.gg;
-    for (int j0 = -1; j0 <= 1; ++j0)
-      for (int j1 = -1; j1 <= 1; ++j1)
-        for (int j2 = -1; j2 <= 1; ++j2) {
-          if (j0 == 0 && j1 == 0 && j2 == 0) continue;
-          const double x[3] = {m[0] + static_cast<double>(j0) * K[0],
-                               m[1] + static_cast<double>(j1) * K[1],
-                               m[2] + static_cast<double>(j2) * K[2]};
-          double kj[3];
-          for (int r = 0; r < 3; ++r)
-            kj[r] = ms.two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
-          const double kj2 = kj[0] * kj[0] + kj[1] * kj[1] + kj[2] * kj[2];
-          const double ex = kj2 * ms.inv4a2;
-          if (ex > 60.0) continue;  // negligible next to g U_j^2
-          const double fj = 4.0 * M_PI * std::exp(-ex) / kj2;
-          const double uj = ms.ax[0].u1[3 * gg[0] + j0 + 1] * ms.ax[1].u1[3 * gg[1] + j1 + 1] *
-                            ms.ax[2].u1[3 * gg[2] + j2 + 1];
-          const double Uj2 = uj * uj;
-          const double kdot = ms.ik ? P.kp[0] * kj[0] + P.kp[1] * kj[1] + P.kp[2] * kj[2] : kj2;
-          S += kj2 * fj * fj - 2.0 * gi * Uj2 * fj * kdot;
-        }
-  }
+  for (int i = 0; i < 27; ++i) S += A.T[i];  // j != 0 diagonal, second part
   return S;
 }
 
-// sum_b W_b(m) (c(m + b K) - 1) over the aliases |b_d| <= 1 (see the header)
-double correlation_excess(const MeshSum& ms, const MeshPoint& P) {
+// sum_b W_b(m) (c(m + b K) - 1), with the alias terms of the point.
+double correlation_excess(const MeshSum& ms, const MeshPoint& P, const AliasTerms& A) {
   const Int3& K = ms.K;
-  const Mat3& R = ms.R;
   const int* m = P.m;
-  const int* gg = P.gg;
   const double k02 = P.k02, kp2 = P.kp2, f0 = P.f0, gi = P.gi, U02 = P.U02;
   const double sumDU = ms.ik ? kp2 * (U02 + P.D1) : k02 * U02 + P.KU1;  // sum_a |D_a|^2 U_a^2
   double extra = 0;
-  for (int b0 = -1; b0 <= 1; ++b0)
+  for (int b0 = -1, i = 0; b0 <= 1; ++b0)
     for (int b1 = -1; b1 <= 1; ++b1)
-      for (int b2 = -1; b2 <= 1; ++b2) {
-        const long x[3] = {m[0] + long(b0) * K[0], m[1] + long(b1) * K[1], m[2] + long(b2) * K[2]};
-        const double c = (*ms.corr)(x[0], x[1], x[2]);
+      for (int b2 = -1; b2 <= 1; ++b2, ++i) {
+        const double c = (*ms.corr)(m[0] + long(b0) * K[0], m[1] + long(b1) * K[1], m[2] + long(b2) * K[2]);
         if (c == 1.0) continue;
         double W;
-        if (b0 == 0 && b1 == 0 && b2 == 0) {
-          if (m[0] == 0 && m[1] == 0 && m[2] == 0) continue;
+        if (i == 13) {
+          if (P.zero) continue;
           double diag;  // |D_0 g U_0^2 - k_0 f_0|^2
           if (ms.ik && P.nyq) {
             diag = 0;
@@ -352,20 +408,8 @@ double correlation_excess(const MeshSum& ms, const MeshPoint& P) {
           }
           W = diag + gi * gi * U02 * (ms.ik ? kp2 * P.D1 : P.KU1);  // + g^2 U_0^2 sum_{a != 0} |D_a|^2 U_a^2
         } else {
-          const double ub = ms.ax[0].u1[3 * gg[0] + b0 + 1] * ms.ax[1].u1[3 * gg[1] + b1 + 1] *
-                            ms.ax[2].u1[3 * gg[2] + b2 + 1];
-          const double Ub2 = ub * ub;
-          W = gi * gi * Ub2 * sumDU;
-          double kb[3];
-          for (int r = 0; r < 3; ++r)
-            kb[r] = ms.two_pi * (R[3 * r] * x[0] + R[3 * r + 1] * x[1] + R[3 * r + 2] * x[2]);
-          const double kb2 = kb[0] * kb[0] + kb[1] * kb[1] + kb[2] * kb[2];
-          const double ex = kb2 * ms.inv4a2;
-          if (ex <= 60.0) {
-            const double fb = 4.0 * M_PI * std::exp(-ex) / kb2;
-            const double kdot = ms.ik ? P.kp[0] * kb[0] + P.kp[1] * kb[1] + P.kp[2] * kb[2] : kb2;
-            W += kb2 * fb * fb - 2.0 * gi * Ub2 * kdot * fb;
-          }
+          const double ub = alias_u(ms, P.gg, b0, b1, b2);
+          W = gi * gi * ub * ub * sumDU + A.T[i];
         }
         extra += W * (c - 1.0);
       }
@@ -472,8 +516,10 @@ Acc19 sum_over_mesh(const MeshSum& ms) {
         const bool selfconj = (g0 == c0 && g1 == c1 && g2 == c2);
         const double wgt = selfconj ? 1.0 : 2.0;
         const MeshPoint P = mesh_point(ms, g0, g1, g2, selfconj);
-        double S = pair_term(ms, P);
-        if (ms.corr != nullptr) S += correlation_excess(ms, P);
+        AliasTerms A;
+        alias_terms(ms, P, A);
+        double S = pair_term(ms, P, A);
+        if (ms.corr != nullptr) S += correlation_excess(ms, P, A);
         acc.v[0] += wgt * S;
         if (P.gi == 0.0) continue;
         add_self_force(ms, P, acc);
@@ -560,6 +606,19 @@ ReciprocalErrorParts sum_parts(const Mat3& box, double alpha, const Int3& K, int
     }
   for (int d = 0; d < 3; ++d) ms.ax[d] = axis_table(K[d], p);
   set_bounds(ms, box, alpha);
+  // The per-axis factors of the aliases' |k|^2 and Gaussians (orthogonal reciprocal axes).
+  ms.orthogonal = ms.Gm[0][1] == 0.0 && ms.Gm[0][2] == 0.0 && ms.Gm[1][2] == 0.0;
+  if (ms.orthogonal)
+    for (int d = 0; d < 3; ++d) {
+      ms.gauss[d].assign(3 * K[d], 0.0);
+      ms.kk[d].assign(3 * K[d], 0.0);
+      for (int g = 0; g < K[d]; ++g)
+        for (int b = -1; b <= 1; ++b) {
+          const double x = ms.ax[d].m[g] + static_cast<double>(b) * K[d];
+          ms.kk[d][3 * g + b + 1] = 4.0 * M_PI * M_PI * ms.Gm[d][d] * x * x;
+          ms.gauss[d][3 * g + b + 1] = std::exp(-ms.kk[d][3 * g + b + 1] * ms.inv4a2);
+        }
+    }
   const Acc19 tot = sum_over_mesh(ms);
   const double S_sum = tot.v[0];
   double self2 = 0, cross = 0;

@@ -7,6 +7,8 @@ two meshes at the same alpha and order and, when it exceeds 0.3 x tolerance x |E
 :class:`~pmewald.pme.tuning.Tuner` choose again with the mesh bounded. Functions of the tuner
 (its state, problem, solvers and choices), collective where they run solvers:
 
+- :func:`before_run`: on reciprocal-only runs of the parameters just chosen, before their full
+  calculation (a refined mesh costs a reciprocal-only run);
 - :func:`after_run`: on a full result (a refined mesh is run in full);
 - :func:`point`: what the check needs of a result.
 """
@@ -31,13 +33,34 @@ def point(tuner, raw):
     return dict(tuner.state.params, reciprocal=float(raw["terms"]["reciprocal"]), energy=float(raw["energy"]))
 
 
-def after_run(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex):
-    """The energy check of a full result (see _rounds): a refined mesh is run in full."""
+def after_run(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, ex, bound=None):
+    """The energy check of a full result (see _rounds): a refined mesh is run in full.
+    `bound`: the mesh bound the parameters were chosen under (before_run's), kept unless
+    the check refines them."""
     return _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2,
-                   lambda: tuner.run(tuner.state.solver, pos, q, idv, ex))
+                   lambda: tuner.run(tuner.state.solver, pos, q, idv, ex), bound)[0]
 
 
-def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run):
+def before_run(tuner, probe, scale, scan, pos, q, idv, n_atoms, sum_q2):
+    """The energy check of the parameters just chosen, before their full calculation: the
+    same rounds as :func:`after_run`, on reciprocal-only calculations of the current and
+    every refined mesh, with the probe's energy as |E| (the allowance's scale, good to the
+    probe's accuracy). A refinement then costs a reciprocal-only run instead of a full
+    calculation of parameters that are rejected (real space is most of a full one).
+    Returns the energy point that the current parameters were checked against (same alpha
+    and order, another mesh), for :func:`after_run` to check the full result without
+    another run; None when the check found no other mesh."""
+
+    def reciprocal_run():
+        p = tuner.state.params
+        solver = tuner._new_solver(p["mesh"], p["order"], p["alpha"], "ad", False, mode=tuner.probe_mode())
+        raw = tuner.run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
+        return {"terms": {"reciprocal": float(raw["terms"]["reciprocal"])}, "energy": probe["energy"]}
+
+    return _rounds(tuner, reciprocal_run(), probe, scale, scan, pos, q, idv, n_atoms, sum_q2, reciprocal_run)[1]
+
+
+def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run, bound=None):
     """Refine the parameters when the energy error would exceed 0.3 x tolerance x |E|.
 
     The energy of another mesh (same alpha and order) differs from this one by about
@@ -56,9 +79,11 @@ def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run):
     energy error is relatively larger, for systems whose energy is a small difference
     of large terms, and for those whose forces vanish by symmetry (a single charge, a
     perfect crystal), whose force-based choice says nothing about the energy.
+
+    Returns (the result at the parameters kept, the other energy point of the last check).
     """
     tuner.state.energy_error = None
-    tuner.state.mesh_target = None
+    tuner.state.mesh_target = bound  # the choice's own (a later choice, _check_measured's, keeps it)
     probe_mesh = coarse["mesh"] if coarse is not None else None
     vol = tuner.problem.volume_filled()
     floor = ENERGY_FLOOR * tuner.problem.k * sum_q2 / (vol / n_atoms) ** (1.0 / 3.0)
@@ -91,7 +116,7 @@ def _rounds(tuner, raw, coarse, scale, scan, pos, q, idv, n_atoms, sum_q2, run):
         tuner._use(tuner._choose(tuner.MARGIN * tuner.problem.tolerance * scale, sum_q2, n_atoms, scan,
                                  mesh_target=tuner.state.mesh_target))
         raw = run()
-    return raw
+    return raw, coarse
 
 
 def _other_energy(tuner, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):

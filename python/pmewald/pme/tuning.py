@@ -446,7 +446,8 @@ class Tuner:
         force measured by a probe on a coarse mesh, then that of the chosen parameters. They
         are chosen again with the measured scale unless the estimate already lies between a
         quarter of and the full tolerance, so the mesh is neither too coarse nor needlessly
-        fine. Finally (real_space=True) the energy error is checked (pme/energy_check.py).
+        fine. With real_space=True the energy error is checked (pme/energy_check.py) before
+        each choice's full calculation, on reciprocal-only runs, and once more on the result.
         """
         from .. import _core
         from .._mpi.collective import agreed
@@ -494,11 +495,14 @@ class Tuner:
                 probe = energy_check.point(self, raw)
                 scale = acceptable(raw)[1]
                 self._choose_precision(scale, n_atoms)
+        checked = probe
         for _ in range(3):
             # The mesh and real-space estimates share what the float rounding leaves.
             target = _MARGIN * self.problem.tolerance * scale
             target = math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
             self._use(self._choose(target, sum_q2, n_atoms, scan))
+            if probe is not None:  # the energy check first, on reciprocal-only runs
+                checked = energy_check.before_run(self, probe, scale, scan, pos, q, idv, n_atoms, sum_q2)
             raw = self.run(self.state.solver, pos, q, idv, ex)
             if not self.problem.real_space:
                 return raw  # the total forces are the caller's: keep the charge-based scale
@@ -506,7 +510,8 @@ class Tuner:
             if ok or measured == scale:
                 break
             scale = measured
-        raw = energy_check.after_run(self, raw, probe, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+        raw = energy_check.after_run(self, raw, checked, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
+                                     bound=self.state.mesh_target if probe is not None else None)
         if math.sqrt(raw["sum_force2"] / n_atoms) < _FORCE_FLOOR * typical:
             # Forces that vanish by symmetry (a single charge, a perfect crystal) have force
             # errors that vanish too: measured, they are rounding noise, and a choice planned

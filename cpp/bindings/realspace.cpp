@@ -282,6 +282,59 @@ atom (count, count x id) of its ghosts summed back by reverse_ghosts;
 `ghost_routed`: per ghost its original's (id, q) by route_ghosts;
 `ghost_messages`: messages the ghost exchange sent; `pulses`: the staged pulses.)doc");
 
+  r.def(
+      "migrate_steps",
+      [](py::object comm_obj, DArr box, const Int3& mesh, py::list steps) {
+        MPI_Comm comm = comm_from_python(comm_obj);
+        std::string err = box.ndim() != 2 || box.shape(0) != 3 || box.shape(1) != 3
+                              ? "box must be 3x3"
+                              : PeriodicCell::check(box.data());
+        agree_or_throw(comm, err);
+        Comm dup(comm);
+        Migration mig(dup.get());
+        mig.set_geometry(PeriodicCell(box.data()), mesh);
+        py::list out;
+        for (py::handle step : steps) {
+          const auto t = step.cast<py::tuple>();
+          const DArr pos = t[0].cast<DArr>(), q = t[1].cast<DArr>();
+          const IArr ids = t[2].cast<IArr>();
+          const std::size_t n = static_cast<std::size_t>(q.shape(0));
+          if (pos.ndim() != 2 || pos.shape(0) != q.shape(0) || pos.shape(1) != 3 || ids.shape(0) != q.shape(0))
+            throw py::value_error("positions (n, 3), charges (n,), ids (n,) expected");
+          mig.forward(pos.data(), q.data(), ids.data(), n);
+          const auto no = static_cast<py::ssize_t>(mig.n_owned());
+          py::array_t<double> own_r({no, py::ssize_t{3}}), own_s({no, py::ssize_t{3}}), own_q(no);
+          py::array_t<std::int64_t> own_id(no);
+          std::vector<double> rows(static_cast<std::size_t>(no) * 4);
+          for (py::ssize_t i = 0; i < no; ++i) {
+            for (int a = 0; a < 3; ++a) {
+              own_r.mutable_at(i, a) = mig.owned_positions()(i, a);
+              own_s.mutable_at(i, a) = mig.owned_fractional()(i, a);
+              rows[static_cast<std::size_t>(4 * i + 1 + a)] = mig.owned_positions()(i, a);
+            }
+            own_q.mutable_at(i) = mig.owned_charges()(i);
+            own_id.mutable_at(i) = mig.owned_ids()(i);
+            rows[static_cast<std::size_t>(4 * i)] = static_cast<double>(mig.owned_ids()(i));
+          }
+          py::array_t<double> back({static_cast<py::ssize_t>(n), py::ssize_t{4}});
+          mig.reverse(rows.data(), 4, back.mutable_data());
+          py::dict d;
+          d["owned_positions"] = own_r;
+          d["owned_fractional"] = own_s;
+          d["owned_charges"] = own_q;
+          d["owned_ids"] = own_id;
+          d["returned"] = back;
+          d["reused"] = mig.last_forward_reused();
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("comm"), py::arg("box"), py::arg("mesh"), py::arg("steps"),
+      R"doc(One Migration forwarding several steps, each (positions, charges, ids) of this
+rank's atoms (for tests of the kept plan): per step the owned atoms (positions,
+fractional, charges, ids), `returned`: their (id, x, y, z) rows back in the
+caller's order, and `reused`: whether the step kept the plan of the one before.)doc");
+
   py::class_<ExclusionList, std::shared_ptr<ExclusionList>>(
       r, "ExclusionList", "Excluded partners of the caller's atoms, routed once and cached.")
       .def(py::init([](py::object comm_obj) {

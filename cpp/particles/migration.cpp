@@ -104,13 +104,24 @@ void Migration::forward(const double* positions, const double* charges, const st
                         const std::int64_t* payload, int vote) {
   if (!have_geometry_) throw std::logic_error("Migration::forward before set_geometry");
   const std::string err = forward_input_error(positions, charges, n_local);
+  forward_wrap(positions, n_local, err.empty());
+  const bool same = err.empty() && forward_same_plan(ids, n_local, payload_offsets);
   std::unordered_map<int, int> slot_of;
-  const int far = forward_owners(positions, n_local, err.empty(), slot_of);
-  forward_agree(err, far, vote);
-  forward_messages(charges, ids, payload_offsets, payload, slot_of);
-  forward_exchange();
-  forward_incoming(ids, payload_offsets, payload);
-  forward_owned(charges);
+  const int far = same ? plan_far_ : forward_owners(n_local, err.empty(), slot_of);
+  forward_agree(err, far, vote, same ? 0 : 1);
+  if (reused_) {
+    forward_reused(charges);
+  } else {
+    if (same) forward_owners(n_local, true, slot_of);  // another rank's plan changed: the full path for all
+    forward_messages(charges, ids, payload_offsets, payload, slot_of);
+    forward_exchange();
+    forward_incoming(ids, payload_offsets, payload);
+    forward_owned(charges);
+    plan_owner_.assign(loc_owner_.begin(), loc_owner_.begin() + static_cast<std::ptrdiff_t>(n_local));
+    plan_ids_.assign(ids, ids + n_local);
+    plan_far_ = far;
+    plan_reusable_ = payload_offsets == nullptr;
+  }
   have_atoms_ = true;
   have_ghosts_ = false;
   ++generation_;
@@ -132,13 +143,8 @@ std::string Migration::forward_input_error(const double* positions, const double
   return err;
 }
 
-int Migration::forward_owners(const double* positions, std::size_t n_local, bool valid,
-                              std::unordered_map<int, int>& slot_of) {
-  // Plan: wrap every atom and find its owner (threaded: each atom writes only
-  // its own rows), then group the local atoms by owner in input order.
-  n_local_ = n_local;
-  send_dests_.clear();
-  self_idx_.clear();
+void Migration::forward_wrap(const double* positions, std::size_t n_local, bool valid) {
+  // Wrap every atom and find its owner (threaded: each atom writes only its own rows).
   loc_s_.resize(3 * n_local);
   loc_r_.resize(3 * n_local);
   loc_owner_.resize(n_local);
@@ -150,6 +156,24 @@ int Migration::forward_owners(const double* positions, std::size_t n_local, bool
       wrap(positions + 3 * i, sw + 3 * i, rw + 3 * i);
       owner[i] = owner_of(sw + 3 * i);
     });
+}
+
+bool Migration::forward_same_plan(const std::int64_t* ids, std::size_t n_local,
+                                  const std::int64_t* payload_offsets) const {
+  return plan_reusable_ && have_atoms_ && payload_offsets == nullptr && n_local == plan_ids_.size() &&
+         std::equal(plan_owner_.begin(), plan_owner_.end(), loc_owner_.begin()) &&
+         std::equal(plan_ids_.begin(), plan_ids_.end(), ids);
+}
+
+int Migration::forward_owners(std::size_t n_local, bool valid, std::unordered_map<int, int>& slot_of) {
+  // Plan: group the local atoms by owner in input order (the plan of the last
+  // forward is gone from here on, until this one succeeds).
+  plan_reusable_ = false;
+  n_local_ = n_local;
+  send_dests_.clear();
+  self_idx_.clear();
+  slot_of.clear();
+  const int* const owner = loc_owner_.data();
   int far = 0;  // some atom goes beyond the adjacent domains
   self_idx_.reserve(n_local);
   for (std::size_t i = 0; i < n_local && valid; ++i) {
@@ -163,15 +187,16 @@ int Migration::forward_owners(const double* positions, std::size_t n_local, bool
   return far;
 }
 
-void Migration::forward_agree(const std::string& err, int far, int vote) {
+void Migration::forward_agree(const std::string& err, int far, int vote, int changed) {
   // One collective decides everything: bad input anywhere (then every rank
-  // raises), whether any atom changes rank, whether all stay adjacent, and the
-  // caller's vote.
-  int flags[4] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far, vote};
-  int any[4] = {0, 0, 0, 0};
-  check_mpi(MPI_Allreduce(flags, any, 4, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  // raises), whether any atom changes rank, whether all stay adjacent, the
+  // caller's vote, and whether every rank keeps its plan.
+  int flags[5] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far, vote, changed};
+  int any[5] = {0, 0, 0, 0, 0};
+  check_mpi(MPI_Allreduce(flags, any, 5, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
   if (any[0]) agree_or_throw(comm_, err);
   agreed_vote_ = any[3];
+  reused_ = any[4] == 0;
   forward_path_ = !any[1] ? ForwardPath::None : (any[2] ? ForwardPath::Sparse : ForwardPath::Neighbors);
 }
 
@@ -349,6 +374,36 @@ void Migration::forward_owned(const double* charges) {
     o_index[slot] = in.origin_index;
     if (in.pay_count > 0)
       std::memcpy(pay_out + pay_off[slot], in.pay, static_cast<std::size_t>(in.pay_count) * sizeof(std::int64_t));
+  });
+}
+
+void Migration::forward_reused(const double* charges) {
+  // The same atoms in the same slots: only their (wrapped) positions and charges
+  // change, and they take the route() the results take back, reversed.
+  const std::size_t n = n_local_;
+  reuse_in_.resize(7 * n);
+  reuse_out_.resize(7 * n_owned_);
+  const double* const sw = loc_s_.data();
+  const double* const rw = loc_r_.data();
+  double* const in = reuse_in_.data();
+  Kokkos::parallel_for("pmewald::migration_reuse_pack", Range(0, n), [=](const std::size_t i) {
+    for (int a = 0; a < 3; ++a) {
+      in[7 * i + a] = rw[3 * i + a];
+      in[7 * i + 3 + a] = sw[3 * i + a];
+    }
+    in[7 * i + 6] = charges[i];
+  });
+  route(reuse_in_.data(), 7, reuse_out_.data());
+  const double* const out = reuse_out_.data();
+  auto own_r = own_r_;
+  auto own_s = own_s_;
+  auto own_q = own_q_;
+  Kokkos::parallel_for("pmewald::migration_reuse_rows", Range(0, n_owned_), [=](const std::size_t slot) {
+    for (int a = 0; a < 3; ++a) {
+      own_r(slot, a) = out[7 * slot + a];
+      own_s(slot, a) = out[7 * slot + 3 + a];
+    }
+    own_q(slot) = out[7 * slot + 6];
   });
 }
 

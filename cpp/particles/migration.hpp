@@ -126,6 +126,13 @@ class Migration {
   // same order either way.
   enum class ForwardPath : int { None = 0, Neighbors = 1, Sparse = 2 };
   ForwardPath last_forward_path() const { return forward_path_; }
+  // Whether the last forward() kept the plan of the one before: on every rank
+  // the same atoms (ids, in the same order) with the same owners, and no
+  // payload then or now. The positions and charges then go along the kept plan
+  // (route: one message per partner, no sizes, no sort) into the same owned
+  // slots; everything else about the owned atoms is as it was. An MD step
+  // whose atoms stay in their domains, and repeated calls at fixed positions.
+  bool last_forward_reused() const { return reused_; }
 
   // Incremented by every forward(): data derived from the owned order (for
   // example routed exclusions) is stale when the generation differs.
@@ -223,6 +230,15 @@ class Migration {
 
   // Forward plan, kept for the reverse path.
   std::size_t n_local_ = 0;
+  // The plan's reuse (last_forward_reused): each local atom's owner and id at
+  // the last full forward, and its `far` flag; reusable while that forward had
+  // no payload and no set_domains came after it.
+  std::vector<int> plan_owner_;
+  std::vector<std::int64_t> plan_ids_;
+  int plan_far_ = 0;
+  bool plan_reusable_ = false;
+  bool reused_ = false;
+  std::vector<double> reuse_in_, reuse_out_;  // r, s, q per atom along the kept plan
   std::vector<int> send_dests_;                    // partner ranks (excluding self)
   std::vector<std::vector<std::int64_t>> send_idx_;  // local indices sent to each partner
   std::vector<std::int64_t> self_idx_;               // local indices kept here
@@ -291,10 +307,15 @@ class Migration {
   // forward()'s steps, in order.
   // The first non-finite position or charge, as an error message (empty when none).
   std::string forward_input_error(const double* positions, const double* charges, std::size_t n_local) const;
-  // Ownership: wraps the atoms, finds their owners, the kept atoms and the partners; returns `far`.
-  int forward_owners(const double* positions, std::size_t n_local, bool valid, std::unordered_map<int, int>& slot_of);
-  // The Allreduce: throws on bad input anywhere, picks the path, agrees on the vote.
-  void forward_agree(const std::string& err, int far, int vote);
+  // Wraps the atoms and finds their owners (loc_s_, loc_r_, loc_owner_).
+  void forward_wrap(const double* positions, std::size_t n_local, bool valid);
+  // Whether this rank's atoms are those of the last full forward, owned where they were.
+  bool forward_same_plan(const std::int64_t* ids, std::size_t n_local, const std::int64_t* payload_offsets) const;
+  // The plan: the kept atoms and the partners; returns `far`.
+  int forward_owners(std::size_t n_local, bool valid, std::unordered_map<int, int>& slot_of);
+  // The Allreduce: throws on bad input anywhere, picks the path, agrees on the vote
+  // and on whether every rank keeps its plan (`changed`: this one does not).
+  void forward_agree(const std::string& err, int far, int vote, int changed);
   // The atoms sent to each partner, and their messages (counts, records, payload).
   void forward_messages(const double* charges, const std::int64_t* ids, const std::int64_t* payload_offsets,
                         const std::int64_t* payload, std::unordered_map<int, int>& slot_of);
@@ -304,6 +325,8 @@ class Migration {
   void forward_incoming(const std::int64_t* ids, const std::int64_t* payload_offsets, const std::int64_t* payload);
   // The owned atoms' rows, payload and origins, and each incoming atom's slot.
   void forward_owned(const double* charges);
+  // Every rank kept its plan: positions and charges along it into the same slots.
+  void forward_reused(const double* charges);
 
   // exchange_ghosts()'s steps, in order.
   // The checks, the margins and (when they changed) the partners.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "base/kokkos_runtime.hpp"
@@ -109,6 +112,25 @@ Axis axis_table(int Kd, int p) {
   return A;
 }
 
+// axis_table of (Kd, p), remembered: it depends on nothing else, and its sinc powers (63
+// per point, pow and sin) cost as much as the sum itself on the small meshes of the
+// choice's tables. Bounded; cleared when full; shared by the threads.
+Axis remembered_axis_table(int Kd, int p) {
+  static std::mutex m;
+  static std::map<std::pair<int, int>, Axis> tables;
+  const std::pair<int, int> key{Kd, p};
+  {
+    const std::lock_guard<std::mutex> lock(m);
+    const auto it = tables.find(key);
+    if (it != tables.end()) return it->second;
+  }
+  Axis a = axis_table(Kd, p);
+  const std::lock_guard<std::mutex> lock(m);
+  if (tables.size() >= 512) tables.clear();
+  tables.emplace(key, a);
+  return a;
+}
+
 // What the sum over the mesh reads: the mesh and differentiation, the reciprocal
 // lattice, the axis tables and the part of the mesh that is visited.
 struct MeshSum {
@@ -167,26 +189,36 @@ double excess3(const double* base, const double* ex) {
          ex[0] * ex[1] * ex[2];
 }
 
-// sum_{j != 0} |2 pi recip (m + jK)|^2 U_j^q for q = 2 (pw = 1) or q = 4 (pw = 2)
-double k2_moment(const MeshSum& ms, const int* gg, const double* x0, int pw) {
-  double tot = 0;
+// ku1 = sum_{j != 0} |2 pi recip (m + jK)|^2 U_j^2 and ku4 the same with U_j^4
+void k2_moments(const MeshSum& ms, const int* gg, const double* x0, double& ku1, double& ku4) {
+  // base[q][k][c] = x_c^k U_0c^q and ex[q][k][c] = sum_{j!=0} x^k u^q on axis c (q = 2, 4)
+  double base[2][3][3], ex[2][3][3];
+  for (int c = 0; c < 3; ++c) {
+    const double u2 = ms.ax[c].u0[gg[c]] * ms.ax[c].u0[gg[c]];
+    double xk = 1.0;
+    for (int k = 0; k < 3; ++k, xk *= x0[c]) {
+      base[0][k][c] = xk * u2;
+      base[1][k][c] = xk * u2 * u2;
+      ex[0][k][c] = ms.ax[c].a[k][gg[c]];
+      ex[1][k][c] = ms.ax[c].b[k][gg[c]];
+    }
+  }
+  double tot[2] = {0.0, 0.0};
   for (int d = 0; d < 3; ++d)
     for (int e = 0; e < 3; ++e) {
       if (ms.Gm[d][e] == 0.0) continue;  // orthogonal reciprocal axes d and e
-      double base[3], ex[3];
-      for (int c = 0; c < 3; ++c) {
-        const double u0 = ms.ax[c].u0[gg[c]];
-        const double u0q = pw == 1 ? u0 * u0 : u0 * u0 * u0 * u0;
-        const auto& tab = pw == 1 ? ms.ax[c].a : ms.ax[c].b;
-        const int k = (c == d) + (c == e);  // power of x on this axis
-        double xk = 1.0;
-        for (int i = 0; i < k; ++i) xk *= x0[c];
-        base[c] = xk * u0q;
-        ex[c] = tab[k][gg[c]];
+      for (int q = 0; q < 2; ++q) {
+        double bq[3], eq[3];
+        for (int c = 0; c < 3; ++c) {
+          const int k = (c == d) + (c == e);  // power of x on this axis
+          bq[c] = base[q][k][c];
+          eq[c] = ex[q][k][c];
+        }
+        tot[q] += ms.Gm[d][e] * excess3(bq, eq);
       }
-      tot += ms.Gm[d][e] * excess3(base, ex);
     }
-  return 4.0 * M_PI * M_PI * tot;
+  ku1 = 4.0 * M_PI * M_PI * tot[0];
+  ku4 = 4.0 * M_PI * M_PI * tot[1];
 }
 
 // exp(-ex) for alias b of the point with table indices gg, ex = |k_b|^2 / 4 alpha^2.
@@ -247,8 +279,7 @@ MeshPoint mesh_point(const MeshSum& ms, int g0, int g1, int g2, bool selfconj) {
   P.D4 = excess3(U0q, b0);        // sum_{j!=0} U_j^4
   P.BU0m1 = excess3(ones, r1);    // B U_0^2 - 1
   if (!P.zero && !ms.ik) {
-    P.KU1 = k2_moment(ms, gg, P.x0, 1);
-    P.KU4 = k2_moment(ms, gg, P.x0, 2);
+    k2_moments(ms, gg, P.x0, P.KU1, P.KU4);
   }
   return P;
 }
@@ -529,7 +560,7 @@ MeshErrorSums mesh_error_sums(const Mat3& box, double alpha, const Int3& K, int 
       for (int r = 0; r < 3; ++r) s += ms.R[3 * r + d] * ms.R[3 * r + e];
       ms.Gm[d][e] = s;
     }
-  for (int d = 0; d < 3; ++d) ms.ax[d] = axis_table(K[d], p);
+  for (int d = 0; d < 3; ++d) ms.ax[d] = remembered_axis_table(K[d], p);
   set_bounds(ms, box, alpha);
   // The per-axis factors of the aliases' |k|^2 and Gaussians (orthogonal reciprocal axes).
   ms.orthogonal = ms.Gm[0][1] == 0.0 && ms.Gm[0][2] == 0.0 && ms.Gm[1][2] == 0.0;

@@ -60,6 +60,35 @@ IArr as_int(const py::object& obj, const char* name, std::string& err) {
   }
 }
 
+// The owned atoms of a migration (positions, fractional, charges, ids) and `returned`:
+// their (id, x, y, z) rows sent back through the reverse path (collective), in the order
+// of the caller's n_local atoms.
+py::dict owned_atoms(Migration& mig, std::size_t n_local) {
+  const auto no = static_cast<py::ssize_t>(mig.n_owned());
+  py::array_t<double> own_r({no, py::ssize_t{3}}), own_s({no, py::ssize_t{3}}), own_q(no);
+  py::array_t<std::int64_t> own_id(no);
+  std::vector<double> rows(static_cast<std::size_t>(no) * 4);
+  for (py::ssize_t i = 0; i < no; ++i) {
+    rows[static_cast<std::size_t>(4 * i)] = static_cast<double>(mig.owned_ids()(i));
+    for (int a = 0; a < 3; ++a) {
+      own_r.mutable_at(i, a) = mig.owned_positions()(i, a);
+      own_s.mutable_at(i, a) = mig.owned_fractional()(i, a);
+      rows[static_cast<std::size_t>(4 * i + 1 + a)] = mig.owned_positions()(i, a);
+    }
+    own_q.mutable_at(i) = mig.owned_charges()(i);
+    own_id.mutable_at(i) = mig.owned_ids()(i);
+  }
+  py::array_t<double> back({static_cast<py::ssize_t>(n_local), py::ssize_t{4}});
+  mig.reverse(rows.data(), 4, back.mutable_data());
+  py::dict d;
+  d["owned_positions"] = own_r;
+  d["owned_fractional"] = own_s;
+  d["owned_charges"] = own_q;
+  d["owned_ids"] = own_id;
+  d["returned"] = back;
+  return d;
+}
+
 }  // namespace
 
 // Longer than 150 lines because it is a list of independent declarations (one .def per bound
@@ -212,21 +241,10 @@ ValueError on every rank.)doc");
         mig.route_ghosts(own_rows.data(), 2, routed.mutable_data());
         py::array_t<double> images({no, py::ssize_t{2}});
         std::copy(own_sum.begin(), own_sum.end(), images.mutable_data());
-        py::array_t<double> own_r({no, py::ssize_t{3}}), own_s({no, py::ssize_t{3}}), own_q(no);
-        py::array_t<std::int64_t> own_id(no), origin_rank(no), origin_index(no);
-        std::vector<double> back_in(static_cast<std::size_t>(no) * 4);
+        py::array_t<std::int64_t> origin_rank(no), origin_index(no);
         for (py::ssize_t i = 0; i < no; ++i) {
-          for (int a = 0; a < 3; ++a) {
-            own_r.mutable_at(i, a) = mig.owned_positions()(i, a);
-            own_s.mutable_at(i, a) = mig.owned_fractional()(i, a);
-          }
-          own_q.mutable_at(i) = mig.owned_charges()(i);
-          own_id.mutable_at(i) = mig.owned_ids()(i);
           origin_rank.mutable_at(i) = mig.owned_origin_rank()[static_cast<std::size_t>(i)];
           origin_index.mutable_at(i) = mig.owned_origin_index()[static_cast<std::size_t>(i)];
-          back_in[static_cast<std::size_t>(i) * 4] = static_cast<double>(mig.owned_ids()(i));
-          for (int a = 0; a < 3; ++a)
-            back_in[static_cast<std::size_t>(i) * 4 + 1 + a] = mig.owned_positions()(i, a);
         }
         py::array_t<double> gh_r({ng, py::ssize_t{3}}), gh_s({ng, py::ssize_t{3}}), gh_q(ng);
         py::array_t<std::int64_t> gh_id(ng);
@@ -238,20 +256,13 @@ ValueError on every rank.)doc");
           gh_q.mutable_at(g) = mig.ghost_charges()(g);
           gh_id.mutable_at(g) = mig.ghost_ids()(g);
         }
-        py::array_t<double> back({static_cast<py::ssize_t>(n), py::ssize_t{4}});
-        mig.reverse(back_in.data(), 4, back.mutable_data());
-        py::dict d;
-        d["owned_positions"] = own_r;
-        d["owned_fractional"] = own_s;
-        d["owned_charges"] = own_q;
-        d["owned_ids"] = own_id;
+        py::dict d = owned_atoms(mig, n);
         d["origin_rank"] = origin_rank;
         d["origin_index"] = origin_index;
         d["ghost_positions"] = gh_r;
         d["ghost_fractional"] = gh_s;
         d["ghost_charges"] = gh_q;
         d["ghost_ids"] = gh_id;
-        d["returned"] = back;
         d["ghost_images_back"] = images;
         d["ghost_routed"] = routed;
         d["ghost_messages"] = ghost_messages;
@@ -302,28 +313,7 @@ atom (count, count x id) of its ghosts summed back by reverse_ghosts;
           if (pos.ndim() != 2 || pos.shape(0) != q.shape(0) || pos.shape(1) != 3 || ids.shape(0) != q.shape(0))
             throw py::value_error("positions (n, 3), charges (n,), ids (n,) expected");
           mig.forward(pos.data(), q.data(), ids.data(), n);
-          const auto no = static_cast<py::ssize_t>(mig.n_owned());
-          py::array_t<double> own_r({no, py::ssize_t{3}}), own_s({no, py::ssize_t{3}}), own_q(no);
-          py::array_t<std::int64_t> own_id(no);
-          std::vector<double> rows(static_cast<std::size_t>(no) * 4);
-          for (py::ssize_t i = 0; i < no; ++i) {
-            for (int a = 0; a < 3; ++a) {
-              own_r.mutable_at(i, a) = mig.owned_positions()(i, a);
-              own_s.mutable_at(i, a) = mig.owned_fractional()(i, a);
-              rows[static_cast<std::size_t>(4 * i + 1 + a)] = mig.owned_positions()(i, a);
-            }
-            own_q.mutable_at(i) = mig.owned_charges()(i);
-            own_id.mutable_at(i) = mig.owned_ids()(i);
-            rows[static_cast<std::size_t>(4 * i)] = static_cast<double>(mig.owned_ids()(i));
-          }
-          py::array_t<double> back({static_cast<py::ssize_t>(n), py::ssize_t{4}});
-          mig.reverse(rows.data(), 4, back.mutable_data());
-          py::dict d;
-          d["owned_positions"] = own_r;
-          d["owned_fractional"] = own_s;
-          d["owned_charges"] = own_q;
-          d["owned_ids"] = own_id;
-          d["returned"] = back;
+          py::dict d = owned_atoms(mig, n);
           d["reused"] = mig.last_forward_reused();
           out.append(d);
         }

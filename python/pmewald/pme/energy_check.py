@@ -52,10 +52,8 @@ def before_run(tuner, probe, scale, scan, pos, q, idv, n_atoms, sum_q2):
     another run; None when the check found no other mesh."""
 
     def reciprocal_run():
-        p = tuner.state.params
-        solver = tuner._new_solver(p["mesh"], p["order"], p["alpha"], "ad", False, mode=tuner.probe_mode())
-        raw = tuner.run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
-        return {"terms": {"reciprocal": float(raw["terms"]["reciprocal"])}, "energy": probe["energy"]}
+        reciprocal = _reciprocal_energy(tuner, tuner.state.params["mesh"], pos, q, idv)
+        return {"terms": {"reciprocal": reciprocal}, "energy": probe["energy"]}
 
     return _rounds(tuner, reciprocal_run(), probe, scale, scan, pos, q, idv, n_atoms, sum_q2, reciprocal_run)[1]
 
@@ -146,7 +144,14 @@ def _other_energy(tuner, pos, q, idv, rec, n_atoms, sum_q2, probe_mesh=None):
             break
     if chosen is None:
         return None
-    solver = tuner._new_solver(chosen, p["order"], p["alpha"], "ad", False, mode=tuner.probe_mode())
-    raw = tuner.run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
     return {"alpha": p["alpha"], "order": p["order"], "mesh": chosen,
-            "reciprocal": float(raw["terms"]["reciprocal"])}
+            "reciprocal": _reciprocal_energy(tuner, chosen, pos, q, idv)}
+
+
+def _reciprocal_energy(tuner, mesh, pos, q, idv):
+    """The reciprocal energy on `mesh` at the current alpha and order (a reciprocal-only
+    solver, ad: the energy does not depend on the differentiation; collective)."""
+    p = tuner.state.params
+    solver = tuner._new_solver(mesh, p["order"], p["alpha"], "ad", False, mode=tuner.probe_mode())
+    raw = tuner.run(solver, pos, q, idv, np.zeros((0, 2), dtype=np.int64))
+    return float(raw["terms"]["reciprocal"])

@@ -74,7 +74,7 @@ class _PlacedCells:
         nc = np.maximum(1, np.floor(cell_heights(box) / min_distance)) if min_distance > 0 else np.ones(3)
         self.nc = [int(v) for v in nc]
         self.cells = {}
-        # The cells around a cell, as offsets of the flat index (wrapped per axis when used).
+        # The cells around a cell, as (i, j, k) offsets (wrapped per axis when used).
         self.offsets = [(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)]
 
     def too_close(self, pos, x):
@@ -105,6 +105,4 @@ class _PlacedCells:
         c = self._cell(x)
         n0, n1, n2 = self.nc
         keys = {(((c[0] + a) % n0) * n1 + (c[1] + b) % n1) * n2 + (c[2] + d) % n2 for a, b, d in self.offsets}
-        found = [i for k in keys for i in self.cells.get(k, ())]
-        found.sort()
-        return np.array(found, dtype=np.int64)
+        return np.array([i for k in keys for i in self.cells.get(k, ())], dtype=np.int64)

@@ -221,10 +221,10 @@ void k2_moments(const MeshSum& ms, const int* gg, const double* x0, double& ku1,
   ku4 = 4.0 * M_PI * M_PI * tot[1];
 }
 
-// exp(-ex) for alias b of the point with table indices gg, ex = |k_b|^2 / 4 alpha^2.
-inline double alias_gauss(const MeshSum& ms, const int* gg, int b0, int b1, int b2, double ex) {
+// exp(-ex) of the principal alias of the point with table indices gg, ex = |k_0|^2 / 4 alpha^2.
+inline double principal_gauss(const MeshSum& ms, const int* gg, double ex) {
   if (!ms.orthogonal) return std::exp(-ex);
-  return ms.gauss[0][3 * gg[0] + b0 + 1] * ms.gauss[1][3 * gg[1] + b1 + 1] * ms.gauss[2][3 * gg[2] + b2 + 1];
+  return ms.gauss[0][3 * gg[0] + 1] * ms.gauss[1][3 * gg[1] + 1] * ms.gauss[2][3 * gg[2] + 1];
 }
 
 // One visited mesh point and what its terms share: the principal k_0 and k' (Nyquist
@@ -263,7 +263,7 @@ MeshPoint mesh_point(const MeshSum& ms, int g0, int g1, int g2, bool selfconj) {
   P.kp2 = P.kp[0] * P.kp[0] + P.kp[1] * P.kp[1] + P.kp[2] * P.kp[2];
   P.nyq = P.kp2 != P.k02;
   const double B = ax[0].B[g0] * ax[1].B[g1] * ax[2].B[g2];
-  P.f0 = P.zero ? 0.0 : 4.0 * M_PI * alias_gauss(ms, gg, 0, 0, 0, P.k02 * ms.inv4a2) / P.k02;
+  P.f0 = P.zero ? 0.0 : 4.0 * M_PI * principal_gauss(ms, gg, P.k02 * ms.inv4a2) / P.k02;
   P.gi = P.f0 * B;
   double U0sq[3], a0[3], b0[3], U0q[3], ones[3] = {1, 1, 1}, r1[3];
   for (int d = 0; d < 3; ++d) {
@@ -309,7 +309,7 @@ void alias_terms_orthogonal(const MeshSum& ms, const MeshPoint& P, AliasTerms& A
       q[d][b] = ms.kk[d][3 * g + b];
       e[d][b] = ms.gauss[d][3 * g + b];
       u[d][b] = ms.ax[d].u1[3 * g + b];
-      t[d][b] = 4.0 * M_PI * M_PI * ms.Gm[d][d] * xp * (P.x0[d] + (b - 1.0) * ms.K[d]);
+      t[d][b] = ms.ik ? 4.0 * M_PI * M_PI * ms.Gm[d][d] * xp * (P.x0[d] + (b - 1.0) * ms.K[d]) : 0.0;
     }
   }
   for (int b0 = 0, i = 0; b0 < 3; ++b0)

@@ -99,3 +99,25 @@ def test_rerun_matches_pmewald_with_exclusions_on_one_and_two_ranks(tmp_path):
     bad = PME(s.box, 9.0, tolerance=1e-8, order=8, coulomb_constant=1.0).compute(
         s2.positions, s2.charges, s2.ids, s2.exclusions)
     assert _rel(one["forces"], bad.forces) > 1e-2
+
+
+@gmx_missing
+@pytest.mark.timeout(120)
+def test_own_md_loop_keeps_the_list_and_gives_the_rerun_forces(tmp_path):
+    """GROMACS's own MD loop (bench peers --mode md): every atom frozen, so step 0's forces are
+    the rerun's of the same frame; the pair list is searched every nstlist steps only, and the
+    step time leaves out the integrator's rows."""
+    s = systems.solvated_chains(2, 6, n_water=500, seed=5)
+    gs = gro.GromacsSystem(s, tmp_path, "chains")
+    setting = dict(rtol=1e-5, spacing=0.1, order=5)
+    md = gro.run_gromacs_md(gs, setting, 9.0, dict(ntmpi=1, ntomp=1), 40, True, _env(), nstlist=10)
+    rerun = gro.run_gromacs(gs, setting, 9.0, dict(ntmpi=1, ntomp=1), gs.conf, 1, True, _env())
+    # the md run's list has a 0.1 nm buffer beyond the cutoff: the same pairs within it, summed
+    # in another order (single precision)
+    assert _rel(md["forces"], rerun["forces"]) < 1e-6
+    assert md["calls"] == 41 and md["rlist_nm"] == pytest.approx(1.0)
+    assert md["cycle_counts"]["Neighbor search"] == 5          # steps 0, 10, ..., 40
+    assert rerun["cycle_counts"]["Neighbor search"] == rerun["calls"] == 1
+    assert "Update" in md["cycle_rows"]                        # the integrator's row, left out
+    assert 0 < md["step_s"] <= md["loop_total_s"] / 41
+    assert md["step_s"] >= md["force_s"] + md["pme_s"]

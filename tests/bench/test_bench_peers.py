@@ -30,3 +30,41 @@ def test_ratios_do_not_extrapolate_far_beyond_a_peers_measured_errors():
     at = {e["target_error"]: e["peers"]["gromacs"] for e in out}
     assert at[1e-4]["ratio"] > 0 and not at[1e-4].get("not_reached")
     assert at[1e-5]["not_reached"] and at[1e-5]["best_error"] == 4.3e-5
+
+
+def test_families_and_the_common_cutoff():
+    fam = peers_report.family
+    assert fam("pmewald-auto") == fam("pmewald-ik-collective@rc8") == fam("pmewald-auto-uncorr") == "pmewald"
+    assert fam("pmewald-rcauto") == fam("pmewald-rcauto-nonblocking") == "pmewald-rcauto"
+    assert fam("pmewald-ik@lammps") is None
+    assert fam("lammps-ik-p7@rc9") == fam("lammps-ad") == "lammps"
+    assert fam("gromacs-tmpi@rc8") == fam("gromacs-omp") == "gromacs" and fam("openmm@rc12") == "openmm"
+    common = peers_report.at_common_cutoff
+    assert common("openmm") and common("pmewald-ik@lammps") and common("gromacs-tmpi")
+    assert not common("openmm@rc8") and not common("pmewald-rcauto") and not common("pmewald-rcauto-pt2pt")
+
+
+def test_best_setting_is_the_fastest_bracketing_curve():
+    """A code's best at an error is its fastest curve among those measured around that error;
+    a curve only extrapolated counts when none brackets it, and nothing beyond REACH."""
+    curves = {"gromacs": [(1e-3, 1.0), (1e-5, 4.0)],          # 2.0 at 1e-4
+              "gromacs@rc8": [(1e-3, 1.5), (1e-5, 6.0)],      # 3.0 at 1e-4: slower
+              "gromacs@rc9": [(2e-4, 0.5), (1.5e-4, 0.6)]}    # only extrapolated to 1e-4: ignored
+    t, v, ex = peers_report.best_at(curves, 1e-4)
+    assert v == "gromacs" and abs(t - 2.0) < 1e-9 and ex is False
+    t, v, ex = peers_report.best_at({"a": [(2e-4, 0.5), (1.5e-4, 0.6)]}, 1e-4)
+    assert v == "a" and ex is True
+    assert peers_report.best_at({"a": [(1e-3, 0.5), (8e-4, 0.6)]}, 1e-4) == (None, None, None)
+    rows = [dict(system="s", ranks=1, code=c, error=e, total_s=t, setting=0.0, cutoff=rc)
+            for c, rc, pts in (("pmewald-auto", 10.0, ((2e-4, 1.0), (2e-6, 3.0))),
+                               ("pmewald-auto@rc8", 8.0, ((2e-4, 0.8), (2e-6, 4.0))),
+                               ("openmm", 10.0, ((2e-4, 2.0), (2e-6, 8.0))),
+                               ("openmm@rc8", 8.0, ((2e-4, 1.6), (2e-6, 16.0))))
+            for e, t in pts]
+    out = {e["target_error"]: e for e in peers_report.best_ratios(rows, [dict(name="s")], [1])}
+    b = out[1e-4]
+    assert b["pmewald"] == "pmewald" and b["pmewald_best"]["variant"] == "pmewald-auto@rc8"
+    assert b["pmewald_best"]["cutoff"] == 8.0
+    assert b["peers"]["openmm"]["variant"] == "openmm@rc8"
+    assert abs(b["peers"]["openmm"]["ratio"] - b["pmewald_best"]["time_s"] / b["peers"]["openmm"]["time_s"]) < 1e-12
+    assert out[1e-5]["pmewald_best"]["variant"] == "pmewald-auto" and out[1e-5]["peers"]["openmm"]["variant"] == "openmm"

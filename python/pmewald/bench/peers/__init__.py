@@ -19,7 +19,7 @@ sees the same stretch of machine time:
 * GROMACS (Debian's ``gmx``): a Coulomb-only topology with the system's exclusions,
   ``gmx mdrun -rerun`` per ``--gromacs-settings`` entry (ewald-rtol, fourierspacing,
   pme-order) on ``-ntmpi 1 -ntomp 1`` and, on 2 cores, ``-ntmpi 2`` and ``-ntomp 2``
-  (:mod:`pmewald.bench.peers.gromacs`);
+  (:mod:`pmewald.bench.peers.gromacs`; in the MD-loop mode its own ``mdrun`` loop);
 * pmewald (``mpirun -n P``, each comm_mode when P > 1), ``PME.compute`` timed per call, with
   ``pme.timings()`` per phase; plus pmewald ``ik`` with LAMMPS's own G, grid and order (the
   like-for-like reciprocal comparison).
@@ -32,6 +32,15 @@ figure is itself the mean over ``--steps`` LAMMPS steps or the median of ``--ste
 evaluations). Ratios compare codes at the *same measured error*: each code's
 time-versus-error points are interpolated in log-log (linear between the two bracketing
 points; outside the measured range extrapolated from the nearest two, and flagged).
+
+Each code at its best (``--cutoffs``, ``--lammps-orders``, ``--pme-auto-cutoff``): every code
+runs at every cutoff as well as the common ``--cutoff``, and the best-setting table takes each
+code's fastest time at the same measured error over every cutoff, setting, thread layout and
+comm mode it ran (:func:`pmewald.bench.peers.report.best_ratios`); pmewald also with
+``cutoff=("auto", lower)``. GROMACS's ``-tunepme`` would not do this here: GROMACS 2022 tunes
+only with separate PME ranks or a GPU (``pme_loadbal_init``), and with a separate PME rank on
+these 2 cores the pair ranks are the bottleneck, which tuning (the cutoff only grows) cannot
+help; the cutoff sweep is the search it would make.
 
 Physics is identical in all codes: point charges, Ewald sum, for water the three
 intramolecular pairs excluded (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exceptions).
@@ -108,9 +117,11 @@ def worker_pme(job):
         skin_rec = {}
         if frames is not None:                       # MD-loop mode: a fresh object per setting, one call per frame
             kw, skin_rec = md.pme_kwargs(kw, job.get("skin"))
-        pme = PME(d["box"], cfg.get("cutoff", job["cutoff"]), **kw)
+        cutoff = cfg.get("cutoff", job["cutoff"])
+        pme = PME(d["box"], tuple(cutoff) if isinstance(cutoff, list) else cutoff, **kw)
         t0 = time.perf_counter()
         res = pme.compute(pos, q, ids, ex)           # chooses the mesh (several computes)
+        search_calls = _settle_cutoff(pme, frames[1:] if frames is not None else None, lo, hi, pos, q, ids, ex)
         t_setup = time.perf_counter() - t0
         if frames is not None:
             pme.reset_timings()
@@ -118,7 +129,8 @@ def worker_pme(job):
             tm = pme.timings()
             p = pme.parameters
             row = dict(cfg, comm_mode=job["comm_mode"], ranks=P, mesh=list(p["mesh"]), alpha=p["alpha"],
-                       order=p["order"], differentiation=p["differentiation"],
+                       order=p["order"], differentiation=p["differentiation"], chosen_cutoff=p["cutoff"],
+                       cutoff_search_calls=search_calls,
                        estimated_error=p["estimated_error"], setup_s=t_setup, **skin_rec, **md.summary(steps_t),
                        precision=p.get("precision"),
                        timer_counts={k: v for k, v in tm.items() if "rebuild" in k or k == "calls"})
@@ -162,7 +174,9 @@ def worker_pme(job):
             raw.append(slowest(comm, time.perf_counter() - t0))
         p = pme.parameters
         row = dict(cfg, comm_mode=job["comm_mode"], ranks=P, mesh=list(p["mesh"]), alpha=p["alpha"],
-                   order=p["order"], differentiation=p["differentiation"], estimated_error=p["estimated_error"], wall_s=statistics.median(walls), wall_mean_s=statistics.fmean(walls), steps=steps,
+                   order=p["order"], differentiation=p["differentiation"], estimated_error=p["estimated_error"],
+                   chosen_cutoff=p["cutoff"], cutoff_search_calls=search_calls,
+                   wall_s=statistics.median(walls), wall_mean_s=statistics.fmean(walls), steps=steps,
                    wall_min_s=min(walls), raw_cpp_call_s=statistics.median(raw), setup_s=t_setup,
                    phases=phases, phases_mean=phases_mean, cpp_phases_s=cpp_sum, comm_detail=extra,
                    recip_s=sum(phases[k] for k in RECIP_PHASES), real_s=sum(phases[k] for k in REAL_PHASES))
@@ -183,6 +197,20 @@ def worker_pme(job):
     if rank == 0:
         with open(job["result"], "w") as fh:
             json.dump(out, fh)
+
+
+def _settle_cutoff(pme, frames, lo, hi, pos, q, ids, ex, limit=400):
+    """With ``cutoff="auto"``, the calls of the cutoff search (on the MD frames in turn, or at
+    the fixed positions), so that the timed calls after it run at the chosen cutoff; returns
+    how many it took (0 for a given cutoff)."""
+    calls = 0
+    while pme.parameters.get("cutoff_search") == "searching":
+        if calls == limit:
+            raise RuntimeError(f"the cutoff search did not end in {limit} calls")
+        x = pos if frames is None else np.ascontiguousarray(frames[calls % len(frames)][lo:hi])
+        pme.compute(x, q, ids, ex)
+        calls += 1
+    return calls
 
 
 def worker_validate(job):
@@ -206,7 +234,7 @@ def worker_validate(job):
 
 def bench_peers(args) -> int:
     """The benchmark of `args` (:func:`add_parser`): 0, or 2 when a peer's binary is missing."""
-    out = Path(args.out)
+    out = Path(args.out).resolve()     # GROMACS runs in the work folder: absolute paths
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     if shutil.which("lmp") is None and not args.skip_lammps:
@@ -239,6 +267,8 @@ def add_parser(sub):
                    help="PPPM accuracies")
     p.add_argument("--openmm-tolerances", type=float, nargs="+", default=[3e-5, 1e-5, 3e-6, 1e-6],
                    help="OpenMM ewaldErrorTolerance values")
+    p.add_argument("--lammps-orders", type=int, nargs="+", default=None,
+                   help="PPPM stencil orders ('kspace_modify order'; default LAMMPS's 5 only): variants lammps-ik-p<N>")
     p.add_argument("--lammps-diffs", nargs="+", default=["ik"], choices=["ik", "ad"],
                    help="LAMMPS 'kspace_modify diff' (ad's set-up takes minutes at accuracies below 1e-5)")
     p.add_argument("--pme-diffs", nargs="+", default=["auto"], choices=["auto", "ik", "ad"],
@@ -251,7 +281,14 @@ def add_parser(sub):
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--modes", nargs="+", default=list(COMM_MODES),
                    choices=list(COMM_MODES), help="pmewald comm modes on more than 1 rank")
-    p.add_argument("--cutoff", type=float, default=10.0, help="real-space cutoff, Angstrom")
+    p.add_argument("--cutoff", type=float, default=10.0,
+                   help="the common real-space cutoff, Angstrom (the ratio table at the common cutoff)")
+    p.add_argument("--cutoffs", type=float, nargs="+", default=None, metavar="RC",
+                   help="more cutoffs every code runs at (variants '<code>@rc<RC>'): the best-setting table takes "
+                        "each code's fastest time over all of them at the same measured error")
+    p.add_argument("--pme-auto-cutoff", type=float, default=None, metavar="LOWER",
+                   help="also run pmewald with cutoff=('auto', LOWER) (variant pmewald-rcauto: the cutoff timed at "
+                        "the first calls on this machine and rank count; the search's calls are not timed)")
     p.add_argument("--steps", type=int, default=5, help="timed steps/evaluations per run")
     p.add_argument("--rounds", type=int, default=2, help="rounds over all codes; medians over rounds")
     p.add_argument("--budget", type=float, default=2.0,
@@ -262,6 +299,10 @@ def add_parser(sub):
     p.add_argument("--gromacs-settings", nargs="+", default=GMX_SETTINGS, metavar="RTOL:SPACING:ORDER",
                    help="GROMACS ewald-rtol, fourierspacing (nm) and pme-order per setting")
     p.add_argument("--gmx", default="gmx", help="the GROMACS binary (Debian: gmx, mixed precision)")
+    p.add_argument("--gromacs-loop", choices=["md", "rerun"], default="md",
+                   help="MD-loop mode: GROMACS's own MD loop (atoms frozen, pair list kept for nstlist 10 steps "
+                        "with a 0.1 nm buffer) or 'mdrun -rerun' of the frames (a pair search every frame)")
+    p.add_argument("--gromacs-md-steps", type=int, default=200, help="steps of GROMACS's own MD loop")
     p.add_argument("--mode", choices=["single", "md"], default="single",
                    help="single: repeated calls at the same positions; md: the MD loop of pmewald.bench.peers.md "
                         "(a random walk of --md-steps steps of --md-sigma A, one evaluation per step)")

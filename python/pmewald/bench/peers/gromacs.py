@@ -1,6 +1,7 @@
 """GROMACS's side of ``python -m pmewald.bench peers`` (:mod:`pmewald.bench.peers`): a
 Coulomb-only topology of a :class:`pmewald.systems.System`, the run parameters, a
-trajectory, ``gmx grompp`` + ``gmx mdrun -rerun`` and the parsing of its log and forces.
+trajectory, ``gmx grompp`` + ``gmx mdrun -rerun`` (or, in the MD-loop mode, GROMACS's own
+MD loop: :func:`run_gromacs_md`) and the parsing of its log and forces.
 
 Physics, chosen to be exactly pmewald's:
 
@@ -208,16 +209,35 @@ def write_gro(path, box, frames):
             f.write(f"{L[0]:15.9f}{L[1]:15.9f}{L[2]:15.9f}\n")
 
 
-def write_mdp(path, cutoff_A, rtol, spacing_nm, order, nstfout):
+def _mdp_lines(cutoff_A, rtol, spacing_nm, order, rlist_nm=None):
+    """The physics every run shares (module docstring): PME, no modifier, no LJ, 3-D Ewald."""
     rc = cutoff_A / NM
-    lines = ["integrator = md", "nsteps = 0", "cutoff-scheme = Verlet", "pbc = xyz", "nstlist = 10",
-             "verlet-buffer-tolerance = -1", f"rlist = {rc!r}",
-             "coulombtype = PME", "coulomb-modifier = None", f"rcoulomb = {rc!r}",
-             "vdwtype = Cut-off", "vdw-modifier = None", f"rvdw = {rc!r}", "DispCorr = no",
-             f"fourierspacing = {spacing_nm!r}", f"pme-order = {int(order)}", f"ewald-rtol = {rtol!r}",
-             "ewald-geometry = 3d", "epsilon-surface = 0", "constraints = none", "tcoupl = no", "pcoupl = no",
-             "nstcalcenergy = 1", "nstenergy = 1", "nstlog = 1", "nstxout = 0", "nstvout = 0",
-             f"nstfout = {int(nstfout)}"]
+    return ["cutoff-scheme = Verlet", "pbc = xyz", "verlet-buffer-tolerance = -1",
+            f"rlist = {rlist_nm if rlist_nm is not None else rc!r}",
+            "coulombtype = PME", "coulomb-modifier = None", f"rcoulomb = {rc!r}",
+            "vdwtype = Cut-off", "vdw-modifier = None", f"rvdw = {rc!r}", "DispCorr = no",
+            f"fourierspacing = {spacing_nm!r}", f"pme-order = {int(order)}", f"ewald-rtol = {rtol!r}",
+            "ewald-geometry = 3d", "epsilon-surface = 0", "constraints = none", "tcoupl = no", "pcoupl = no",
+            "nstxout = 0", "nstvout = 0"]
+
+
+def write_mdp(path, cutoff_A, rtol, spacing_nm, order, nstfout):
+    """A rerun's run parameters: the pair list built for every frame, so ``rlist`` = ``rcoulomb``."""
+    lines = ["integrator = md", "nsteps = 0", "nstlist = 10"] + _mdp_lines(cutoff_A, rtol, spacing_nm, order)
+    lines += ["nstcalcenergy = 1", "nstenergy = 1", "nstlog = 1", f"nstfout = {int(nstfout)}"]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def write_md_mdp(path, cutoff_A, rtol, spacing_nm, order, steps, buffer_nm, nstlist):
+    """GROMACS's own MD loop (:func:`run_gromacs_md`): ``steps`` steps with every atom frozen (a
+    Coulomb-only system without Lennard-Jones would collapse if it moved), the pair list kept for
+    ``nstlist`` steps with ``rlist`` = ``rcoulomb`` + ``buffer_nm`` (what its Verlet buffer
+    estimate gives for water at 300 K and ``nstlist`` 10: about 0.1 nm), energies every 100
+    steps, the forces of steps 0 and ``steps`` written."""
+    lines = ["integrator = md", "dt = 0.001", f"nsteps = {int(steps)}", f"nstlist = {int(nstlist)}"]
+    lines += _mdp_lines(cutoff_A, rtol, spacing_nm, order, rlist_nm=cutoff_A / NM + buffer_nm)
+    lines += ["freezegrps = System", "freezedim = Y Y Y", "comm-mode = None", "nstcalcenergy = 100",
+              "nstenergy = 0", f"nstlog = {int(steps)}", f"nstfout = {int(steps)}"]
     Path(path).write_text("\n".join(lines) + "\n")
 
 
@@ -284,10 +304,14 @@ def parse_log(text):
             out[key] = rows[label][1]
     if "Force" in rows:
         out["cycle_rows"] = {k: v[1] for k, v in rows.items()}
+        out["cycle_counts"] = {k: v[0] for k, v in rows.items()}
         out["calls"] = rows["Force"][0]
         m = re.search(r"^\s*Rest\s+" + _FLOAT, table, re.M)
         out["rest_s"] = float(m.group(1)) if m else None
         out["eval_total_s"] = sum(v[1] for k, v in rows.items() if k != "Write traj.")
+        m = re.search(r"^\s*Total\s+" + _FLOAT + r"\s+" + _FLOAT, table, re.M)
+        if m:
+            out["loop_total_s"] = float(m.group(1))
     return out
 
 
@@ -318,6 +342,35 @@ def _run(cmd, env, cwd):
     return p
 
 
+def _grompp_mdrun(gs, tag, write, threads, mdrun_args, want_forces, env, gmx):
+    """``write(mdp)``, ``grompp`` on the system's start, ``mdrun`` with ``mdrun_args`` on the
+    thread layout; returns the parsed log and (``want_forces``) the first force frame of the
+    ``.trr`` in the system's order, k = 1 units. The run's files are removed."""
+    gmx = gmx_binary(gmx) or gmx
+    wd = gs.workdir
+    mdp, tpr = wd / f"{tag}.mdp", wd / f"{tag}.tpr"
+    write(mdp)
+    _run([gmx, "-quiet", "grompp", "-f", mdp, "-c", gs.conf, "-p", gs.top, "-o", tpr, "-po",
+          wd / f"{tag}_out.mdp", "-maxwarn", "5"], env, wd)
+    deffnm = wd / f"{tag}_mpi{threads['ntmpi']}_omp{threads['ntomp']}"
+    _run([gmx, "-quiet", "mdrun", "-s", tpr, *mdrun_args, "-deffnm", deffnm, "-ntmpi", str(threads["ntmpi"]),
+          "-ntomp", str(threads["ntomp"]), "-npme", "0", "-pin", "off", "-nb", "cpu", "-notunepme"],
+         dict(env, OMP_NUM_THREADS=str(threads["ntomp"])), wd)
+    r = parse_log(Path(f"{deffnm}.log").read_text())
+    if want_forces:
+        f = read_trr_forces(f"{deffnm}.trr")[0]
+        out = np.empty_like(f)
+        out[gs.order] = f
+        r["forces"] = forces_to_harness(out)
+    for ext in (".log", ".trr", ".edr", ".gro", ".cpt"):
+        Path(f"{deffnm}{ext}").unlink(missing_ok=True)
+    return r
+
+
+def _setting_tag(gs, setting, cutoff):
+    return f"{gs.tag}_r{setting['rtol']:g}_s{setting['spacing']:g}_o{setting['order']}_c{cutoff:g}"
+
+
 def run_gromacs(gs, setting, cutoff, threads, traj, n_frames, want_forces, env, gmx="gmx"):
     """One setting on one thread layout: ``grompp`` then ``mdrun -rerun`` on the ``n_frames``
     frames of ``traj``; returns the parsed log, the time per frame (``frame_s``, see the module
@@ -325,31 +378,44 @@ def run_gromacs(gs, setting, cutoff, threads, traj, n_frames, want_forces, env, 
 
     setting: dict(rtol, spacing (nm), order); threads: dict(ntmpi, ntomp).
     """
-    gmx = gmx_binary(gmx) or gmx
-    wd = gs.workdir
-    tag = f"{gs.tag}_r{setting['rtol']:g}_s{setting['spacing']:g}_o{setting['order']}"
-    mdp = wd / f"{tag}.mdp"
-    write_mdp(mdp, cutoff, setting["rtol"], setting["spacing"], setting["order"], 1 if want_forces else 0)
-    tpr = wd / f"{tag}.tpr"
-    _run([gmx, "-quiet", "grompp", "-f", mdp, "-c", gs.conf, "-p", gs.top, "-o", tpr, "-po",
-          wd / f"{tag}_out.mdp", "-maxwarn", "5"], env, wd)
-    lay = f"{tag}_mpi{threads['ntmpi']}_omp{threads['ntomp']}"
-    envg = dict(env, OMP_NUM_THREADS=str(threads["ntomp"]))
-    deffnm = wd / lay
-    _run([gmx, "-quiet", "mdrun", "-s", tpr, "-rerun", traj, "-deffnm", deffnm, "-ntmpi", str(threads["ntmpi"]),
-          "-ntomp", str(threads["ntomp"]), "-npme", "0", "-pin", "off", "-nb", "cpu", "-notunepme"], envg, wd)
-    r = parse_log(Path(f"{deffnm}.log").read_text())
-    if want_forces:
-        f = read_trr_forces(f"{deffnm}.trr")[0]              # frame 0
-        out = np.empty_like(f)
-        out[gs.order] = f
-        r["forces"] = forces_to_harness(out)
-    for ext in (".log", ".trr", ".edr", ".gro", ".cpt"):
-        Path(f"{deffnm}{ext}").unlink(missing_ok=True)
+    tag = _setting_tag(gs, setting, cutoff)
+    r = _grompp_mdrun(gs, tag, lambda mdp: write_mdp(mdp, cutoff, setting["rtol"], setting["spacing"],
+                                                     setting["order"], 1 if want_forces else 0),
+                      threads, ["-rerun", traj], want_forces, env, gmx)
     calls = max(r.get("calls", n_frames), 1)
     r["frames"] = n_frames
     r["frame_s"] = r["eval_total_s"] / calls
     for key in ("neigh_s", "force_s", "pme_s"):
         if key in r:
             r[key] /= calls
+    return r
+
+
+# Cycle-accounting rows of an MD run that are not the force evaluation: the integrator (which
+# no other code's figure includes) and the trajectory output; "Rest" (uncounted) goes too.
+MD_NOT_FORCE_ROWS = ("Write traj.", "Update", "Constraints")
+
+
+def run_gromacs_md(gs, setting, cutoff, threads, steps, want_forces, env, gmx="gmx", buffer_nm=0.1,
+                   nstlist=10):
+    """GROMACS's own MD loop (:func:`write_md_mdp`: ``steps`` steps, atoms frozen, the pair list
+    rebuilt every ``nstlist`` steps with a ``buffer_nm`` buffer), as a user's run evaluates
+    forces; the rerun of :func:`run_gromacs` searches neighbours on every frame instead.
+    Returns the parsed log with ``step_s``, the loop's ``Total`` less :data:`MD_NOT_FORCE_ROWS`
+    and "Rest" over the steps (``force_s``, ``pme_s`` and ``neigh_s`` per step too), and (``want_forces``)
+    the forces of step 0 in the system's order, k = 1 units."""
+    tag = _setting_tag(gs, setting, cutoff) + f"_md{int(steps)}"
+    r = _grompp_mdrun(gs, tag, lambda mdp: write_md_mdp(mdp, cutoff, setting["rtol"], setting["spacing"],
+                                                        setting["order"], steps, buffer_nm, nstlist),
+                      threads, [], want_forces, env, gmx)
+    rows = r.get("cycle_rows", {})
+    if "loop_total_s" not in r or "Force" not in rows:
+        raise RuntimeError(f"GROMACS's log has no cycle accounting (rows {sorted(rows)})")
+    calls = max(r["calls"], 1)
+    r["step_s"] = (r["loop_total_s"] - sum(v for k, v in rows.items() if k in MD_NOT_FORCE_ROWS)
+                   - (r.get("rest_s") or 0.0)) / calls
+    for key in ("neigh_s", "force_s", "pme_s"):
+        if key in r:
+            r[key] /= calls
+    r.update(steps=int(steps), nstlist=int(nstlist), rlist_nm=cutoff / NM + buffer_nm)
     return r

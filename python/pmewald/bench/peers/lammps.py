@@ -77,7 +77,7 @@ def md_timestep(sigma, temperature=300.0, mass=1.0):
     return sigma / v
 
 
-def _lammps_input(data, cutoff, acc, diff, steps, dump, water, md_sigma=None):
+def _lammps_input(data, cutoff, acc, diff, steps, dump, water, md_sigma=None, order=None):
     lines = ["units real", "atom_style full", "boundary p p p"]
     if water:
         lines.append("bond_style zero")
@@ -85,7 +85,8 @@ def _lammps_input(data, cutoff, acc, diff, steps, dump, water, md_sigma=None):
     if water:
         lines.append("bond_coeff *")
     lines += [f"pair_style coul/long {cutoff}", "pair_coeff * *", f"kspace_style pppm {acc}",
-              f"kspace_modify diff {diff}", "neighbor 2.0 bin", "timer full", "thermo_style one"]
+              f"kspace_modify diff {diff}" + ("" if order is None else f" order {int(order)}"),
+              "neighbor 2.0 bin", "timer full", "thermo_style one"]
     if dump:
         lines += [f"dump d all custom 1 {dump} id fx fy fz", "dump_modify d sort id format float %.17g",
                   "run 0", "undump d"]
@@ -142,14 +143,16 @@ def read_lammps_dump(path, n):
 
 
 def run_lammps(job, ranks, workdir, steps, want_forces, env):
-    """job: dict(data, kind, cutoff, acc, diff, n, and for the MD-loop mode md_sigma). Returns the
+    """job: dict(data, kind, cutoff, acc, diff, n, optionally order (``kspace_modify order``; LAMMPS's
+    default 5 when None), and for the MD-loop mode md_sigma). Returns the
     parsed dict (+ forces in k=1 units); in the MD-loop mode ``total_s`` is Pair + Kspace + Neigh
     + Comm per step and ``neigh_builds`` the list builds of the run."""
-    tag = f"{Path(job['data']).stem}_{job['diff']}_{job['acc']:g}_{ranks}"
+    tag = (f"{Path(job['data']).stem}_{job['diff']}_{job['acc']:g}_{ranks}_c{job['cutoff']:g}"
+           + ("" if job.get("order") is None else f"_p{job['order']}"))
     inp = workdir / f"in.{tag}"
     dump = workdir / f"forces.{tag}.dump" if want_forces else None
     inp.write_text(_lammps_input(job["data"], job["cutoff"], job["acc"], job["diff"], steps, dump,
-                                 job["kind"] in ("water", "chains"), job.get("md_sigma")))
+                                 job["kind"] in ("water", "chains"), job.get("md_sigma"), job.get("order")))
     log = workdir / f"log.{tag}"
     cmd = ["lmp", "-in", str(inp), "-log", str(log), "-screen", "none"]
     if ranks > 1:

@@ -16,8 +16,12 @@ one force evaluation each, as an integrator would call them. Per code:
   rebuilt when needed (``neigh_modify every 1 delay 0 check yes``), so its list is reused as
   in a user's run (``rerun`` of the frames would rebuild it on every frame and prints no
   timing breakdown); time per step = Pair + Kspace + Neigh + Comm from the breakdown;
-* GROMACS: ``mdrun -rerun`` of the frames, which searches neighbours on every frame
-  (:mod:`pmewald.bench.peers.gromacs`).
+* GROMACS: its own ``mdrun`` loop (:func:`pmewald.bench.peers.gromacs.run_gromacs_md`):
+  ``--gromacs-md-steps`` steps with every atom frozen (a Coulomb-only system without
+  Lennard-Jones cannot move), its pair list searched every 10 steps with a 0.1 nm buffer, as
+  in a user's run; the time per step leaves out the integrator's rows. ``--gromacs-loop
+  rerun`` times ``mdrun -rerun`` of the frames instead, which searches neighbours on every
+  frame (this benchmark's GROMACS figure before 2026-12-07: 1.7-2.0x GROMACS's own loop).
 
 The per-step figure is the mean over the timed steps (what a run of that many steps costs,
 list rebuilds included); the median is kept too.

@@ -62,14 +62,14 @@ def summarise(raw):
         rs = e["rounds"]
         first = rs[0]
         row = dict(system=sysname, ranks=P, code=variant, setting=setting, error=first.get("error"),
-                   n_rounds=len(rs))
+                   n_rounds=len(rs), cutoff=first.get("chosen_cutoff") or first.get("cutoff"))
         if variant.startswith("lammps"):
             row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "pair_s"), recip_s=_med(rs, "kspace_s"),
                        neigh_s=_med(rs, "neigh_s"), comm_s=_med(rs, "comm_s"), mesh=first.get("mesh"),
                        alpha=first.get("G"), order=first.get("order"), estimated=first.get("est_rel"),
                        mem_mb=first.get("mem_mb"), mem_kind="LAMMPS 'per MPI rank memory' (max)",
                        neigh_builds=first.get("neigh_builds"))
-        elif variant == "openmm":
+        elif variant.startswith("openmm"):
             row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "real_s"), recip_s=_med(rs, "recip_s"),
                        mesh=first["mesh"], alpha=first["alpha_per_A"], order=5, mem_mb=first["maxrss_mb"],
                        mem_kind="peak RSS of the worker")
@@ -77,7 +77,7 @@ def summarise(raw):
             # force_s / pme_s: the cycle-accounting "Force" (pair kernel) and "PME mesh" rows per frame
             row.update(total_s=_med(rs, "total_s"), real_s=_med(rs, "force_s"), recip_s=_med(rs, "pme_s"),
                        neigh_s=_med(rs, "neigh_s"), mesh=first.get("mesh"), alpha=first.get("alpha_per_A"),
-                       order=int(setting.split(":")[2]))
+                       order=int(setting.split(":")[2]), loop=first.get("loop"))
         elif "step_mean_s" in first:   # pmewald in the MD-loop mode
             row.update(total_s=_med(rs, "wall_s"), step_median_s=_med(rs, "step_median_s"), mesh=first["mesh"],
                        alpha=first["alpha"], order=first["order"], differentiation=first.get("differentiation"),
@@ -103,11 +103,84 @@ def summarise(raw):
     return rows
 
 
-def ratios(rows, systems, ranks):
+def at_common_cutoff(code):
+    """Whether a variant ran at the common cutoff (``--cutoff``): not an ``@rc`` variant of
+    ``--cutoffs``, nor pmewald's ``cutoff="auto"``."""
+    return "@rc" not in code and not code.startswith("pmewald-rcauto")
+
+
+def family(code):
+    """The code a variant belongs to, for the best-setting table: ``pmewald`` (every fixed-cutoff
+    variant and comm mode, not ``pmewald-ik@lammps``), ``pmewald-rcauto``, ``lammps``, ``openmm``
+    or ``gromacs`` (every layout); None for what the table leaves out."""
+    base = code.split("@rc")[0]
+    if base == "pmewald-rcauto" or base.startswith("pmewald-rcauto-"):
+        return "pmewald-rcauto"
+    if "@lammps" in code:
+        return None
+    for name in ("pmewald", "lammps", "openmm", "gromacs"):
+        if base.startswith(name):
+            return name
+    return None
+
+
+def best_at(curves, target):
+    """The fastest of several codes' (or settings') time-versus-error curves at ``target``:
+    ``(time, variant, extrapolated)``; a curve's interpolated time counts when ``target`` lies
+    within its measured errors, an extrapolated one (at most a factor REACH beyond them) only
+    when no curve brackets ``target``. ``(None, None, None)`` when none reaches it."""
+    inside, outside = [], []
+    for v, pts in curves.items():
+        errs = [e for e, _ in pts if e]
+        if not errs or not min(errs) / REACH <= target <= max(errs) * REACH:
+            continue
+        t, ex = interp_time(pts, target)
+        if t is not None:
+            (outside if ex else inside).append((t, v))
+    pick = min(inside or outside, default=None)
+    return (pick[0], pick[1], not inside) if pick else (None, None, None)
+
+
+def best_ratios(rows, systems, ranks):
+    """Each code at its best setting (the fastest over every cutoff, setting, layout and comm
+    mode it ran at, at the same measured error), pmewald's best and its ``cutoff="auto"``
+    against each peer's best: the ``kind="best"`` entries."""
     out = []
     for s in systems:
         for P in ranks:
             sub = [r for r in rows if r["system"] == s["name"] and r["ranks"] == P and r.get("error")]
+            fams = {}
+            for r in sub:
+                f = family(r["code"])
+                if f:
+                    fams.setdefault(f, {}).setdefault(r["code"], []).append((r["error"], r["total_s"]))
+            cut = {r["code"]: r.get("cutoff") for r in sub}
+            for tgt in TARGETS:
+                best = {}
+                for f, curves in fams.items():
+                    t, v, ex = best_at(curves, tgt)
+                    if t is not None:
+                        best[f] = dict(time_s=t, variant=v, cutoff=cut.get(v), extrapolated=ex)
+                for mine in ("pmewald", "pmewald-rcauto"):
+                    if mine not in best:
+                        continue
+                    entry = dict(kind="best", system=s["name"], ranks=P, target_error=tgt, pmewald=mine,
+                                 pmewald_best=best[mine], peers={})
+                    for peer in ("lammps", "openmm", "gromacs"):
+                        if peer in best:
+                            entry["peers"][peer] = dict(best[peer], ratio=best[mine]["time_s"] / best[peer]["time_s"])
+                    out.append(entry)
+    return out
+
+
+def ratios(rows, systems, ranks):
+    """pmewald's variants against every peer variant at the common cutoff, at the same measured
+    error (``TARGETS``), and the reciprocal part at LAMMPS's own parameters."""
+    out = []
+    for s in systems:
+        for P in ranks:
+            sub = [r for r in rows if r["system"] == s["name"] and r["ranks"] == P and r.get("error")
+                   and at_common_cutoff(r["code"])]
             variants = sorted({r["code"] for r in sub})
             curves = {v: [(r["error"], r["total_s"]) for r in sub if r["code"] == v] for v in variants}
             for tgt in TARGETS:
@@ -170,10 +243,12 @@ def markdown(res):
          f"load at start: `{m['uptime_start']}`; at end: `{m['uptime_end']}`.", ""]
     a = m.get("args", {})
     if a.get("mode") == "md":
+        gmx_loop = ("GROMACS `mdrun -rerun`: a neighbour search on every frame" if a.get("gromacs_loop") == "rerun"
+                    else f"GROMACS its own `mdrun` loop of {a.get('gromacs_md_steps')} steps, atoms frozen, the pair "
+                         "list kept for 10 steps with a 0.1 nm buffer")
         L += [f"MD-loop mode: {a['md_steps']} steps of a Gaussian random walk ({a['md_sigma']} A per coordinate); "
               "times are the mean per step (pmewald and OpenMM: one object/Context for all steps; LAMMPS: its own "
-              "`run` with `fix nve`, its list rebuilt when needed; GROMACS `mdrun -rerun`: a neighbour search on "
-              "every frame). pmewald skin: " +
+              f"`run` with `fix nve`, its list rebuilt when needed; {gmx_loop}). pmewald skin: " +
               ", ".join(sorted({f"accepted={r.get('pme_accepts_skin')} passed={r.get('skin_passed')}"
                                 for r in res["rows"] if "pme_accepts_skin" in r})), ""]
     if m.get("failures"):
@@ -196,6 +271,8 @@ def markdown(res):
         mesh = "x".join(map(str, r["mesh"])) if r.get("mesh") else ""
         if r["code"].startswith("pmewald") and r.get("differentiation"):
             mesh += f" {r['differentiation']} p{r['order']}"   # what pmewald chose or was given
+        if r["code"].startswith("pmewald-rcauto") and isinstance(r.get("cutoff"), (int, float)):
+            mesh += f" rc {r['cutoff']:.3g}"                   # the cutoff it chose
         st = fmt_setting(r["setting"])
         L.append(f"| {r['system']} | {r['ranks']} | {r['code']} | {st} | {mesh} | "
                  f"{r['error']:.2e} | {_fmt_ms(r['total_s'])} | {_fmt_ms(r.get('real_s'))} | {_fmt_ms(r.get('recip_s'))} | "
@@ -232,6 +309,8 @@ def markdown(res):
                  f"{cell(best) + ' ' + best if best else ''} |")
     L += ["", "Ratio = pmewald time / peer time, both interpolated (log-log) at the same measured relative RMS "
           "force error; 'extrap.' marks a value outside the code's measured range.", ""]
+    if res.get("best"):
+        L += _best_markdown(res)
     L += ["### Reciprocal part with LAMMPS's own G, grid and order (`diff ik`)", "",
           "| system | ranks | pmewald variant | LAMMPS accuracy | mesh | pmewald recip ms | LAMMPS Kspace ms | ratio |",
           "|---|---|---|---|---|---|---|---|"]
@@ -251,6 +330,33 @@ def markdown(res):
                      f" | {_fmt_ms(r['cpp_s'])} | {_fmt_ms(r['raw_cpp_call_s'])} | {_fmt_ms(r['wall_mean_s'])} | "
                      f"{_fmt_ms(over)} ({100 * over / r['cpp_s']:.0f}%) |")
     return "\n".join(L) + "\n"
+
+
+def _best_markdown(res):
+    """The best-setting table (:func:`best_ratios`)."""
+    cutoffs = sorted({r["cutoff"] for r in res["rows"] if isinstance(r.get("cutoff"), (int, float))})
+    L = ["### Each code at its best setting, at matched measured error", "",
+         "Cutoffs run: " + ", ".join(f"{c:g}" for c in cutoffs) + " A. Each code's time is its fastest at that "
+         "error over every cutoff, setting, thread layout and comm mode it ran (the variant and cutoff named); "
+         "`pmewald-rcauto` is `cutoff=(\"auto\", lower bound)`, the cutoff chosen by timing at the first calls.", "",
+         "| system | ranks | error | pmewald | pmewald ms (variant, rc) | vs LAMMPS best | vs OpenMM best | "
+         "vs GROMACS best |", "|---|---|---|---|---|---|---|---|"]
+
+    def cell(b):
+        if not b:
+            return ""
+        rc = f"rc {b['cutoff']:.3g}" if isinstance(b.get("cutoff"), (int, float)) else ""
+        return (f"{b['ratio']:.2f} ({b['time_s'] * 1e3:.1f} ms, {b['variant']}, {rc}"
+                f"{', extrap.' if b['extrapolated'] else ''})")
+    for e in res["best"]:
+        b = e["pmewald_best"]
+        rc = f"rc {b['cutoff']:.3g}" if isinstance(b.get("cutoff"), (int, float)) else ""
+        L.append(f"| {e['system']} | {e['ranks']} | {e['target_error']:.0e} | {e['pmewald']} | "
+                 f"{b['time_s'] * 1e3:.1f} ({b['variant']}, {rc}{', extrap.' if b['extrapolated'] else ''}) | "
+                 f"{cell(e['peers'].get('lammps'))} | {cell(e['peers'].get('openmm'))} | "
+                 f"{cell(e['peers'].get('gromacs'))} |")
+    L += ["", "Ratio = pmewald time / the peer's best time at the same measured error.", ""]
+    return L
 
 
 def plots(rows, systems, ranks, out):

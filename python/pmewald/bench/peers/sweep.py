@@ -137,6 +137,9 @@ class Sweep:
         self.gmx_settings = [dict(zip(("rtol", "spacing", "order"), (float(a), float(b), int(c))), label=v)
                              for v in args.gromacs_settings for a, b, c in [v.split(":")]]
         self.md_mode = args.mode == "md"
+        # Every code runs at every cutoff; the common one (--cutoff) keeps the plain variant names,
+        # the others are "<variant>@rc<cutoff>" (report.family strips it for the best-setting table).
+        self.cutoffs = sorted({float(args.cutoff)} | {float(c) for c in (getattr(args, "cutoffs", None) or [])})
         # GROMACS's frames: its time per frame is a difference of two runs' wall times, so at least 10 frames
         self.n_frames = args.md_steps + 1 if self.md_mode else max(args.steps, 10) + 1
         self.meta = dict(started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), uptime_start=_uptime(), args=vars(args),
@@ -146,7 +149,7 @@ class Sweep:
         self.systems, self.validation = [], []
         self.raw = {}  # (system, P, code-variant, setting) -> dict with lists over rounds
         self.lammps_params = {}  # (system, PPPM accuracy) -> LAMMPS's G, grid and order (ik)
-        self.pme_params = {}     # (system, variant, tolerance) -> pmewald's first automatic choice
+        self.pme_params = {}     # (system, variant, tolerance, cutoff) -> pmewald's first automatic choice
         self.bar = None
 
     # ---------------------------------------------------------- set-up
@@ -213,21 +216,27 @@ class Sweep:
             print(f"[bench peers] reference {s['name']}: mesh {r['mesh']} order 8 alpha {r['alpha']:.3f} "
                   f"rc {rc:.1f} (est. error {r['estimated_error']:.1e})", flush=True)
 
+    def variant(self, name, rc):
+        """A code's variant name at cutoff ``rc``: plain at the common cutoff, else ``@rc<rc>``."""
+        return name if rc == float(self.args.cutoff) else f"{name}@rc{rc:g}"
+
     def jobs_for(self, P):
-        """The job list of one round on P ranks: (code, options) per run."""
+        """The job list of one round on P ranks: (code, options) per run, every cutoff."""
         args = self.args
         j = []
-        if not args.skip_lammps:
-            for diff in args.lammps_diffs:
-                for acc in args.lammps_accuracies or args.tolerances:
-                    j.append(("lammps", dict(diff=diff, acc=acc)))
-        if not args.skip_openmm:
-            j.append(("openmm", {}))
-        if not args.skip_gromacs:
-            for ntmpi, ntomp, variant in GMX_LAYOUTS.get(P, [(P, 1, "gromacs-tmpi")]):
-                j.append(("gromacs", dict(ntmpi=ntmpi, ntomp=ntomp, variant=variant)))
-        for mode in (["nonblocking"] if P == 1 else args.modes):
-            j.append(("pme", dict(mode=mode)))
+        for rc in self.cutoffs:
+            if not args.skip_lammps:
+                for diff in args.lammps_diffs:
+                    for order in getattr(args, "lammps_orders", None) or [None]:
+                        for acc in args.lammps_accuracies or args.tolerances:
+                            j.append(("lammps", dict(diff=diff, acc=acc, order=order, rc=rc)))
+            if not args.skip_openmm:
+                j.append(("openmm", dict(rc=rc)))
+            if not args.skip_gromacs:
+                for ntmpi, ntomp, variant in GMX_LAYOUTS.get(P, [(P, 1, "gromacs-tmpi")]):
+                    j.append(("gromacs", dict(ntmpi=ntmpi, ntomp=ntomp, variant=variant, rc=rc)))
+            for mode in (["nonblocking"] if P == 1 else args.modes):
+                j.append(("pme", dict(mode=mode, rc=rc)))
         return j
 
     # ---------------------------------------------------------- the peers' runs
@@ -258,85 +267,106 @@ class Sweep:
     def _run_lammps(self, s, P, opt, want, ref, envP):
         args = self.args
         try:
-            r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=args.cutoff, acc=opt["acc"], diff=opt["diff"],
-                                n=s["n"], md_sigma=args.md_sigma if self.md_mode else None),
+            r = run_lammps(dict(data=s["data"], kind=s["kind"], cutoff=opt["rc"], acc=opt["acc"], diff=opt["diff"],
+                                n=s["n"], md_sigma=args.md_sigma if self.md_mode else None, order=opt["order"]),
                            P, self.work, args.md_steps if self.md_mode else args.steps, want, envP)
         except RuntimeError as e:  # a peer's failure: recorded, the run goes on
-            self._failed(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g}", e)
+            self._failed(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g} rc {opt['rc']:g}", e)
             return
         if want:
             r["error"] = rel_error(r.pop("forces"), ref)
-        if opt["diff"] == "ik":
+        r["cutoff"] = opt["rc"]
+        if opt["diff"] == "ik" and opt["order"] is None and opt["rc"] == float(args.cutoff):
             self.lammps_params[(s["name"], opt["acc"])] = (r["G"], r["mesh"], int(r["order"]))
-        self._record((s["name"], P, f"lammps-{opt['diff']}", opt["acc"]), r)
-        self.bar.update(f"{s['name']} P{P} lammps {opt['diff']} {opt['acc']:g}")
+        name = f"lammps-{opt['diff']}" + ("" if opt["order"] is None else f"-p{opt['order']}")
+        self._record((s["name"], P, self.variant(name, opt["rc"]), opt["acc"]), r)
+        self.bar.update(f"{s['name']} P{P} {name} {opt['acc']:g} rc {opt['rc']:g}")
 
     def _run_openmm(self, s, P, opt, want, ref, envP):
         args = self.args
         try:
-            rs = _run_worker("openmm", dict(system=s["npz"], cutoff=args.cutoff, threads=P,
+            rs = _run_worker("openmm", dict(system=s["npz"], cutoff=opt["rc"], threads=P,
                                             tolerances=args.openmm_tolerances or args.tolerances,
                                             steps=args.steps, budget_s=args.budget, frames=s.get("frames"),
                                             forces_out=str(self.work / f"omm_{s['name']}_{P}") if want else None),
                              1, self.work, envP)
         except RuntimeError as e:
-            self._failed(f"{s['name']} P{P} openmm", e)
+            self._failed(f"{s['name']} P{P} openmm rc {opt['rc']:g}", e)
             return
         for r in rs:
             if want:
                 r["error"] = rel_error(np.load(r["forces_file"]), ref)
-            self._record((s["name"], P, "openmm", r["tolerance"]), r)
-        self.bar.update(f"{s['name']} P{P} openmm")
+            r["cutoff"] = opt["rc"]
+            self._record((s["name"], P, self.variant("openmm", opt["rc"]), r["tolerance"]), r)
+        self.bar.update(f"{s['name']} P{P} openmm rc {opt['rc']:g}")
 
     def _run_gromacs(self, s, P, opt, want, ref, envP):
+        """Single-call mode: ``mdrun -rerun`` of the repeated frame. MD-loop mode: GROMACS's own
+        loop (:func:`gromacs.run_gromacs_md`, its pair list kept for ``nstlist`` steps), as
+        LAMMPS runs its own; ``--gromacs-loop rerun`` keeps the rerun of the frames (a pair
+        search on every frame, the figure of the benchmarks before 2026-12-07)."""
+        args = self.args
+        own_loop = self.md_mode and getattr(args, "gromacs_loop", "md") == "md"
         for st in self.gmx_settings:
             try:
-                r = gromacs.run_gromacs(s["gmx"], st, self.args.cutoff, opt, s["gmx_traj"], self.n_frames, want,
-                                        envP, self.args.gmx)
+                if own_loop:
+                    r = gromacs.run_gromacs_md(s["gmx"], st, opt["rc"], opt, args.gromacs_md_steps, want, envP,
+                                               args.gmx)
+                    r["total_s"] = r["step_s"]
+                else:
+                    r = gromacs.run_gromacs(s["gmx"], st, opt["rc"], opt, s["gmx_traj"], self.n_frames, want,
+                                            envP, args.gmx)
+                    r["total_s"] = r["frame_s"]
             except RuntimeError as e:
-                self._failed(f"{s['name']} P{P} {opt['variant']} {st['label']}", e)
+                self._failed(f"{s['name']} P{P} {opt['variant']} {st['label']} rc {opt['rc']:g}", e)
                 continue
             if want:
                 r["error"] = rel_error(r.pop("forces"), ref)
-            r["total_s"] = r["frame_s"]
-            self._record((s["name"], P, opt["variant"], st["label"]), r)
-        self.bar.update(f"{s['name']} P{P} {opt['variant']}")
+            r.update(cutoff=opt["rc"], loop="md" if own_loop else "rerun")
+            self._record((s["name"], P, self.variant(opt["variant"], opt["rc"]), st["label"]), r)
+        self.bar.update(f"{s['name']} P{P} {opt['variant']} rc {opt['rc']:g}")
 
     def _run_pme(self, s, P, opt, want, ref, envP):
         args = self.args
+        rc, common = opt["rc"], opt["rc"] == float(args.cutoff)
         cfgs = []
         for model in args.pme_models:
             for d in args.pme_diffs:
                 for t in args.tolerances:
                     v = f"pmewald-{d}" + ("" if model == "correlated" else "-uncorr")
-                    c = dict(tolerance=t, diff=d, variant=v, error_model=model)
+                    c = dict(tolerance=t, diff=d, variant=v, error_model=model, cutoff=rc)
                     # The automatic choice is rank-count independent: tune once (first run),
                     # then pass the chosen alpha, mesh, order and differentiation explicitly.
-                    c.update(self.pme_params.get((s["name"], v, t), {}))
+                    c.update(self.pme_params.get((s["name"], v, t, rc), {}))
                     cfgs.append(c)
-        if not args.skip_lammps:
+        if common and getattr(args, "pme_auto_cutoff", None) is not None:
+            # cutoff=("auto", lower bound): the cutoff timed at the first calls on this machine and
+            # rank count (so chosen again on every run: it is not rank-count independent).
+            for t in args.tolerances:
+                cfgs.append(dict(tolerance=t, diff="auto", variant="pmewald-rcauto", cutoff=["auto", args.pme_auto_cutoff]))
+        if common and not args.skip_lammps:
             for acc in args.lammps_accuracies or args.tolerances:
                 if (s["name"], acc) in self.lammps_params:
                     G, mesh, order = self.lammps_params[(s["name"], acc)]
                     cfgs.append(dict(alpha=G, mesh=mesh, order=order, diff="ik", lammps_acc=acc,
                                      variant="pmewald-ik@lammps"))
-        rs = _run_worker("pme", dict(system=s["npz"], configs=cfgs, cutoff=args.cutoff, comm_mode=opt["mode"],
+        rs = _run_worker("pme", dict(system=s["npz"], configs=cfgs, cutoff=rc, comm_mode=opt["mode"],
                                      steps=args.steps, fft_only=(P == 1 and not self.md_mode),
                                      frames=s.get("frames"), skin=args.skin, precision=args.precision,
                                      budget_s=args.budget, fft_repeats=args.fft_repeats,
-                                     forces_out=str(self.work / f"pme_{s['name']}_{P}_{opt['mode']}")
+                                     forces_out=str(self.work / f"pme_{s['name']}_{P}_{opt['mode']}_{rc:g}")
                                      if want else None), P, self.work, envP)
         for r in rs:
             if want:
                 r["error"] = rel_error(np.load(r["forces_file"]), ref)
-            if r["variant"] != "pmewald-ik@lammps":
-                self.pme_params.setdefault((s["name"], r["variant"], r["tolerance"]),
+            if r["variant"] not in ("pmewald-ik@lammps", "pmewald-rcauto"):
+                self.pme_params.setdefault((s["name"], r["variant"], r["tolerance"], rc),
                                            dict(alpha=r["alpha"], mesh=r["mesh"], order=r["order"],
                                                 differentiation=r["differentiation"]))
             setting = r.get("tolerance") if r["variant"] != "pmewald-ik@lammps" else r["lammps_acc"]
-            variant = r["variant"] + ("" if P == 1 else f"-{opt['mode']}")
+            variant = self.variant(r["variant"] + ("" if P == 1 else f"-{opt['mode']}"), rc)
             self._record((s["name"], P, variant, setting), r)
-        self.bar.update(f"{s['name']} P{P} pmewald {opt['mode']}")
+        self.bar.update(f"{s['name']} P{P} pmewald {opt['mode']} rc {rc:g}")
 
     # ---------------------------------------------------------- the report
 
@@ -348,7 +378,8 @@ class Sweep:
         meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z") + (" (partial)" if partial else "")
         rows = report.summarise(self.raw)
         ratios = report.ratios(rows, self.systems, self.args.ranks)
-        result = dict(meta=meta, validation=self.validation, rows=rows, ratios=ratios,
+        best = report.best_ratios(rows, self.systems, self.args.ranks)
+        result = dict(meta=meta, validation=self.validation, rows=rows, ratios=ratios, best=best,
                       systems=[{k: v for k, v in s.items() if not k.startswith("gmx")} for s in self.systems])
         (out / "results.json").write_text(json.dumps(result, indent=1, default=float))
         text = report.markdown(result)

@@ -334,11 +334,13 @@ def markdown(res):
 
 def _best_markdown(res):
     """The best-setting table (:func:`best_ratios`)."""
-    cutoffs = sorted({r["cutoff"] for r in res["rows"] if isinstance(r.get("cutoff"), (int, float))})
+    a = res["meta"].get("args", {})
+    cutoffs = sorted({float(c) for c in [a.get("cutoff", 10.0)] + list(a.get("cutoffs") or [])})
     L = ["### Each code at its best setting, at matched measured error", "",
          "Cutoffs run: " + ", ".join(f"{c:g}" for c in cutoffs) + " A. Each code's time is its fastest at that "
          "error over every cutoff, setting, thread layout and comm mode it ran (the variant and cutoff named); "
-         "`pmewald-rcauto` is `cutoff=(\"auto\", lower bound)`, the cutoff chosen by timing at the first calls.", "",
+         "`pmewald-rcauto` is `cutoff=(\"auto\", lower bound)`, the cutoff chosen by timing at the first calls "
+         "(its rc is the one chosen).", "",
          "| system | ranks | error | pmewald | pmewald ms (variant, rc) | vs LAMMPS best | vs OpenMM best | "
          "vs GROMACS best |", "|---|---|---|---|---|---|---|---|"]
 

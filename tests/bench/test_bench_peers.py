@@ -68,3 +68,14 @@ def test_best_setting_is_the_fastest_bracketing_curve():
     assert b["peers"]["openmm"]["variant"] == "openmm@rc8"
     assert abs(b["peers"]["openmm"]["ratio"] - b["pmewald_best"]["time_s"] / b["peers"]["openmm"]["time_s"]) < 1e-12
     assert out[1e-5]["pmewald_best"]["variant"] == "pmewald-auto" and out[1e-5]["peers"]["openmm"]["variant"] == "openmm"
+
+
+def test_best_names_the_cutoffs_of_the_points_it_comes_from():
+    """pmewald-rcauto chooses its cutoff per setting: the table names those of the two points
+    its time at the error is interpolated from."""
+    rows = [dict(system="s", ranks=1, code="pmewald-rcauto", error=e, total_s=t, setting=tol, cutoff=rc)
+            for e, t, tol, rc in ((2e-4, 1.0, 3e-4, 7.1), (6e-5, 1.5, 1e-4, 7.1), (2e-5, 2.0, 3e-5, 7.8),
+                                  (7e-6, 2.5, 1e-5, 8.6))]
+    out = {e["target_error"]: e["pmewald_best"] for e in peers_report.best_ratios(rows, [dict(name="s")], [1])}
+    assert out[1e-4]["cutoff"] == 7.1
+    assert out[1e-5]["cutoff"] == [7.8, 8.6]

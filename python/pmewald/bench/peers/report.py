@@ -141,6 +141,18 @@ def best_at(curves, target):
     return (pick[0], pick[1], not inside) if pick else (None, None, None)
 
 
+def _cutoffs_at(rows, target):
+    """The cutoff(s) of the two measured points a code's time at ``target`` comes from (the
+    bracketing pair, else the two nearest): one value for a fixed cutoff, and what
+    ``cutoff="auto"`` chose at those settings for ``pmewald-rcauto``; a float, or a sorted list
+    when they differ."""
+    pts = sorted((r["error"], r.get("cutoff")) for r in rows if r.get("error"))
+    lo = [c for e, c in pts if e <= target][-1:] or [c for _, c in pts[:2]]
+    hi = [c for e, c in pts if e >= target][:1] or [c for _, c in pts[-2:]]
+    cs = sorted({c for c in lo + hi if isinstance(c, (int, float))})
+    return cs[0] if len(cs) == 1 else (cs or None)
+
+
 def best_ratios(rows, systems, ranks):
     """Each code at its best setting (the fastest over every cutoff, setting, layout and comm
     mode it ran at, at the same measured error), pmewald's best and its ``cutoff="auto"``
@@ -154,13 +166,13 @@ def best_ratios(rows, systems, ranks):
                 f = family(r["code"])
                 if f:
                     fams.setdefault(f, {}).setdefault(r["code"], []).append((r["error"], r["total_s"]))
-            cut = {r["code"]: r.get("cutoff") for r in sub}
             for tgt in TARGETS:
                 best = {}
                 for f, curves in fams.items():
                     t, v, ex = best_at(curves, tgt)
                     if t is not None:
-                        best[f] = dict(time_s=t, variant=v, cutoff=cut.get(v), extrapolated=ex)
+                        best[f] = dict(time_s=t, variant=v, cutoff=_cutoffs_at([r for r in sub if r["code"] == v], tgt),
+                                       extrapolated=ex)
                 for mine in ("pmewald", "pmewald-rcauto"):
                     if mine not in best:
                         continue
@@ -344,15 +356,21 @@ def _best_markdown(res):
          "| system | ranks | error | pmewald | pmewald ms (variant, rc) | vs LAMMPS best | vs OpenMM best | "
          "vs GROMACS best |", "|---|---|---|---|---|---|---|---|"]
 
+    def rc_of(b):
+        c = b.get("cutoff")
+        if isinstance(c, (int, float)):
+            return f"rc {c:.3g}"
+        return "rc " + "/".join(f"{v:.3g}" for v in c) if c else ""
+
     def cell(b):
         if not b:
             return ""
-        rc = f"rc {b['cutoff']:.3g}" if isinstance(b.get("cutoff"), (int, float)) else ""
+        rc = rc_of(b)
         return (f"{b['ratio']:.2f} ({b['time_s'] * 1e3:.1f} ms, {b['variant']}, {rc}"
                 f"{', extrap.' if b['extrapolated'] else ''})")
     for e in res["best"]:
         b = e["pmewald_best"]
-        rc = f"rc {b['cutoff']:.3g}" if isinstance(b.get("cutoff"), (int, float)) else ""
+        rc = rc_of(b)
         L.append(f"| {e['system']} | {e['ranks']} | {e['target_error']:.0e} | {e['pmewald']} | "
                  f"{b['time_s'] * 1e3:.1f} ({b['variant']}, {rc}{', extrap.' if b['extrapolated'] else ''}) | "
                  f"{cell(e['peers'].get('lammps'))} | {cell(e['peers'].get('openmm'))} | "

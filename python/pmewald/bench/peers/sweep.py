@@ -139,7 +139,7 @@ class Sweep:
         self.md_mode = args.mode == "md"
         # Every code runs at every cutoff; the common one (--cutoff) keeps the plain variant names,
         # the others are "<variant>@rc<cutoff>" (report.family strips it for the best-setting table).
-        self.cutoffs = sorted({float(args.cutoff)} | {float(c) for c in (getattr(args, "cutoffs", None) or [])})
+        self.cutoffs = sorted({float(args.cutoff)} | {float(c) for c in (args.cutoffs or [])})
         # GROMACS's frames: its time per frame is a difference of two runs' wall times, so at least 10 frames
         self.n_frames = args.md_steps + 1 if self.md_mode else max(args.steps, 10) + 1
         self.meta = dict(started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), uptime_start=_uptime(), args=vars(args),
@@ -227,7 +227,7 @@ class Sweep:
         for rc in self.cutoffs:
             if not args.skip_lammps:
                 for diff in args.lammps_diffs:
-                    for order in getattr(args, "lammps_orders", None) or [None]:
+                    for order in args.lammps_orders or [None]:
                         for acc in args.lammps_accuracies or args.tolerances:
                             j.append(("lammps", dict(diff=diff, acc=acc, order=order, rc=rc)))
             if not args.skip_openmm:
@@ -306,7 +306,7 @@ class Sweep:
         LAMMPS runs its own; ``--gromacs-loop rerun`` keeps the rerun of the frames (a pair
         search on every frame, the figure of the benchmarks before 2026-12-07)."""
         args = self.args
-        own_loop = self.md_mode and getattr(args, "gromacs_loop", "md") == "md"
+        own_loop = self.md_mode and args.gromacs_loop == "md"
         for st in self.gmx_settings:
             try:
                 if own_loop:
@@ -339,7 +339,7 @@ class Sweep:
                     # then pass the chosen alpha, mesh, order and differentiation explicitly.
                     c.update(self.pme_params.get((s["name"], v, t, rc), {}))
                     cfgs.append(c)
-        if common and getattr(args, "pme_auto_cutoff", None) is not None:
+        if common and args.pme_auto_cutoff is not None:
             # cutoff=("auto", lower bound): the cutoff timed at the first calls on this machine and
             # rank count (so chosen again on every run: it is not rank-count independent).
             for t in args.tolerances:

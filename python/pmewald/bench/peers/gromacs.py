@@ -385,10 +385,15 @@ def run_gromacs(gs, setting, cutoff, threads, traj, n_frames, want_forces, env, 
     calls = max(r.get("calls", n_frames), 1)
     r["frames"] = n_frames
     r["frame_s"] = r["eval_total_s"] / calls
+    _per_call(r, calls)
+    return r
+
+
+def _per_call(r, calls):
+    """The neighbour search, force and PME mesh rows of a parsed log, per force evaluation."""
     for key in ("neigh_s", "force_s", "pme_s"):
         if key in r:
             r[key] /= calls
-    return r
 
 
 # Cycle-accounting rows of an MD run that are not the force evaluation: the integrator (which
@@ -414,8 +419,6 @@ def run_gromacs_md(gs, setting, cutoff, threads, steps, want_forces, env, gmx="g
     calls = max(r["calls"], 1)
     r["step_s"] = (r["loop_total_s"] - sum(v for k, v in rows.items() if k in MD_NOT_FORCE_ROWS)
                    - (r.get("rest_s") or 0.0)) / calls
-    for key in ("neigh_s", "force_s", "pme_s"):
-        if key in r:
-            r[key] /= calls
+    _per_call(r, calls)
     r.update(steps=int(steps), nstlist=int(nstlist), rlist_nm=cutoff / NM + buffer_nm)
     return r

@@ -114,7 +114,7 @@ def family(code):
     variant and comm mode, not ``pmewald-ik@lammps``), ``pmewald-rcauto``, ``lammps``, ``openmm``
     or ``gromacs`` (every layout); None for what the table leaves out."""
     base = code.split("@rc")[0]
-    if base == "pmewald-rcauto" or base.startswith("pmewald-rcauto-"):
+    if base.startswith("pmewald-rcauto"):
         return "pmewald-rcauto"
     if "@lammps" in code:
         return None
@@ -124,6 +124,13 @@ def family(code):
     return None
 
 
+def within_reach(points, target):
+    """Whether ``target`` lies within a factor REACH of the errors a code was measured at
+    (``points``: (error, time)); beyond that no time is extrapolated for it."""
+    errs = [e for e, _ in points if e]
+    return bool(errs) and min(errs) / REACH <= target <= max(errs) * REACH
+
+
 def best_at(curves, target):
     """The fastest of several codes' (or settings') time-versus-error curves at ``target``:
     ``(time, variant, extrapolated)``; a curve's interpolated time counts when ``target`` lies
@@ -131,8 +138,7 @@ def best_at(curves, target):
     when no curve brackets ``target``. ``(None, None, None)`` when none reaches it."""
     inside, outside = [], []
     for v, pts in curves.items():
-        errs = [e for e, _ in pts if e]
-        if not errs or not min(errs) / REACH <= target <= max(errs) * REACH:
+        if not within_reach(pts, target):
             continue
         t, ex = interp_time(pts, target)
         if t is not None:
@@ -210,7 +216,7 @@ def ratios(rows, systems, ranks):
                             continue
                         tp, exp_ = at[peer]
                         errs = [e for e, _ in curves[peer] if e]
-                        if errs and not min(errs) / REACH <= tgt <= max(errs) * REACH:
+                        if errs and not within_reach(curves[peer], tgt):
                             # More than a factor REACH outside what the code was measured at (GROMACS's
                             # mixed precision stops at 4e-5 on the crystal): no extrapolated time.
                             entry["peers"][peer] = dict(time_s=None, not_reached=True, best_error=min(errs))

@@ -137,6 +137,8 @@ class Sweep:
         self.gmx_settings = [dict(zip(("rtol", "spacing", "order"), (float(a), float(b), int(c))), label=v)
                              for v in args.gromacs_settings for a, b, c in [v.split(":")]]
         self.md_mode = args.mode == "md"
+        # GROMACS's own loop in the MD-loop mode (--gromacs-loop md), else mdrun -rerun of the frames
+        self.gmx_own_loop = self.md_mode and args.gromacs_loop == "md"
         # Every code runs at every cutoff; the common one (--cutoff) keeps the plain variant names,
         # the others are "<variant>@rc<cutoff>" (report.family strips it for the best-setting table).
         self.cutoffs = sorted({float(args.cutoff)} | {float(c) for c in (args.cutoffs or [])})
@@ -185,7 +187,8 @@ class Sweep:
                     np.save(entry["frames"], frames)
                 if not args.skip_gromacs:
                     entry["gmx"] = gromacs.GromacsSystem(s, work, name)
-                    entry["gmx_traj"] = entry["gmx"].trajectory(frames, "md" if self.md_mode else "repeat")
+                    if not self.gmx_own_loop:      # (its own loop starts from the system: no frames)
+                        entry["gmx_traj"] = entry["gmx"].trajectory(frames, "md" if self.md_mode else "repeat")
                 self.systems.append(entry)
         print(f"[bench peers] systems: {', '.join(s['name'] for s in self.systems)}", flush=True)
 
@@ -305,8 +308,7 @@ class Sweep:
         loop (:func:`gromacs.run_gromacs_md`, its pair list kept for ``nstlist`` steps), as
         LAMMPS runs its own; ``--gromacs-loop rerun`` keeps the rerun of the frames (a pair
         search on every frame, the figure of the benchmarks before 2026-12-07)."""
-        args = self.args
-        own_loop = self.md_mode and args.gromacs_loop == "md"
+        args, own_loop = self.args, self.gmx_own_loop
         for st in self.gmx_settings:
             try:
                 if own_loop:

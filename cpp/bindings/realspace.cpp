@@ -14,6 +14,7 @@
 #include "comm/mpi_helpers.hpp"
 #include "base/timers.hpp"
 #include "realspace/erfc_table.hpp"
+#include "realspace/cluster_kernel.hpp"
 #include "realspace/kernel_timing.hpp"
 #include "realspace/pair_kernel.hpp"
 #include "realspace/realspace.hpp"
@@ -414,6 +415,19 @@ caller's order, and `reused`: whether the step kept the plan of the one before.)
         return py::make_tuple(e, g);
       },
       py::arg("x"), "The mixed-precision pair kernel's erfc(x) and exp(-x^2) for x in [0, 8).");
+  r.def(
+      "ewald_corrections_float",
+      [](py::array_t<double, py::array::c_style | py::array::forcecast> z) {
+        for (py::ssize_t k = 0; k < z.size(); ++k)
+          if (!(z.data()[k] >= 0 && z.data()[k] <= kEwaldCorrMaxZ))
+            throw py::value_error("ewald_corrections_float: z must lie in [0, 25]");
+        py::array_t<double> f(z.size()), v(z.size());
+        ewald_corrections_float(static_cast<int>(z.size()), z.data(), f.mutable_data(), v.mutable_data());
+        return py::make_tuple(f, v);
+      },
+      py::arg("z"),
+      "The mixed cluster kernel's rational Ewald corrections at z = (alpha r)^2 in [0, 25], in float: "
+      "(F(z), V(z)), V = erf(sqrt z) / sqrt z, F = (V - 2 / sqrt(pi) exp(-z)) / z (pair_math.hpp).");
   r.def("pair_kernel_isa", &pair_kernel_isa, "Instruction set of the pair kernel chosen for this CPU.");
   auto precision_of = [](const std::string& p) {
     if (p != "double" && p != "mixed") throw py::value_error("precision must be 'double' or 'mixed'");
@@ -427,11 +441,13 @@ caller's order, and `reused`: whether the step kept the plan of the one before.)
         py::gil_scoped_release nogil;
         const double atom = atom_kernel_ns_per_pair(p, reps * 4);
         const double cluster = cluster_kernel_ns_per_lane(p, reps);
-        return std::make_pair(atom, cluster);
+        const double short_cutoff = cluster_kernel_ns_per_lane(p, reps, 14.0);
+        return std::make_tuple(atom, cluster, short_cutoff);
       },
       py::arg("precision"), py::arg("reps") = 2000,
-      "(ns per pair of the atom block kernel, ns per lane of the cluster kernel) on synthetic partners "
-      "(realspace/kernel_timing.hpp); `reps` rows of 64 cluster blocks, 4 x reps atoms of 256 partners.");
+      "(ns per pair of the atom block kernel, ns per lane of the cluster kernel at alpha rc 7, the same at "
+      "alpha rc 4.9: the mixed kernel's rational path) on synthetic partners (realspace/kernel_timing.hpp); "
+      "`reps` rows of 64 cluster blocks, 4 x reps atoms of 256 partners.");
   r.def(
       "fma_rate",
       [](double seconds) {

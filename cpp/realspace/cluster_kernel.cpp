@@ -65,12 +65,35 @@ PMEWALD_INLINE D4 groups4(V v) {
     return (group4<0>(v) + group4<1>(v)) + (group4<2>(v) + group4<3>(v));
 }
 
+// The 8 int lanes of each 8-bit mask: -1 where bit l is set, else 0 (one load where
+// building the lanes from a broadcast took ~10 instructions per register).
+struct LaneMasks8 {
+  alignas(32) int m[256][8];
+  constexpr LaneMasks8() : m{} {
+    for (int v = 0; v < 256; ++v)
+      for (int l = 0; l < 8; ++l) m[v][l] = (v >> l) & 1 ? -1 : 0;
+  }
+};
+constexpr LaneMasks8 kLaneMasks8{};
+
 // Lanes whose bit is set in m (bit l of lane l): -1 there, else 0.
 template <class I, int L>
 PMEWALD_INLINE I lane_mask(unsigned m) {
-  I bits;
-  for (int l = 0; l < L; ++l) bits[l] = 1 << l;
-  return (splat<I>(static_cast<int>(m)) & bits) != 0;
+  if constexpr (sizeof(I) == 4 * L && L == 8) {  // 8 int lanes: the table
+    I v;
+    __builtin_memcpy(&v, kLaneMasks8.m[m], sizeof v);
+    return v;
+  } else if constexpr (sizeof(I) == 4 * L && L == 16) {  // 16 int lanes: two rows of it
+    typedef int I8 __attribute__((vector_size(32)));
+    I8 lo, hi;
+    __builtin_memcpy(&lo, kLaneMasks8.m[m & 0xffu], sizeof lo);
+    __builtin_memcpy(&hi, kLaneMasks8.m[m >> 8], sizeof hi);
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  } else {
+    I bits;
+    for (int l = 0; l < L; ++l) bits[l] = 1 << l;
+    return (splat<I>(static_cast<int>(m)) & bits) != 0;
+  }
 }
 
 // exp(-y), y in [0, 64], float: -y = n ln2 + s in float (Cody-Waite), 2^n from the bits.
@@ -84,47 +107,28 @@ PMEWALD_INLINE F vexp_neg_f(F y) {
   return vexp_reduced_f(s) * (F)((ni + 127) << 23);
 }
 
-// w += f (x) r in Virial's order (xx yy zz xy xz yz).
-template <class S>
-PMEWALD_INLINE void add_outer(S* w, S fx, S fy, S fz, S x, S y, S z) {
-  w[0] += fx * x;
-  w[1] += fy * y;
-  w[2] += fz * z;
-  w[3] += fx * y;
-  w[4] += fx * z;
-  w[5] += fy * z;
-}
-
 PMEWALD_INLINE double hsum4(D4 v) { return (v[0] + v[1]) + (v[2] + v[3]); }
 
 // The row's force on its i slots (per lane in fx/fy/fz[t]: lane l of register t is slot
-// (t L + l) / 4) added to fi, and its part of the virial, sum_i F_i r_i, to w. Once per
-// row: plain scalar sums.
-template <class V, class T, int L>
-void finish_i(const V* fx, const V* fy, const V* fz, const T* ci, double* fi, double* w) {
-  double F[4][3] = {};
+// (t L + l) / 4) added to fi (x of the 4 slots, then y, z). Once per row: plain scalar sums.
+template <class V, int L>
+void finish_i(const V* fx, const V* fy, const V* fz, double* fi) {
   for (int t = 0; t < 16 / L; ++t)
     for (int l = 0; l < L; ++l) {
       const int s = (t * L + l) / 4;
-      F[s][0] += static_cast<double>(fx[t][l]);
-      F[s][1] += static_cast<double>(fy[t][l]);
-      F[s][2] += static_cast<double>(fz[t][l]);
+      fi[s] += static_cast<double>(fx[t][l]);
+      fi[4 + s] += static_cast<double>(fy[t][l]);
+      fi[8 + s] += static_cast<double>(fz[t][l]);
     }
-  for (int s = 0; s < 4; ++s) {
-    for (int d = 0; d < 3; ++d) fi[3 * s + d] += F[s][d];
-    add_outer<double>(w, F[s][0], F[s][1], F[s][2], ci[s], ci[4 + s], ci[8 + s]);
-  }
 }
 
 // The row (i-cluster ci against its j-clusters). kMixed: float lanes, positions
-// relative to the cluster centres; else double positions.
+// relative to the cluster centres; else double positions. kRational (float): the
+// Ewald corrections of pair_math.hpp instead of erfcx and exp.
 //
 // Per lane only the pair terms: the energy, the force on i (summed per lane over the
-// blocks) and on j (summed per block). The virial sum_p f_p d_p, d_p = r_i - r_j (+ the
-// centres' separation c_i - c_j with kMixed), is formed from those sums instead of per
-// pair: sum_i F_i r_i - sum_blocks sum_j G_j r_j (+ sum_blocks G (c_i - c_j)), G_j the
-// block's force on i from j, G their sum.
-template <class T, int L, bool kMixed>
+// blocks) and on j (summed per block). The virial is the caller's, from the forces.
+template <class T, int L, bool kMixed, bool kRational = false>
 PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centres, const T* __restrict data,
                         double* __restrict fi, double* __restrict fj, ClusterBlockSums& out) {
   using V = typename CV<T, L>::V;
@@ -140,23 +144,24 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
       zi[t][l] = ci[8 + s];
       qi[t][l] = ci[12 + s] * static_cast<T>(a.k);
     }
+  static_assert(!kRational || kMixed, "the rational corrections are float");
   const T alpha = static_cast<T>(a.alpha), a_tsp = static_cast<T>(a.alpha * kTwoOverSqrtPi);
+  const T alpha2 = static_cast<T>(a.alpha * a.alpha), alpha3 = static_cast<T>(a.alpha * a.alpha * a.alpha);
   const T rc2 = static_cast<T>(a.rc2), tiny2 = static_cast<T>(coincident2(a.alpha));
   const V safe = splat<V>(static_cast<T>(1.0 / (a.alpha * a.alpha)));  // masked lanes: alpha r = 1
   V fxi[R], fyi[R], fzi[R];  // the force on i, by lane
   for (int t = 0; t < R; ++t) fxi[t] = fyi[t] = fzi[t] = V{};
   V ev = V{}, f2v = V{}, nv = V{};
-  D4 wj[6];  // sum of G_j r_j over the blocks (xx yy zz xy xz yz), by j slot
-  for (int k = 0; k < 6; ++k) wj[k] = splat<D4>(0.0);
-  double wc[6] = {0, 0, 0, 0, 0, 0};  // sum of G (c_i - c_j)
   // B blocks per step, so that K = 4 registers run in lockstep (their latency chains
   // overlap: one register at a time was latency-bound, 1.5-2x slower); a step past the
   // last block runs on the last block with an empty mask.
-  constexpr int B = 4 / R, K = B * R;
+  // The rational path has four independent chains per register already: two registers
+  // in lockstep (kLockstep) spill less to the stack.
+  constexpr int kLockstep = kRational ? 2 : 4;
+  constexpr int B = kLockstep > R ? kLockstep / R : 1, K = B * R;
   for (int p0 = 0; p0 < a.n; p0 += B) {
     int cjs[B];
     unsigned ms[B];
-    double dc[B][3] = {};
     V xj[B], yj[B], zj[B], qj[B], ox[B], oy[B], oz[B];
     for (int b = 0; b < B; ++b) {
       const bool real = p0 + b < a.n;
@@ -169,10 +174,11 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
       qj[b] = repeat4<V, T, L>(dj + 12);
       ox[b] = oy[b] = oz[b] = V{};
       if constexpr (kMixed) {
-        for (int d = 0; d < 3; ++d) dc[b][d] = centres[3 * a.ci + d] - centres[3 * cjs[b] + d];
-        ox[b] = splat<V>(static_cast<T>(dc[b][0]));
-        oy[b] = splat<V>(static_cast<T>(dc[b][1]));
-        oz[b] = splat<V>(static_cast<T>(dc[b][2]));
+        const double* c0 = centres + 3 * a.ci;
+        const double* c1 = centres + 3 * cjs[b];
+        ox[b] = splat<V>(static_cast<T>(c0[0] - c1[0]));
+        oy[b] = splat<V>(static_cast<T>(c0[1] - c1[1]));
+        oz[b] = splat<V>(static_cast<T>(c0[2] - c1[2]));
       }
     }
     V dx[K], dy[K], dz[K], r2s[K], kqq[K];
@@ -192,17 +198,24 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
       V r;
       for (int l = 0; l < L; ++l) r[l] = kMixed ? __builtin_sqrtf(r2s[k][l]) : __builtin_sqrt(r2s[k][l]);
       const V inv_r = 1 / r;
-      const V xa = alpha * r;
-      V ex, erfc;
-      if constexpr (kMixed) {
-        ex = vexp_neg_f<V, I>(xa * xa);
-        erfc = ex * verfcx_f(xa);
+      if constexpr (kRational) {  // erfc(x) / r = 1 / r - alpha V(z), z = x^2 (pair_math.hpp)
+        V fc, vc;
+        vewald_corr_f(r2s[k] * alpha2, fc, vc);
+        epair[k] = kqq[k] * (inv_r - alpha * vc);
+        fr[k] = kqq[k] * (inv_r * inv_r * inv_r - alpha3 * fc);
       } else {
-        ex = vexp_neg<V, I>(-(xa * xa));
-        erfc = ex * verfcx<V>(xa);
+        const V xa = alpha * r;
+        V ex, erfc;
+        if constexpr (kMixed) {
+          ex = vexp_neg_f<V, I>(xa * xa);
+          erfc = ex * verfcx_f(xa);
+        } else {
+          ex = vexp_neg<V, I>(-(xa * xa));
+          erfc = ex * verfcx<V>(xa);
+        }
+        epair[k] = kqq[k] * erfc * inv_r;
+        fr[k] = (epair[k] + kqq[k] * a_tsp * ex) * inv_r * inv_r;
       }
-      epair[k] = kqq[k] * erfc * inv_r;
-      fr[k] = (epair[k] + kqq[k] * a_tsp * ex) * inv_r * inv_r;
     }
     V gx[B], gy[B], gz[B];
     for (int b = 0; b < B; ++b) gx[b] = gy[b] = gz[b] = V{};
@@ -220,22 +233,12 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
       gz[b] += fz;
     }
     for (int b = 0; b < B && p0 + b < a.n; ++b) {
-      const D4 Gx = groups4<V, L>(gx[b]), Gy = groups4<V, L>(gy[b]), Gz = groups4<V, L>(gz[b]);
-      double* o = fj + 12 * (p0 + b);
-      for (int l = 0; l < 4; ++l) {
-        o[3 * l] = -Gx[l];
-        o[3 * l + 1] = -Gy[l];
-        o[3 * l + 2] = -Gz[l];
-      }
-      // (lanes 0-3 of the repeated j registers are the j slots)
-      add_outer<D4>(wj, Gx, Gy, Gz, group4<0>(xj[b]), group4<0>(yj[b]), group4<0>(zj[b]));
-      if constexpr (kMixed) add_outer<double>(wc, hsum4(Gx), hsum4(Gy), hsum4(Gz), dc[b][0], dc[b][1], dc[b][2]);
+      const D4 G[3] = {-groups4<V, L>(gx[b]), -groups4<V, L>(gy[b]), -groups4<V, L>(gz[b])};
+      __builtin_memcpy(fj + 12 * (p0 + b), G, sizeof G);
     }
   }
-  double wi[6] = {0, 0, 0, 0, 0, 0};
-  finish_i<V, T, L>(fxi, fyi, fzi, ci, fi, wi);
+  finish_i<V, L>(fxi, fyi, fzi, fi);
   out.e += hsum4(groups4<V, L>(ev));
-  for (int k = 0; k < 6; ++k) out.w[k] += wi[k] - hsum4(wj[k]) + wc[k];
   out.f2 += hsum4(groups4<V, L>(f2v));
   out.evaluated += hsum4(groups4<V, L>(nv));
 }
@@ -251,13 +254,17 @@ PMEWALD_TARGET_V4 void double_v4(PMEWALD_CD_ARGS) { row<double, 8, false>(a, nul
 PMEWALD_TARGET_V3 void double_v3(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, fj, s); }
 PMEWALD_TARGET_V4 void mixed_v4(PMEWALD_CM_ARGS) { row<float, 16, true>(a, c, data, fi, fj, s); }
 PMEWALD_TARGET_V3 void mixed_v3(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, fj, s); }
+PMEWALD_TARGET_V4 void rational_v4(PMEWALD_CM_ARGS) { row<float, 16, true, true>(a, c, data, fi, fj, s); }
+PMEWALD_TARGET_V3 void rational_v3(PMEWALD_CM_ARGS) { row<float, 8, true, true>(a, c, data, fi, fj, s); }
 #endif
 void double_base(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, fj, s); }
 void mixed_base(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, fj, s); }
+void rational_base(PMEWALD_CM_ARGS) { row<float, 8, true, true>(a, c, data, fi, fj, s); }
 
 struct Dispatch {
   DoubleFn d = simd::choose<DoubleFn>(PMEWALD_SIMD_VERSIONS(double_v4, double_v3, double_base));
   MixedFn m = simd::choose<MixedFn>(PMEWALD_SIMD_VERSIONS(mixed_v4, mixed_v3, mixed_base));
+  MixedFn r = simd::choose<MixedFn>(PMEWALD_SIMD_VERSIONS(rational_v4, rational_v3, rational_base));
 };
 const Dispatch& dispatch() {
   static const Dispatch d;
@@ -267,6 +274,23 @@ const Dispatch& dispatch() {
 }  // namespace
 
 void cluster_row_double(PMEWALD_CD_ARGS) { dispatch().d(a, data, fi, fj, s); }
-void cluster_row_mixed(PMEWALD_CM_ARGS) { dispatch().m(a, c, data, fi, fj, s); }
+void cluster_row_mixed(PMEWALD_CM_ARGS) {
+  (a.alpha * a.alpha * a.rc2 <= kEwaldCorrZMax ? dispatch().r : dispatch().m)(a, c, data, fi, fj, s);
+}
+void ewald_corrections_float(int n, const double* z, double* f, double* v) {
+  static_assert(kEwaldCorrMaxZ == kEwaldCorrZMax, "one range");
+  typedef float F8 __attribute__((vector_size(32)));
+  for (int i0 = 0; i0 < n; i0 += 8) {
+    F8 zz = F8{};
+    for (int l = 0; l < 8 && i0 + l < n; ++l) zz[l] = static_cast<float>(z[i0 + l]);
+    F8 fv, vv;
+    vewald_corr_f(zz, fv, vv);
+    for (int l = 0; l < 8 && i0 + l < n; ++l) {
+      f[i0 + l] = fv[l];
+      v[i0 + l] = vv[l];
+    }
+  }
+}
+
 }  // namespace realspace
 }  // namespace pmewald

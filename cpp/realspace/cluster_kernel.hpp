@@ -15,8 +15,8 @@
 //           in double. A close pair's relative error grows with the cluster's
 //           extent over r: the error model's constant is measured for this kernel
 //           (pme/tuning.py _MIXED_C_CLUSTERS, docs/realspace.md).
-// The virial comes from the force sums (sum_i F_i r_i - sum_j G_j r_j per row and
-// block), not per pair.
+// No virial here: the caller forms it from the forces on the clusters' atoms
+// (sum_a F_a r_a over the rank's owned and ghost atoms is the pairs' virial).
 // Padding slots (charge 0) never have a mask bit.
 #pragma once
 
@@ -28,14 +28,14 @@ namespace pmewald {
 inline namespace realspace {
 
 struct ClusterBlockSums {
-  // Energy, virial (Virial's order), sum |f_pair|^2 (mixed only), pairs evaluated.
-  double e = 0, w[6] = {0, 0, 0, 0, 0, 0}, f2 = 0, evaluated = 0;
+  // Energy, sum |f_pair|^2 (mixed only), pairs evaluated.
+  double e = 0, f2 = 0, evaluated = 0;
 };
 
 // i-cluster ci against j-clusters cj[0..n) with masks mask[0..n):
-//   fi[3 * li + d] += force on slot li of ci (d = x, y, z);
-//   fj[12 * p + 3 * lj + d] = force on slot lj of j-cluster cj[p] (set, not added);
-//   sums += the blocks' energy, virial, sum |f|^2 and count.
+//   fi[4 * d + li] += force on slot li of ci (d = x, y, z: the clusters' data layout);
+//   fj[12 * p + 4 * d + lj] = force on slot lj of j-cluster cj[p] (set, not added);
+//   sums += the blocks' energy, sum |f|^2 and count.
 // kqi: the Coulomb constant k (charges come from the data). Pairs not closer
 // than the cutoff contribute nothing; a coincident pair makes the sums NaN
 // (as pair_kernel.hpp). Needs alpha * cutoff < kMaxAlphaR.
@@ -46,8 +46,16 @@ struct ClusterRowArgs {
   double k = 0, alpha = 0, rc2 = 0;
 };
 void cluster_row_double(const ClusterRowArgs& a, const double* data, double* fi, double* fj, ClusterBlockSums& sums);
+// Mixed: when alpha^2 rc2 <= 25 (alpha rc <= 5, the fits' range) the rational Ewald
+// corrections of pair_math.hpp (no exp, no erfcx; a float 1 / r's absolute error), else
+// erfcx and exp as the atom kernels.
 void cluster_row_mixed(const ClusterRowArgs& a, const double* centres, const float* data, double* fi, double* fj,
                        ClusterBlockSums& sums);
+
+// For tests: the float kernel's F(z) and V(z) (pair_math.hpp, vewald_corr_f) at z[0..n),
+// z in [0, kEwaldCorrZMax].
+void ewald_corrections_float(int n, const double* z, double* f, double* v);
+constexpr double kEwaldCorrMaxZ = 25.0;
 
 }  // namespace realspace
 }  // namespace pmewald

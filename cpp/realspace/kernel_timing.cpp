@@ -92,7 +92,7 @@ double atom_kernel_ns_per_pair(PairPrecision precision, int reps) {
   return (wall_seconds() - t0) * 1e9 / (static_cast<double>(reps) * n);
 }
 
-double cluster_kernel_ns_per_lane(PairPrecision precision, int reps) {
+double cluster_kernel_ns_per_lane(PairPrecision precision, int reps, double cutoff) {
   constexpr int C = 65, P = C - 1;
   std::mt19937 g(1);
   std::uniform_real_distribution<double> u(-1.5, 1.5);
@@ -122,7 +122,7 @@ double cluster_kernel_ns_per_lane(PairPrecision precision, int reps) {
   a.mask = mask.data();
   a.k = kK;
   a.alpha = kAlpha;
-  a.rc2 = 400.0;  // every pair within (at most 9 sqrt(3) = 15.6 A apart; alpha r < 5.5)
+  a.rc2 = cutoff * cutoff;  // 20: every pair within (at most 9 sqrt(3) = 15.6 A apart; alpha r < 5.5)
   double fi[12] = {};
   std::vector<double> fj(12 * P);
   ClusterBlockSums s;

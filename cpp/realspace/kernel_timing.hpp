@@ -13,8 +13,11 @@ inline namespace realspace {
 // form): one atom against 256 partners within the cutoff, `reps` times.
 double atom_kernel_ns_per_pair(PairPrecision precision, int reps);
 // Nanoseconds per lane of the cluster kernel: one i-cluster against 64 full
-// blocks (every mask bit set, every pair within the cutoff), `reps` times.
-double cluster_kernel_ns_per_lane(PairPrecision precision, int reps);
+// blocks (every mask bit set; separations up to 15.6, alpha 0.35), `reps` times,
+// with the cutoff `cutoff`: 20 (alpha rc 7) puts every pair within it and the
+// mixed kernel on its erfcx path, 14 (alpha rc 4.9) the mixed kernel on its
+// rational path (a few lanes past the cutoff, which cost as much as the others).
+double cluster_kernel_ns_per_lane(PairPrecision precision, int reps, double cutoff = 20.0);
 // Fused multiply-adds per second of this core on the pair kernels' widest
 // float registers (8 lanes with AVX2, 16 with AVX-512, 4 on the baseline):
 // independent chains, `seconds` long. Returns (register FMAs per second, lanes).

@@ -8,7 +8,8 @@
 #include "base/errors.hpp"
 #include "base/timers.hpp"
 #include "comm/mpi_helpers.hpp"
-#include "realspace/cluster_kernel.hpp"
+#include "realspace/cluster_sweep.hpp"
+#include "realspace/listed_exclusions.hpp"
 #include "realspace/pair_kernel.hpp"
 #include "realspace/pair_search.hpp"
 #include "realspace/row_blocks.hpp"
@@ -116,21 +117,6 @@ void RealSpace::record_pairs(Migration& mig, double radius, double inner_radius,
 
 namespace {
 
-// The stored excluded pairs [e0, e1) of sorted atom a closer than the cutoff: counted (the
-// `found` check) and their erf corrections added (HalfPairKernel::add_excluded); one beyond
-// the cutoff is not counted, so finish() names it. Both layouts' rows end with this.
-template <class Access>
-void add_listed_exclusions(const HalfPairKernel& kern, const PairTable::Excluded* e0, const PairTable::Excluded* e1,
-                           int a, double rc2, double& e_excl, double* excl_sums, Access& access) {
-  for (const PairTable::Excluded* e = e0; e < e1; ++e) {
-    const double dx = kern.x(a) - kern.x(e->j), dy = kern.y(a) - kern.y(e->j), dz = kern.z(a) - kern.z(e->j);
-    if (!(dx * dx + dy * dy + dz * dz < rc2)) continue;
-    Kokkos::atomic_increment(&kern.found(e->e1));
-    if (e->e2 >= 0) Kokkos::atomic_increment(&kern.found(e->e2));
-    kern.add_excluded(a, e->j, kern.own(a), e_excl, excl_sums, access);
-  }
-}
-
 struct ListKernel {
   using value_type = double[];
   unsigned value_count = 11;  // as HalfPairKernel's
@@ -206,69 +192,6 @@ struct ListKernel {
   }
 };
 
-// The same evaluation by clusters (PairLayout::Clusters): row c is i-cluster c
-// against its j-clusters (cluster_kernel.hpp), then the excluded pairs of its
-// atoms as ListKernel does.
-struct ClusterListKernel {
-  using value_type = double[];
-  unsigned value_count = 11;
-  static constexpr int kChunk = 64;  // cluster pairs per kernel call (the j forces' scratch)
-  HalfPairKernel kern;
-  const int *atom = nullptr, *pair_off = nullptr, *cj = nullptr, *ex_off = nullptr, *row_pairs = nullptr;
-  const std::uint16_t* mask = nullptr;
-  const PairTable::Excluded* ex = nullptr;
-  const double* ddata = nullptr;   // Double: 16 per cluster
-  const double* centres = nullptr;  // Mixed: 3 per cluster
-  const float* fdata = nullptr;     // Mixed: 16 per cluster
-  double rc2 = 0;
-
-  void operator()(const int c, double* acc) const {
-    constexpr int K = ClusterTable::kSize;
-    auto access = kern.sforces.access();
-    ClusterRowArgs ra;
-    ra.ci = c;
-    ra.k = kern.k;
-    ra.alpha = kern.alpha;
-    ra.rc2 = rc2;
-    double fi[3 * K] = {};
-    double fj[12 * kChunk];
-    ClusterBlockSums s;
-    const int p0 = pair_off[c], p1 = pair_off[c + 1];
-    for (int q0 = p0; q0 < p1; q0 += kChunk) {
-      ra.n = std::min(kChunk, p1 - q0);
-      ra.cj = cj + q0;
-      ra.mask = mask + q0;
-      if (fdata)
-        cluster_row_mixed(ra, centres, fdata, fi, fj, s);
-      else
-        cluster_row_double(ra, ddata, fi, fj, s);
-      for (int p = 0; p < ra.n; ++p) {
-        const int* ja = atom + K * ra.cj[p];
-        for (int l = 0; l < K; ++l) {
-          if (ja[l] < 0) continue;  // padding: never in a mask
-          for (int d = 0; d < 3; ++d) access(ja[l], d) += fj[12 * p + 3 * l + d];
-        }
-      }
-    }
-    double e_excl = 0, excl_w[Virial::kComponents] = {};
-    for (int l = 0; l < K; ++l) {
-      const int a = atom[K * c + l];
-      if (a < 0) continue;
-      double excl_sums[PairBatchAcc::kSize] = {};
-      add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, access);
-      const bool a_owned = kern.sowner(a) >= 0;
-      for (int d = 0; d < 3; ++d) access(a, d) += fi[3 * l + d] + (a_owned ? excl_sums[7 + d] : 0.0);
-      for (int v = 0; v < Virial::kComponents; ++v) excl_w[v] += excl_sums[PairBatchAcc::kVirial + v];
-    }
-    acc[0] += s.e;
-    acc[1] += e_excl;
-    for (int v = 0; v < Virial::kComponents; ++v) acc[2 + v] += s.w[v] + excl_w[v];
-    acc[8] += row_pairs[c];
-    acc[9] += s.evaluated;
-    acc[10] += s.f2;
-  }
-};
-
 }  // namespace
 
 const char* layout_name(PairLayout l) { return l == PairLayout::Clusters ? "clusters" : "atoms"; }
@@ -284,12 +207,6 @@ class PairList::Sweep final : public detail::RowBlocks<ListKernel, 11> {
   double cutoff = 0;
   bool active = false;
   RealSpaceTerms terms;  // sum_q, sum_q2
-};
-
-class PairList::ClusterSweep final : public detail::RowBlocks<ClusterListKernel, 11> {
- public:
-  std::vector<double> data, centres;  // per cluster: 16 values (Double), or 3 centres (Mixed)
-  std::vector<float> fdata;          // Mixed: 16 per cluster, positions relative to the centre
 };
 
 PairList::PairList(MPI_Comm comm)
@@ -446,7 +363,7 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   sw.kern.rc2 = cutoff * cutoff;
   active_layout_ = clusters_built_ && alpha * cutoff < kMaxAlphaR ? PairLayout::Clusters : PairLayout::Atoms;
   if (active_layout_ == PairLayout::Clusters) {
-    begin_clusters();
+    begin_clusters(cutoff);
     return;
   }
   sw.xyzq.resize(4 * N);
@@ -457,62 +374,6 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
     sw.xyzq[4 * a + 3] = kern.q(a);
   }
   sw.kern.xyzq = sw.xyzq.data();
-}
-
-// The cluster data of this call (positions refreshed by begin) and the cluster sweep.
-void PairList::begin_clusters() {
-  constexpr int K = ClusterTable::kSize;
-  ClusterSweep& cs = *csweep_;
-  const HalfPairKernel& kern = list_kernel();
-  const int C = clusters_.clusters;
-  const bool mixed = precision_ == PairPrecision::Mixed;
-  cs.data.resize(mixed ? 0 : 16 * static_cast<std::size_t>(C));
-  cs.fdata.resize(mixed ? 16 * static_cast<std::size_t>(C) : 0);
-  cs.centres.resize(mixed ? 3 * static_cast<std::size_t>(C) : 0);
-  for (int c = 0; c < C; ++c) {
-    const int* at = clusters_.atom.data() + K * c;
-    double r[3][K], q[K], centre[3] = {0, 0, 0};
-    int real = 0;
-    for (int l = 0; l < K; ++l) {
-      const int a = at[l] >= 0 ? at[l] : at[0];  // padding: the first atom's position, no charge
-      r[0][l] = kern.x(a);
-      r[1][l] = kern.y(a);
-      r[2][l] = kern.z(a);
-      q[l] = at[l] >= 0 ? kern.q(a) : 0.0;
-      if (at[l] >= 0) {
-        ++real;
-        for (int d = 0; d < 3; ++d) centre[d] += r[d][l];
-      }
-    }
-    if (mixed) {
-      float* o = cs.fdata.data() + 16 * static_cast<std::size_t>(c);
-      for (int d = 0; d < 3; ++d) {
-        centre[d] /= real;
-        cs.centres[3 * static_cast<std::size_t>(c) + d] = centre[d];
-        for (int l = 0; l < K; ++l) o[4 * d + l] = static_cast<float>(r[d][l] - centre[d]);
-      }
-      for (int l = 0; l < K; ++l) o[12 + l] = static_cast<float>(q[l]);
-    } else {
-      double* o = cs.data.data() + 16 * static_cast<std::size_t>(c);
-      for (int d = 0; d < 3; ++d)
-        for (int l = 0; l < K; ++l) o[4 * d + l] = r[d][l];
-      for (int l = 0; l < K; ++l) o[12 + l] = q[l];
-    }
-  }
-  ClusterListKernel& ck = cs.kern;
-  ck.kern = kern;
-  ck.atom = clusters_.atom.data();
-  ck.pair_off = clusters_.pair_off.data();
-  ck.row_pairs = clusters_.row_pairs.data();
-  ck.cj = clusters_.cj.data();
-  ck.mask = clusters_.mask.data();
-  ck.ex_off = table_.ex_off.data();
-  ck.ex = table_.ex.data();
-  ck.ddata = mixed ? nullptr : cs.data.data();
-  ck.fdata = mixed ? cs.fdata.data() : nullptr;
-  ck.centres = mixed ? cs.centres.data() : nullptr;
-  ck.rc2 = sweep_->kern.rc2;
-  cs.reset(C);
 }
 
 HalfPairKernel& PairList::list_kernel() { return sweep_->kern.kern; }
@@ -527,7 +388,7 @@ RealSpaceTerms PairList::finish(double* forces_out) {
   Sweep& sw = *sweep_;
   if (!sw.active) throw std::logic_error("PairList::finish: no begin");
   const bool by_clusters = active_layout_ == PairLayout::Clusters && sw.rows > 0;
-  detail::RowBlocks<ClusterListKernel, 11>& cs = *csweep_;
+  ClusterSweep& cs = *csweep_;
   if (by_clusters)
     cs.run_rest();
   else
@@ -546,13 +407,15 @@ RealSpaceTerms PairList::finish(double* forces_out) {
     auto sforce = Kokkos::subview(sw.sforce, std::make_pair(std::size_t(0), N), Kokkos::ALL());
     Kokkos::Experimental::contribute(sforce, by_clusters ? cs.kern.kern.sforces : sw.kern.kern.sforces);
     Kokkos::fence();
+    double w[Virial::kComponents] = {};
+    if (by_clusters) cs.add_forces(sw.sforce, w);  // the pair forces by cluster, and their virial
     for (std::size_t i = 0; i < n_o; ++i)
       for (int d = 0; d < 3; ++d) f_owned_[3 * i + d] = sforce(static_cast<std::size_t>(table_.slot[i]), d);
     for (std::size_t g = 0; g < n_g; ++g)
       for (int d = 0; d < 3; ++d) f_ghost_[3 * g + d] = sforce(static_cast<std::size_t>(table_.slot[n_o + g]), d);
     t.real = sums[0];
     t.exclusion = sums[1];
-    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums[2 + k];
+    for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums[2 + k] + w[k];
     t.candidates = sums[8];
     t.pairs = sums[9];
     t.pair_force2 = sums[10];

@@ -141,7 +141,7 @@ class PairList {
  private:
   class Sweep;
   class ClusterSweep;
-  void begin_clusters();
+  void begin_clusters(double cutoff);  // (cluster_sweep.cpp)
   detail::HalfPairKernel& list_kernel();  // the build's search state (in sweep_), evaluated by the sweep
   void build(const double* positions, const double* charges, const std::int64_t* ids, std::size_t n,
              const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius,

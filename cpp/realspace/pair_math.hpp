@@ -162,6 +162,45 @@ PMEWALD_INLINE F vexp_reduced_f(F s) {
   return pe + s * po;
 }
 
+// ---- float, the Ewald corrections (the cluster kernel's rational path) ----
+
+// With z = alpha^2 r^2: erfc(alpha r) / r = 1 / r - alpha V(z) and
+// (erfc(alpha r) / r + 2 alpha / sqrt(pi) e^-z) / r^2 = 1 / r^3 - alpha^3 F(z), with
+// V(z) = erf(sqrt z) / sqrt z and F(z) = (V(z) - 2 / sqrt(pi) e^-z) / z smooth and
+// positive: the split of GROMACS's nbnxm kernels (no exp, no erfc, no sqrt of z).
+// Our own rational fits P / Q on [0, kEwaldCorrZMax] (alpha r <= 5), relative
+// minimax at 1,500 Chebyshev nodes, 40-digit references
+// (scripts/fit_ewald_corrections.py, which prints these): F max relative error
+// 4.9e-8 with these coefficients exactly, 4.6e-7 (RMS 9.6e-8) evaluated in float;
+// V 2.9e-8, 3.0e-7 (RMS 8.5e-8). The subtraction from 1 / r (1 / r^3) keeps the
+// absolute error of a float 1 / r: a pair near the cutoff, where erfc is ~1e-6,
+// has a large relative error in a tiny term, as in GROMACS's single precision.
+constexpr float kEwaldCorrZMax = 25.0f;
+constexpr float kEwaldCorrFP[7] = {7.522527575e-01f, -8.396808058e-03f, 1.989183947e-02f, 3.543262137e-04f,
+                                   1.197411839e-04f, 1.356312509e-06f,  -2.741732841e-09f};
+constexpr float kEwaldCorrFQ[7] = {1.000000000e+00f, 5.888360143e-01f, 1.654692888e-01f, 2.910445631e-02f,
+                                   3.544850508e-03f, 2.916982048e-04f, 2.017438419e-05f};
+constexpr float kEwaldCorrVP[7] = {1.128379107e+00f, 1.943145692e-01f, 5.501039326e-02f, 4.158732947e-03f,
+                                   3.642168595e-04f, 4.035904112e-06f, -1.040607422e-08f};
+constexpr float kEwaldCorrVQ[6] = {1.000000000e+00f, 5.055392981e-01f, 1.172685698e-01f,
+                                   1.602396369e-02f, 1.350496896e-03f, 5.710029654e-05f};
+
+// F(z) and V(z) for z in [0, kEwaldCorrZMax] (float): four independent Horner chains.
+template <class F>
+PMEWALD_INLINE void vewald_corr_f(F z, F& f, F& v) {
+  F fp = splat<F>(kEwaldCorrFP[6]), fq = splat<F>(kEwaldCorrFQ[6]);
+  F vp = splat<F>(kEwaldCorrVP[6]), vq = splat<F>(kEwaldCorrVQ[5]);
+#pragma GCC unroll 6
+  for (int m = 5; m >= 0; --m) {
+    fp = fp * z + kEwaldCorrFP[m];
+    fq = fq * z + kEwaldCorrFQ[m];
+    vp = vp * z + kEwaldCorrVP[m];
+    if (m < 5) vq = vq * z + kEwaldCorrVQ[m];
+  }
+  f = fp / fq;
+  v = vp / vq;
+}
+
 }  // namespace lanes
 }  // namespace realspace
 }  // namespace pmewald

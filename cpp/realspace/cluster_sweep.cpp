@@ -1,0 +1,143 @@
+#include "realspace/cluster_sweep.hpp"
+
+#include <algorithm>
+
+#include "base/virial.hpp"
+#include "realspace/listed_exclusions.hpp"
+
+namespace pmewald {
+inline namespace realspace {
+
+using detail::HalfPairKernel;
+
+void detail::ClusterListKernel::operator()(const int c, double* acc) const {
+  constexpr int K = ClusterTable::kSize;
+  auto access = kern.sforces.access();
+  auto caccess = cforces.access();
+  ClusterRowArgs ra;
+  ra.ci = c;
+  ra.k = kern.k;
+  ra.alpha = kern.alpha;
+  ra.rc2 = rc2;
+  double fi[3 * K] = {};
+  double fj[12 * kChunk];
+  ClusterBlockSums s;
+  const int p0 = pair_off[c], p1 = pair_off[c + 1];
+  for (int q0 = p0; q0 < p1; q0 += kChunk) {
+    ra.n = std::min(kChunk, p1 - q0);
+    ra.cj = cj + q0;
+    ra.mask = mask + q0;
+    if (fdata)
+      cluster_row_mixed(ra, centres, fdata, fi, fj, s);
+    else
+      cluster_row_double(ra, ddata, fi, fj, s);
+    for (int p = 0; p < ra.n; ++p)
+      for (int k = 0; k < 3 * K; ++k) caccess(ra.cj[p], k) += fj[12 * p + k];
+  }
+  for (int k = 0; k < 3 * K; ++k) caccess(c, k) += fi[k];
+  double e_excl = 0, excl_w[Virial::kComponents] = {};
+  for (int l = 0; l < K; ++l) {
+    const int a = atom[K * c + l];
+    if (a < 0) continue;
+    double excl_sums[PairBatchAcc::kSize] = {};
+    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, access);
+    if (kern.sowner(a) >= 0)
+      for (int d = 0; d < 3; ++d) access(a, d) += excl_sums[7 + d];
+    for (int v = 0; v < Virial::kComponents; ++v) excl_w[v] += excl_sums[PairBatchAcc::kVirial + v];
+  }
+  acc[0] += s.e;
+  acc[1] += e_excl;
+  for (int v = 0; v < Virial::kComponents; ++v) acc[2 + v] += excl_w[v];
+  acc[8] += row_pairs[c];
+  acc[9] += s.evaluated;
+  acc[10] += s.f2;
+}
+
+void PairList::ClusterSweep::add_forces(const View2<double>& sforce, double* w) {
+  constexpr int K = ClusterTable::kSize;
+  auto cforce = Kokkos::subview(this->cforce, std::make_pair(std::size_t(0), static_cast<std::size_t>(rows)),
+                                Kokkos::ALL());
+  Kokkos::Experimental::contribute(cforce, kern.cforces);
+  Kokkos::fence();
+  const HalfPairKernel& k = kern.kern;
+  double sum[Virial::kComponents] = {};
+  for (int c = 0; c < rows; ++c)
+    for (int l = 0; l < K; ++l) {
+      const int a = kern.atom[K * c + l];
+      if (a < 0) continue;
+      const double f[3] = {cforce(c, l), cforce(c, 4 + l), cforce(c, 8 + l)};
+      const double r[3] = {k.x(a), k.y(a), k.z(a)};
+      for (int d = 0; d < 3; ++d) sforce(static_cast<std::size_t>(a), d) += f[d];
+      sum[0] += f[0] * r[0];
+      sum[1] += f[1] * r[1];
+      sum[2] += f[2] * r[2];
+      sum[3] += f[0] * r[1];
+      sum[4] += f[0] * r[2];
+      sum[5] += f[1] * r[2];
+    }
+  for (int v = 0; v < Virial::kComponents; ++v) w[v] += sum[v];
+}
+
+// The cluster data of this call (positions refreshed by begin) and the cluster sweep.
+void PairList::begin_clusters(double cutoff) {
+  constexpr int K = ClusterTable::kSize;
+  ClusterSweep& cs = *csweep_;
+  const HalfPairKernel& kern = list_kernel();
+  const int C = clusters_.clusters;
+  const bool mixed = precision_ == PairPrecision::Mixed;
+  cs.data.resize(mixed ? 0 : 16 * static_cast<std::size_t>(C));
+  cs.fdata.resize(mixed ? 16 * static_cast<std::size_t>(C) : 0);
+  cs.centres.resize(mixed ? 3 * static_cast<std::size_t>(C) : 0);
+  for (int c = 0; c < C; ++c) {
+    const int* at = clusters_.atom.data() + K * c;
+    double r[3][K], q[K], centre[3] = {0, 0, 0};
+    int real = 0;
+    for (int l = 0; l < K; ++l) {
+      const int a = at[l] >= 0 ? at[l] : at[0];  // padding: the first atom's position, no charge
+      r[0][l] = kern.x(a);
+      r[1][l] = kern.y(a);
+      r[2][l] = kern.z(a);
+      q[l] = at[l] >= 0 ? kern.q(a) : 0.0;
+      if (at[l] >= 0) {
+        ++real;
+        for (int d = 0; d < 3; ++d) centre[d] += r[d][l];
+      }
+    }
+    if (mixed) {
+      float* o = cs.fdata.data() + 16 * static_cast<std::size_t>(c);
+      for (int d = 0; d < 3; ++d) {
+        centre[d] /= real;
+        cs.centres[3 * static_cast<std::size_t>(c) + d] = centre[d];
+        for (int l = 0; l < K; ++l) o[4 * d + l] = static_cast<float>(r[d][l] - centre[d]);
+      }
+      for (int l = 0; l < K; ++l) o[12 + l] = static_cast<float>(q[l]);
+    } else {
+      double* o = cs.data.data() + 16 * static_cast<std::size_t>(c);
+      for (int d = 0; d < 3; ++d)
+        for (int l = 0; l < K; ++l) o[4 * d + l] = r[d][l];
+      for (int l = 0; l < K; ++l) o[12 + l] = q[l];
+    }
+  }
+  if (cs.cforce.extent(0) < static_cast<std::size_t>(C))
+    cs.cforce = View2<double>("cluster_forces", static_cast<std::size_t>(C + C / 4 + 16), 12);
+  auto cforce = Kokkos::subview(cs.cforce, std::make_pair(std::size_t(0), static_cast<std::size_t>(C)), Kokkos::ALL());
+  Kokkos::deep_copy(cforce, 0.0);
+  detail::ClusterListKernel& ck = cs.kern;
+  ck.kern = kern;
+  ck.cforces = detail::ScatterForces(cforce);
+  ck.atom = clusters_.atom.data();
+  ck.pair_off = clusters_.pair_off.data();
+  ck.row_pairs = clusters_.row_pairs.data();
+  ck.cj = clusters_.cj.data();
+  ck.mask = clusters_.mask.data();
+  ck.ex_off = table_.ex_off.data();
+  ck.ex = table_.ex.data();
+  ck.ddata = mixed ? nullptr : cs.data.data();
+  ck.fdata = mixed ? cs.fdata.data() : nullptr;
+  ck.centres = mixed ? cs.centres.data() : nullptr;
+  ck.rc2 = cutoff * cutoff;
+  cs.reset(C);
+}
+
+}  // namespace realspace
+}  // namespace pmewald

@@ -6,11 +6,52 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
+
+# ---------------------------------------------------------------------------- which SimGrid
+
+# Where a SimGrid other than the system's is installed (its bin/smpicxx, bin/smpirun,
+# include/simgrid/version.h): scripts/simgrid-setup.sh builds SimGrid 4.1 from PyPI's sdist,
+# whose simulations of 256 ranks run ~4x faster than Debian's 3.32 (docs/scaling.md).
+SIMGRID_ENV = "PMEWALD_SIMGRID"
+
+
+def simgrid_prefix() -> Path | None:
+    """The SimGrid installation named by $PMEWALD_SIMGRID, or None for the system's (PATH).
+    Raises RuntimeError if the variable names a folder without bin/smpirun."""
+    value = os.environ.get(SIMGRID_ENV, "").strip()
+    if not value:
+        return None
+    prefix = Path(value).expanduser().resolve()
+    if not (prefix / "bin" / "smpirun").is_file():
+        raise RuntimeError(f"${SIMGRID_ENV}={value}: no bin/smpirun there (scripts/simgrid-setup.sh installs "
+                           "SimGrid 4.1 and prints its prefix)")
+    return prefix
+
+
+def simgrid_tool(name: str) -> str:
+    """smpicxx, smpicc or smpirun of the SimGrid in use (simgrid_prefix, else PATH's)."""
+    prefix = simgrid_prefix()
+    return str(prefix / "bin" / name) if prefix is not None else name
+
+
+def simgrid_version() -> str:
+    """The SimGrid in use, "major.minor.patch" from its version.h ("?" if not found)."""
+    prefix = simgrid_prefix()
+    header = (prefix / "include" if prefix is not None else Path("/usr/include")) / "simgrid" / "version.h"
+    try:
+        text = header.read_text()
+    except OSError:
+        return "?"
+    parts = [re.search(rf"#define SIMGRID_VERSION_{k} (\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else "?"
+
+
 # ---------------------------------------------------------------------------- build
 
 
@@ -46,14 +87,18 @@ TEST_FLAGS = ["-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"]
 
 def build_driver(build_dir: Path | None = None, quiet: bool = True, for_tests: bool = False) -> Path:
     """Configures and builds scale/driver with smpicxx (CMake option PMEWALD_SMPI) into
-    build-smpi/ (``for_tests``: build-smpi-tests/, at -O1), once per change of the sources;
+    build-smpi/ (``for_tests``: build-smpi-tests/, at -O1; with $PMEWALD_SIMGRID set,
+    build-smpi-simgrid<version>/ with that SimGrid's smpicxx), once per change of the sources;
     returns the driver's path."""
-    if shutil.which("smpicxx") is None:
+    cxx, cc = simgrid_tool("smpicxx"), simgrid_tool("smpicc")
+    if shutil.which(cxx) is None:
         raise RuntimeError("smpicxx not found: install SimGrid (Debian: libsimgrid-dev; "
                            "bash scripts/dev.sh setup installs it)")
-    default = ROOT / ("build-smpi-tests" if for_tests else "build-smpi")
-    return build_scale_driver(Path(build_dir or default), ".pmewald-smpi-build",
-                              ["-DPMEWALD_SMPI=ON", "-DCMAKE_CXX_COMPILER=smpicxx", "-DCMAKE_C_COMPILER=smpicc",
+    name = "build-smpi-tests" if for_tests else "build-smpi"
+    if simgrid_prefix() is not None:
+        name += f"-simgrid{simgrid_version()}"
+    return build_scale_driver(Path(build_dir or ROOT / name), ".pmewald-smpi-build",
+                              ["-DPMEWALD_SMPI=ON", f"-DCMAKE_CXX_COMPILER={cxx}", f"-DCMAKE_C_COMPILER={cc}",
                                *(TEST_FLAGS if for_tests else [])],
                               quiet)
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from .build import ROOT
+from .build import ROOT, simgrid_tool, simgrid_version
 from .study import MODES, PLATFORMS, SMPI_CONFIG, System
 
 # ---------------------------------------------------------------------------- one run
@@ -41,7 +41,7 @@ def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Pat
     if comm_only:
         cfg.append(f"--cfg={COMM_ONLY[0]}:{COMM_ONLY[1]}")
     cfg += [f"--cfg={k}:{v}" for k, v in extra_cfg]  # a study's own settings (benchmarks/overlap_scale.py)
-    return ["smpirun", "-np", str(P), "-platform", str(xml), "-hostfile", str(hostfile(platform, work)),
+    return [simgrid_tool("smpirun"), "-np", str(P), "-platform", str(xml), "-hostfile", str(hostfile(platform, work)),
             *cfg, "--log=root.thres:warning", str(exe), *args]
 
 
@@ -98,6 +98,7 @@ def run_simulation(exe: Path, P: int, platform: str, system: System, params: dic
     app = re.search(r"([\d.]+) seconds were actual computation", proc.stdout + err)
     res["simulation"] = {
         "platform": platform, "command": " ".join(cmd), "wall_s": wall, "comm_only": comm_only,
+        "simgrid": simgrid_version(),
         "modelled_compute": str(compute_costs) if compute_costs is not None else None,
         "load_average": os.getloadavg(),
         "max_rss_kb": int(mem.group(1)) if mem else None,

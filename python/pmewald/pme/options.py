@@ -28,7 +28,7 @@ ERROR_MODELS = ("correlated", "uncorrelated")
 PRECISIONS = ("auto", "double", "mixed")
 GHOST_EXCHANGES = ("auto", "direct", "staged")
 BALANCES = ("off", "once", "dynamic")
-PAIR_LAYOUTS = ("atoms", "clusters")
+PAIR_LAYOUTS = ("auto", "atoms", "clusters")
 BALANCE_BY = ("pairs", "time")
 # skin="auto": this fraction of the cutoff (docs/realspace.md, "The skin", has the measurements).
 AUTO_SKIN_FRACTION = 0.1
@@ -78,13 +78,13 @@ class Options:
     balance_threshold: float = 1.05
     cutoff_auto: bool = False
     cutoff_min: float | None = None
-    pair_layout: str = "atoms"
+    pair_layout: str = "auto"
 
     @classmethod
     def parse(cls, box, cutoff, tolerance, alpha, mesh, order, differentiation, comm_mode, coulomb_constant,
               real_space, error_model, overlap, overlap_poll, skin, slab, slab_gap, precision,
               ghost_exchange="auto", balance="off", balance_by="pairs", balance_threshold=1.05,
-              pair_layout="atoms") -> "Options":
+              pair_layout="auto") -> "Options":
         """Checks every argument of ``PME(...)`` on this rank (no communication)."""
         rc_auto, rc_min = _auto_cutoff(cutoff)
         if rc_auto:
@@ -147,7 +147,7 @@ class Options:
         if not isinstance(balance_by, str) or balance_by not in BALANCE_BY:
             raise ValueError(f"balance_by must be 'pairs' or 'time', got {balance_by!r}")
         if not isinstance(pair_layout, str) or pair_layout not in PAIR_LAYOUTS:
-            raise ValueError(f"pair_layout must be 'atoms' or 'clusters', got {pair_layout!r}")
+            raise ValueError(f"pair_layout must be 'auto', 'atoms' or 'clusters', got {pair_layout!r}")
         bt = float(balance_threshold)
         if not (math.isfinite(bt) and bt >= 1.0):
             raise ValueError(f"balance_threshold must be a finite number of at least 1, got {balance_threshold!r}")

@@ -64,6 +64,14 @@ class Problem:
         """real_volume(), or the box's volume."""
         return self.real_volume() or abs(float(np.linalg.det(self.box)))
 
+    def layout_for(self, precision):
+        """The pair list's layout for a kernel `precision`: pair_layout, or with "auto" the
+        one measured faster there (docs/realspace.md, "Cluster pairs"): clusters in mixed
+        precision, atoms in double."""
+        if self.pair_layout != "auto":
+            return self.pair_layout
+        return "clusters" if precision == "mixed" else "atoms"
+
     def new_solver(self, mesh, order, alpha, differentiation, real_space, precision, mode=None, skin=0.0,
                    planner=None):
         """Collective: a C++ solver, after the agreed per-rank size check (_checks.limits: the
@@ -82,7 +90,7 @@ class Problem:
         return _core.PMESolver(comm, self.box, mesh, order, alpha, self.cutoff, differentiation,
                                mode or self.comm_mode, self.k, real_space, self.overlap, *self.poll, skin,
                                precision if real_space else "double", self.ghost_exchange, *self.balance,
-                               planner=planner, pair_layout=self.pair_layout)
+                               planner=planner, pair_layout=self.layout_for(precision if real_space else "double"))
 
     def run(self, solver, alpha, pos, q, idv, ex, potentials=False, probe_base=None):
         """solver.compute (q of shape (n,)) or solver.compute_sets (q of shape (n, m)),

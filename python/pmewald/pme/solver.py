@@ -168,14 +168,14 @@ class PME:
         deterministic) or its measured seconds (includes whatever else slows a rank).
     balance_threshold : float
         ``"dynamic"``: re-balance when slowest / mean work exceeds this (default 1.05).
-    pair_layout : "atoms" or "clusters"
-        How the reused pair list (``skin`` > 0) evaluates its pairs. ``"atoms"`` (default):
-        each atom's partners gathered into the pair kernel; ``"clusters"``: the same pairs as
-        4 x 4 blocks of spatial clusters with masks (GROMACS's nbnxm layout), in double or
-        mixed precision. The same results to rounding. On the development machine (AVX2)
-        clusters are even in mixed precision and 1.6x slower in double, hence the default
-        (docs/realspace.md, "Cluster pairs").
-        ``parameters["pair_layout_used"]`` says which the last call used.
+    pair_layout : "auto", "atoms" or "clusters"
+        How the reused pair list (``skin`` > 0) evaluates its pairs: ``"atoms"``, each atom's
+        partners gathered into the pair kernel, or ``"clusters"``, the same pairs as 4 x 4
+        blocks of spatial clusters with masks (GROMACS's nbnxm layout). The same results to
+        rounding. ``"auto"`` (default): clusters with the mixed kernel (0.65x the atoms' pair
+        time on 30k water, AVX2), atoms in double (clusters 1.6x slower there); see
+        docs/realspace.md, "Cluster pairs". ``parameters["pair_layout_used"]`` says which
+        layout the last call used.
 
     Notes
     -----
@@ -223,7 +223,7 @@ class PME:
                  differentiation="auto", comm=None, comm_mode="nonblocking", coulomb_constant=1.0,
                  real_space=True, error_model="correlated", overlap=None, overlap_poll=None, skin="auto",
                  slab=False, slab_gap="auto", precision="double", ghost_exchange="auto", balance="off",
-                 balance_by="pairs", balance_threshold=1.05, pair_layout="atoms"):
+                 balance_by="pairs", balance_threshold=1.05, pair_layout="auto"):
         require_mpi()
         user_comm = check_comm(comm)  # TypeError for a non-communicator (the one local check)
 

@@ -176,6 +176,9 @@ class Tuner:
         if st.solver is not None and new == st.params:
             if st.solver.precision != self.kernel_precision():
                 st.solver.set_precision(self.kernel_precision())  # collective, like every build
+            layout = self.problem.layout_for(st.solver.precision)
+            if st.solver.pair_layout != layout:
+                st.solver.set_pair_layout(layout)  # (pair_layout="auto": follows the precision)
             return
         st.solver = self._new_solver(mesh, int(order), float(alpha), differentiation, self.problem.real_space,
                                      skin=self.problem.skin_active)
@@ -293,10 +296,12 @@ class Tuner:
 
     def _float_error(self, n_atoms):
         """The absolute RMS force error of the mixed kernel's float rounding at the last
-        call (0 with double): _MIXED_C u sqrt(2 S / N) (_MIXED_C_CLUSTERS with clusters)."""
+        call (0 with double): _MIXED_C u sqrt(2 S / N) (_MIXED_C_CLUSTERS if that call's pairs
+        went by clusters)."""
         if self.kernel_precision() != "mixed" or not self.problem.real_space:
             return 0.0
-        c = _MIXED_C_CLUSTERS if self.problem.pair_layout == "clusters" else _MIXED_C
+        used = self.state.solver.pair_layout_used if self.state.solver is not None else "atoms"
+        c = _MIXED_C_CLUSTERS if used == "clusters" else _MIXED_C
         return c * _FLOAT_ULP * math.sqrt(2.0 * max(self.state.pair_force2, 0.0) / n_atoms)
 
     def _choose_precision(self, scale, n_atoms):

@@ -130,7 +130,7 @@ void finish_i(const V* fx, const V* fy, const V* fz, double* fi) {
 // blocks) and on j (summed per block). The virial is the caller's, from the forces.
 template <class T, int L, bool kMixed, bool kRational = false>
 PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centres, const T* __restrict data,
-                        double* __restrict fi, double* __restrict fj, ClusterBlockSums& out) {
+                        double* __restrict fi, double* __restrict cforce, ClusterBlockSums& out) {
   using V = typename CV<T, L>::V;
   using I = typename CV<T, L>::I;
   constexpr int R = 16 / L;  // registers per block
@@ -233,8 +233,14 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
       gz[b] += fz;
     }
     for (int b = 0; b < B && p0 + b < a.n; ++b) {
-      const D4 G[3] = {-groups4<V, L>(gx[b]), -groups4<V, L>(gy[b]), -groups4<V, L>(gz[b])};
-      __builtin_memcpy(fj + 12 * (p0 + b), G, sizeof G);
+      const D4 G[3] = {groups4<V, L>(gx[b]), groups4<V, L>(gy[b]), groups4<V, L>(gz[b])};
+      double* o = cforce + 12 * cjs[b];  // the j-cluster's forces: minus the force on i
+      for (int d = 0; d < 3; ++d) {
+        D4 f;
+        __builtin_memcpy(&f, o + 4 * d, sizeof f);
+        f -= G[d];
+        __builtin_memcpy(o + 4 * d, &f, sizeof f);
+      }
     }
   }
   finish_i<V, L>(fxi, fyi, fzi, fi);
@@ -245,21 +251,21 @@ PMEWALD_INLINE void row(const ClusterRowArgs& a, const double* __restrict centre
 
 using DoubleFn = void (*)(const ClusterRowArgs&, const double*, double*, double*, ClusterBlockSums&);
 using MixedFn = void (*)(const ClusterRowArgs&, const double*, const float*, double*, double*, ClusterBlockSums&);
-#define PMEWALD_CD_ARGS const ClusterRowArgs &a, const double *data, double *fi, double *fj, ClusterBlockSums &s
+#define PMEWALD_CD_ARGS const ClusterRowArgs &a, const double *data, double *fi, double *cforce, ClusterBlockSums &s
 #define PMEWALD_CM_ARGS \
-  const ClusterRowArgs &a, const double *c, const float *data, double *fi, double *fj, ClusterBlockSums &s
+  const ClusterRowArgs &a, const double *c, const float *data, double *fi, double *cforce, ClusterBlockSums &s
 
 #if PMEWALD_X86_DISPATCH
-PMEWALD_TARGET_V4 void double_v4(PMEWALD_CD_ARGS) { row<double, 8, false>(a, nullptr, data, fi, fj, s); }
-PMEWALD_TARGET_V3 void double_v3(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, fj, s); }
-PMEWALD_TARGET_V4 void mixed_v4(PMEWALD_CM_ARGS) { row<float, 16, true>(a, c, data, fi, fj, s); }
-PMEWALD_TARGET_V3 void mixed_v3(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, fj, s); }
-PMEWALD_TARGET_V4 void rational_v4(PMEWALD_CM_ARGS) { row<float, 16, true, true>(a, c, data, fi, fj, s); }
-PMEWALD_TARGET_V3 void rational_v3(PMEWALD_CM_ARGS) { row<float, 8, true, true>(a, c, data, fi, fj, s); }
+PMEWALD_TARGET_V4 void double_v4(PMEWALD_CD_ARGS) { row<double, 8, false>(a, nullptr, data, fi, cforce, s); }
+PMEWALD_TARGET_V3 void double_v3(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, cforce, s); }
+PMEWALD_TARGET_V4 void mixed_v4(PMEWALD_CM_ARGS) { row<float, 16, true>(a, c, data, fi, cforce, s); }
+PMEWALD_TARGET_V3 void mixed_v3(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, cforce, s); }
+PMEWALD_TARGET_V4 void rational_v4(PMEWALD_CM_ARGS) { row<float, 16, true, true>(a, c, data, fi, cforce, s); }
+PMEWALD_TARGET_V3 void rational_v3(PMEWALD_CM_ARGS) { row<float, 8, true, true>(a, c, data, fi, cforce, s); }
 #endif
-void double_base(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, fj, s); }
-void mixed_base(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, fj, s); }
-void rational_base(PMEWALD_CM_ARGS) { row<float, 8, true, true>(a, c, data, fi, fj, s); }
+void double_base(PMEWALD_CD_ARGS) { row<double, 4, false>(a, nullptr, data, fi, cforce, s); }
+void mixed_base(PMEWALD_CM_ARGS) { row<float, 8, true>(a, c, data, fi, cforce, s); }
+void rational_base(PMEWALD_CM_ARGS) { row<float, 8, true, true>(a, c, data, fi, cforce, s); }
 
 struct Dispatch {
   DoubleFn d = simd::choose<DoubleFn>(PMEWALD_SIMD_VERSIONS(double_v4, double_v3, double_base));
@@ -273,9 +279,9 @@ const Dispatch& dispatch() {
 
 }  // namespace
 
-void cluster_row_double(PMEWALD_CD_ARGS) { dispatch().d(a, data, fi, fj, s); }
+void cluster_row_double(PMEWALD_CD_ARGS) { dispatch().d(a, data, fi, cforce, s); }
 void cluster_row_mixed(PMEWALD_CM_ARGS) {
-  (a.alpha * a.alpha * a.rc2 <= kEwaldCorrZMax ? dispatch().r : dispatch().m)(a, c, data, fi, fj, s);
+  (a.alpha * a.alpha * a.rc2 <= kEwaldCorrZMax ? dispatch().r : dispatch().m)(a, c, data, fi, cforce, s);
 }
 void ewald_corrections_float(int n, const double* z, double* f, double* v) {
   static_assert(kEwaldCorrMaxZ == kEwaldCorrZMax, "one range");

@@ -34,7 +34,8 @@ struct ClusterBlockSums {
 
 // i-cluster ci against j-clusters cj[0..n) with masks mask[0..n):
 //   fi[4 * d + li] += force on slot li of ci (d = x, y, z: the clusters' data layout);
-//   fj[12 * p + 4 * d + lj] = force on slot lj of j-cluster cj[p] (set, not added);
+//   cforce[12 * cj[p] + 4 * d + lj] += force on slot lj of j-cluster cj[p] (the
+//   per-cluster forces, 12 per cluster in the clusters' data layout);
 //   sums += the blocks' energy, sum |f|^2 and count.
 // kqi: the Coulomb constant k (charges come from the data). Pairs not closer
 // than the cutoff contribute nothing; a coincident pair makes the sums NaN
@@ -45,12 +46,13 @@ struct ClusterRowArgs {
   const std::uint16_t* mask = nullptr;
   double k = 0, alpha = 0, rc2 = 0;
 };
-void cluster_row_double(const ClusterRowArgs& a, const double* data, double* fi, double* fj, ClusterBlockSums& sums);
+void cluster_row_double(const ClusterRowArgs& a, const double* data, double* fi, double* cforce,
+                        ClusterBlockSums& sums);
 // Mixed: when alpha^2 rc2 <= 25 (alpha rc <= 5, the fits' range) the rational Ewald
 // corrections of pair_math.hpp (no exp, no erfcx; a float 1 / r's absolute error), else
 // erfcx and exp as the atom kernels.
-void cluster_row_mixed(const ClusterRowArgs& a, const double* centres, const float* data, double* fi, double* fj,
-                       ClusterBlockSums& sums);
+void cluster_row_mixed(const ClusterRowArgs& a, const double* centres, const float* data, double* fi,
+                       double* cforce, ClusterBlockSums& sums);
 
 // For tests: the float kernel's F(z) and V(z) (pair_math.hpp, vewald_corr_f) at z[0..n),
 // z in [0, kEwaldCorrZMax].

@@ -13,14 +13,14 @@ using detail::HalfPairKernel;
 void detail::ClusterListKernel::operator()(const int c, double* acc) const {
   constexpr int K = ClusterTable::kSize;
   auto access = kern.sforces.access();
-  auto caccess = cforces.access();
+  const int t = token.acquire();
+  double* cf = &cforce(static_cast<std::size_t>(t), 0, 0);
   ClusterRowArgs ra;
   ra.ci = c;
   ra.k = kern.k;
   ra.alpha = kern.alpha;
   ra.rc2 = rc2;
   double fi[3 * K] = {};
-  double fj[12 * kChunk];
   ClusterBlockSums s;
   const int p0 = pair_off[c], p1 = pair_off[c + 1];
   for (int q0 = p0; q0 < p1; q0 += kChunk) {
@@ -28,13 +28,12 @@ void detail::ClusterListKernel::operator()(const int c, double* acc) const {
     ra.cj = cj + q0;
     ra.mask = mask + q0;
     if (fdata)
-      cluster_row_mixed(ra, centres, fdata, fi, fj, s);
+      cluster_row_mixed(ra, centres, fdata, fi, cf, s);
     else
-      cluster_row_double(ra, ddata, fi, fj, s);
-    for (int p = 0; p < ra.n; ++p)
-      for (int k = 0; k < 3 * K; ++k) caccess(ra.cj[p], k) += fj[12 * p + k];
+      cluster_row_double(ra, ddata, fi, cf, s);
   }
-  for (int k = 0; k < 3 * K; ++k) caccess(c, k) += fi[k];
+  for (int k = 0; k < 3 * K; ++k) cf[3 * K * c + k] += fi[k];
+  token.release(t);
   double e_excl = 0, excl_w[Virial::kComponents] = {};
   for (int l = 0; l < K; ++l) {
     const int a = atom[K * c + l];
@@ -55,17 +54,16 @@ void detail::ClusterListKernel::operator()(const int c, double* acc) const {
 
 void PairList::ClusterSweep::add_forces(const View2<double>& sforce, double* w) {
   constexpr int K = ClusterTable::kSize;
-  auto cforce = Kokkos::subview(this->cforce, std::make_pair(std::size_t(0), static_cast<std::size_t>(rows)),
-                                Kokkos::ALL());
-  Kokkos::Experimental::contribute(cforce, kern.cforces);
-  Kokkos::fence();
   const HalfPairKernel& k = kern.kern;
+  const std::size_t threads = static_cast<std::size_t>(kern.token.size());
   double sum[Virial::kComponents] = {};
   for (int c = 0; c < rows; ++c)
     for (int l = 0; l < K; ++l) {
       const int a = kern.atom[K * c + l];
       if (a < 0) continue;
-      const double f[3] = {cforce(c, l), cforce(c, 4 + l), cforce(c, 8 + l)};
+      double f[3] = {0, 0, 0};
+      for (std::size_t t = 0; t < threads; ++t)
+        for (int d = 0; d < 3; ++d) f[d] += cforce(t, static_cast<std::size_t>(c), 4 * d + l);
       const double r[3] = {k.x(a), k.y(a), k.z(a)};
       for (int d = 0; d < 3; ++d) sforce(static_cast<std::size_t>(a), d) += f[d];
       sum[0] += f[0] * r[0];
@@ -118,13 +116,13 @@ void PairList::begin_clusters(double cutoff) {
       for (int l = 0; l < K; ++l) o[12 + l] = q[l];
     }
   }
-  if (cs.cforce.extent(0) < static_cast<std::size_t>(C))
-    cs.cforce = View2<double>("cluster_forces", static_cast<std::size_t>(C + C / 4 + 16), 12);
-  auto cforce = Kokkos::subview(cs.cforce, std::make_pair(std::size_t(0), static_cast<std::size_t>(C)), Kokkos::ALL());
-  Kokkos::deep_copy(cforce, 0.0);
   detail::ClusterListKernel& ck = cs.kern;
+  const std::size_t threads = static_cast<std::size_t>(ck.token.size());
+  if (cs.cforce.extent(0) < threads || cs.cforce.extent(1) < static_cast<std::size_t>(C))
+    cs.cforce = View3<double>("cluster_forces", threads, static_cast<std::size_t>(C + C / 4 + 16), 12);
+  Kokkos::deep_copy(cs.cforce, 0.0);
   ck.kern = kern;
-  ck.cforces = detail::ScatterForces(cforce);
+  ck.cforce = cs.cforce;
   ck.atom = clusters_.atom.data();
   ck.pair_off = clusters_.pair_off.data();
   ck.row_pairs = clusters_.row_pairs.data();

@@ -3,16 +3,18 @@
 // (cluster_kernel.hpp), the excluded pairs of its atoms as the atom rows do.
 // Internal to realspace/ (pair_list.cpp, cluster_sweep.cpp).
 //
-// The pair forces are summed per cluster slot (C x 12: x of the 4 slots, y, z),
-// without a lookup per block; after the loop add_forces moves them to the atoms
-// and forms the pairs' virial from them, sum_a F_a r_a over the rank's owned and
-// ghost atoms (each atom of the list is in exactly one cluster).
+// The pair forces are summed per cluster slot (C x 12: x of the 4 slots, y, z) by
+// the kernels themselves, one such array per thread (a UniqueToken names it; one
+// on Serial), with no lookup per block; after the loop add_forces adds the
+// threads' arrays, moves the forces to the atoms and forms the pairs' virial from
+// them, sum_a F_a r_a over the rank's owned and ghost atoms (each atom of the list
+// is in exactly one cluster).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include <Kokkos_ScatterView.hpp>
+#include <Kokkos_Core.hpp>
 
 #include "realspace/cluster_kernel.hpp"
 #include "realspace/cluster_layout.hpp"
@@ -29,7 +31,8 @@ struct ClusterListKernel {
   unsigned value_count = 11;         // as HalfPairKernel's (the virial entries: the excluded pairs' only)
   static constexpr int kChunk = 64;  // cluster pairs per kernel call (the j forces' scratch)
   HalfPairKernel kern;               // the search state: positions, exclusions, forces on atoms (exclusions)
-  ScatterForces cforces;             // C x 12: the pair forces by cluster slot
+  View3<double> cforce;              // threads x C x 12: the pair forces by cluster slot
+  Kokkos::Experimental::UniqueToken<ExecSpace> token;  // which thread's array
   const int *atom = nullptr, *pair_off = nullptr, *cj = nullptr, *ex_off = nullptr, *row_pairs = nullptr;
   const std::uint16_t* mask = nullptr;
   const PairTable::Excluded* ex = nullptr;
@@ -47,7 +50,7 @@ class PairList::ClusterSweep final : public detail::RowBlocks<detail::ClusterLis
  public:
   std::vector<double> data, centres;  // per cluster: 16 values (Double), or 3 centres (Mixed)
   std::vector<float> fdata;           // Mixed: 16 per cluster, positions relative to the centre
-  View2<double> cforce{"cluster_forces", 0, 12};
+  View3<double> cforce{"cluster_forces", 0, 0, 12};
 
   // After the loop: the pair forces added to sforce's atoms (sorted order) and their
   // virial (Virial's order) added to w.

@@ -124,14 +124,14 @@ double cluster_kernel_ns_per_lane(PairPrecision precision, int reps, double cuto
   a.alpha = kAlpha;
   a.rc2 = cutoff * cutoff;  // 20: every pair within (at most 9 sqrt(3) = 15.6 A apart; alpha r < 5.5)
   double fi[12] = {};
-  std::vector<double> fj(12 * P);
+  std::vector<double> cforce(12 * C);
   ClusterBlockSums s;
   const double t0 = wall_seconds();
   for (int r = 0; r < reps; ++r) {
     if (precision == PairPrecision::Mixed)
-      cluster_row_mixed(a, centres.data(), f.data(), fi, fj.data(), s);
+      cluster_row_mixed(a, centres.data(), f.data(), fi, cforce.data(), s);
     else
-      cluster_row_double(a, d.data(), fi, fj.data(), s);
+      cluster_row_double(a, d.data(), fi, cforce.data(), s);
   }
   volatile double sink = s.e;
   (void)sink;

@@ -57,6 +57,8 @@ def overhead_cfg(o: float):
 
 def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
              speedup=1.0, comm_only=False, extra=(), warmup=1):
+    if bs.build.simgrid_prefix() is not None:  # another SimGrid ($PMEWALD_SIMGRID): results of its own
+        name += f"_simgrid{bs.build.simgrid_version()}"
     out = RESULTS / f"{name}.json"
     if out.exists() and not args.force:
         return json.loads(out.read_text())

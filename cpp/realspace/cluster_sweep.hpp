@@ -29,7 +29,7 @@ namespace detail {
 struct ClusterListKernel {
   using value_type = double[];
   unsigned value_count = 11;         // as HalfPairKernel's (the virial entries: the excluded pairs' only)
-  static constexpr int kChunk = 64;  // cluster pairs per kernel call (the j forces' scratch)
+  static constexpr int kChunk = 64;  // cluster pairs per kernel call (bounds its float sums)
   HalfPairKernel kern;               // the search state: positions, exclusions, forces on atoms (exclusions)
   View3<double> cforce;              // threads x C x 12: the pair forces by cluster slot
   Kokkos::Experimental::UniqueToken<ExecSpace> token;  // which thread's array

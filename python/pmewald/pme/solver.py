@@ -172,7 +172,7 @@ class PME:
         How the reused pair list (``skin`` > 0) evaluates its pairs: ``"atoms"``, each atom's
         partners gathered into the pair kernel, or ``"clusters"``, the same pairs as 4 x 4
         blocks of spatial clusters with masks (GROMACS's nbnxm layout). The same results to
-        rounding. ``"auto"`` (default): clusters with the mixed kernel (0.65x the atoms' pair
+        rounding. ``"auto"`` (default): clusters with the mixed kernel (0.72x the atoms' pair
         time on 30k water, AVX2), atoms in double (clusters 1.6x slower there); see
         docs/realspace.md, "Cluster pairs". ``parameters["pair_layout_used"]`` says which
         layout the last call used.

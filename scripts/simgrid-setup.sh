@@ -4,7 +4,7 @@
 # bookkeeping that later releases removed; 4.1 runs the 256-rank water98k study ~4x faster.
 # Builds it from PyPI's source distribution (simgrid==4.1: the whole C++ source) into
 # build/simgrid-4.1/ (SMPI on; model checking, Python, Java, Fortran off) and installs it to
-# build/simgrid-4.1/install; about an hour on 2 cores, once (idempotent). Prints the prefix:
+# build/simgrid-4.1/install; about 20 minutes on 2 cores (18 min here), once (idempotent). Prints the prefix:
 #   export PMEWALD_SIMGRID=$(bash scripts/simgrid-setup.sh)
 # then the scale scripts build their driver with its smpicxx (build-smpi-simgrid4.1.0/)
 # and run its smpirun. Not needed by the tests.
@@ -36,7 +36,7 @@ if [ ! -d "simgrid-$VERSION" ]; then
   "$PIP" download -q --no-deps --no-binary :all: "simgrid==$VERSION" -d "$BASE" >&2
   tar xzf "simgrid-$VERSION.tar.gz"
 fi
-log "configuring and building (about an hour on 2 cores; log: $BASE/build/make.log)"
+log "configuring and building (about 20 minutes on 2 cores; log: $BASE/build/make.log)"
 cmake -S "simgrid-$VERSION" -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -Denable_model-checking=OFF -Denable_python=OFF -Denable_fortran=OFF -Denable_lto=OFF -Denable_java=OFF \
   -Denable_sthread=OFF -Denable_documentation=OFF -Denable_debug=OFF -Denable_compile_optimizations=ON \

@@ -6,8 +6,8 @@ On synthetic partners, in one process (``pmewald._core._testing.realspace``):
   in ns per pair;
 - the cluster kernels (``pair_layout="clusters"``: one i-cluster against 64 full 4 x 4
   blocks), in ns per lane (the mixed one twice: at alpha rc 7 on its erfcx and exp path, and at
-  alpha rc 4.9 on its rational Ewald corrections, "mixed/rational"), which is per pair when every lane is a pair. In a real list,
-  the lanes per listed pair multiply it (2.23 on 30k water at cutoff 9 + skin 1 Å,
+  alpha rc 4.9 on its rational Ewald corrections, "mixed/rational"), which is per pair when
+  every lane is a pair. In a real list, the lanes per listed pair multiply it (2.23 on 30k water at cutoff 9 + skin 1 Å,
   docs/realspace.md);
 - this core's measured FMA throughput on the kernels' widest float vectors, to put the ns in
   cycles of arithmetic. GROMACS's published figure for its Ewald kernel is 3.8 cycles per

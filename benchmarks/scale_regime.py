@@ -181,13 +181,14 @@ def report_variants(pattern):
 
 
 def report_wall():
-    rows = ["| ranks | ghosts | pt2pt ms | nonblocking ms | collective ms | sim. wall | peak memory |",
-            "|---:|---|---:|---:|---:|---:|---:|"]
+    rows = ["| ranks | ghosts | SimGrid | pt2pt ms | nonblocking ms | collective ms | sim. wall | peak memory |",
+            "|---:|---|---|---:|---:|---:|---:|---:|"]
     for name, res in _load("wall_*.json").items():
         runs = {r["variant"]: r for r in res["runs"]}
         wall, mem = _sim(res)
-        rows.append(f"| {res['ranks']:,} | {res['runs'][0]['ghost_exchange']} | "
-                    + " | ".join(f"{runs[m]['step_s'] * 1e3:.2f}" for m in MODES) + f" | {wall} | {mem} |")
+        simgrid = res["simulation"].get("simgrid", "3.32.0")  # (recorded since 13bebb1; 3.32 before)
+        rows.append(f"| {res['ranks']:,} | {res['runs'][0]['ghost_exchange']} | {simgrid} | "
+                    + " | ".join(f"{runs[m]['step_s'] * 1e3:.3f}" for m in MODES) + f" | {wall} | {mem} |")
     return "\n".join(rows)
 
 

@@ -281,10 +281,9 @@ const Dispatch& dispatch() {
 
 void cluster_row_double(PMEWALD_CD_ARGS) { dispatch().d(a, data, fi, cforce, s); }
 void cluster_row_mixed(PMEWALD_CM_ARGS) {
-  (a.alpha * a.alpha * a.rc2 <= kEwaldCorrZMax ? dispatch().r : dispatch().m)(a, c, data, fi, cforce, s);
+  (a.alpha * a.alpha * a.rc2 <= kEwaldCorrMaxZ ? dispatch().r : dispatch().m)(a, c, data, fi, cforce, s);
 }
 void ewald_corrections_float(int n, const double* z, double* f, double* v) {
-  static_assert(kEwaldCorrMaxZ == kEwaldCorrZMax, "one range");
   typedef float F8 __attribute__((vector_size(32)));
   for (int i0 = 0; i0 < n; i0 += 8) {
     F8 zz = F8{};

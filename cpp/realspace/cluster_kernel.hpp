@@ -55,9 +55,8 @@ void cluster_row_mixed(const ClusterRowArgs& a, const double* centres, const flo
                        double* cforce, ClusterBlockSums& sums);
 
 // For tests: the float kernel's F(z) and V(z) (pair_math.hpp, vewald_corr_f) at z[0..n),
-// z in [0, kEwaldCorrZMax].
+// z in [0, kEwaldCorrMaxZ] (pair_kernel.hpp).
 void ewald_corrections_float(int n, const double* z, double* f, double* v);
-constexpr double kEwaldCorrMaxZ = 25.0;
 
 }  // namespace realspace
 }  // namespace pmewald

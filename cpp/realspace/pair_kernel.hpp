@@ -78,6 +78,9 @@ void erfc_unit_batch(int n, const int* js, double xi, double yi, double zi, doub
                      const double* y, const double* z, double alpha, double* s, double* g);
 
 constexpr double kMaxAlphaR = 8.0;
+// The range in z = (alpha r)^2 of the mixed cluster kernel's rational Ewald corrections
+// (pair_math.hpp, vewald_corr_f): alpha r <= 5.
+constexpr double kEwaldCorrMaxZ = 25.0;
 
 
 // The same contract for any alpha r, one pair at a time with ErfcTable (the

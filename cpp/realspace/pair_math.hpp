@@ -168,14 +168,13 @@ PMEWALD_INLINE F vexp_reduced_f(F s) {
 // (erfc(alpha r) / r + 2 alpha / sqrt(pi) e^-z) / r^2 = 1 / r^3 - alpha^3 F(z), with
 // V(z) = erf(sqrt z) / sqrt z and F(z) = (V(z) - 2 / sqrt(pi) e^-z) / z smooth and
 // positive: the split of GROMACS's nbnxm kernels (no exp, no erfc, no sqrt of z).
-// Our own rational fits P / Q on [0, kEwaldCorrZMax] (alpha r <= 5), relative
+// Our own rational fits P / Q on [0, kEwaldCorrMaxZ] (alpha r <= 5), relative
 // minimax at 1,500 Chebyshev nodes, 40-digit references
 // (scripts/fit_ewald_corrections.py, which prints these): F max relative error
 // 4.9e-8 with these coefficients exactly, 4.6e-7 (RMS 9.6e-8) evaluated in float;
 // V 2.9e-8, 3.0e-7 (RMS 8.5e-8). The subtraction from 1 / r (1 / r^3) keeps the
 // absolute error of a float 1 / r: a pair near the cutoff, where erfc is ~1e-6,
 // has a large relative error in a tiny term, as in GROMACS's single precision.
-constexpr float kEwaldCorrZMax = 25.0f;
 constexpr float kEwaldCorrFP[7] = {7.522527575e-01f, -8.396808058e-03f, 1.989183947e-02f, 3.543262137e-04f,
                                    1.197411839e-04f, 1.356312509e-06f,  -2.741732841e-09f};
 constexpr float kEwaldCorrFQ[7] = {1.000000000e+00f, 5.888360143e-01f, 1.654692888e-01f, 2.910445631e-02f,
@@ -185,7 +184,7 @@ constexpr float kEwaldCorrVP[7] = {1.128379107e+00f, 1.943145692e-01f, 5.5010393
 constexpr float kEwaldCorrVQ[6] = {1.000000000e+00f, 5.055392981e-01f, 1.172685698e-01f,
                                    1.602396369e-02f, 1.350496896e-03f, 5.710029654e-05f};
 
-// F(z) and V(z) for z in [0, kEwaldCorrZMax] (float): four independent Horner chains.
+// F(z) and V(z) for z in [0, kEwaldCorrMaxZ] (float): four independent Horner chains.
 template <class F>
 PMEWALD_INLINE void vewald_corr_f(F z, F& f, F& v) {
   F fp = splat<F>(kEwaldCorrFP[6]), fq = splat<F>(kEwaldCorrFQ[6]);

@@ -3,7 +3,8 @@
 #
 #   scripts/dev.sh setup   install what is missing (Debian packages, .venv, pmewald)
 #   scripts/dev.sh demo    setup, then run the main job on 2 MPI ranks
-#   scripts/dev.sh test    setup, then run the whole test suite (serial and MPI)
+#   scripts/dev.sh test    setup, then run the whole test suite (serial and MPI; two phases,
+#                          see whole_suite); with arguments, `pytest ARGS` instead
 #   scripts/dev.sh sanitize  setup, then build the extension with AddressSanitizer,
 #                          UndefinedBehaviorSanitizer and LeakSanitizer into
 #                          build/sanitize and run the C++-heavy tests on 1 and 2
@@ -300,6 +301,27 @@ sanitize() {
   return "$rc"
 }
 
+# The whole suite in two phases (docs/testing.md, "How long the suite takes"). First what
+# needs the machine to itself: the MPI batches (2-4 ranks, oversubscribed where there are
+# fewer cores) and the tests marked `exclusive` (their own mpirun, threads, shared build
+# trees). Then every other test in one pytest-xdist worker per core, whole files per worker
+# (module fixtures are built once). Both phases always run; the result fails if either does.
+whole_suite() {
+  local rc1=0 rc2=0 n t0
+  n="$(nproc)"
+  t0=$SECONDS
+  log "suite, phase 1 of 2: the MPI batches and the exclusive tests"
+  "$PY" -m pytest -m "mpi_batch or exclusive" || rc1=$?
+  log "suite, phase 2 of 2: the other tests in $n worker(s)"
+  if [ "$n" -gt 1 ]; then
+    "$PY" -m pytest -m "not mpi_batch and not exclusive" -n "$n" --dist loadfile || rc2=$?
+  else
+    "$PY" -m pytest -m "not mpi_batch and not exclusive" || rc2=$?
+  fi
+  log "suite: phase 1 exit $rc1, phase 2 exit $rc2, $((SECONDS - t0)) s"
+  [ "$rc1" = 0 ] && [ "$rc2" = 0 ]
+}
+
 cmd="${1:-demo}"
 shift || true
 case "$cmd" in
@@ -313,7 +335,8 @@ case "$cmd" in
   test)
     setup
     export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
-    exec "$PY" -m pytest "$@"
+    [ $# -gt 0 ] && exec "$PY" -m pytest "$@"
+    whole_suite
     ;;
   sanitize)
     setup

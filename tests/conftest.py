@@ -79,7 +79,10 @@ def pytest_generate_tests(metafunc):
     ranks = tuple(m.kwargs.get("ranks", m.args[0] if m.args else DEFAULT_RANKS))
     if "mpi_ranks" not in metafunc.fixturenames:
         metafunc.fixturenames.append("mpi_ranks")
-    metafunc.parametrize("mpi_ranks", ranks, ids=[f"mpi{n}" for n in ranks])
+    # Items of more than one rank carry the mark ``mpi_batch`` (scripts/dev.sh test runs them
+    # in its first phase, with nothing else on the machine: docs/testing.md).
+    params = [pytest.param(n, marks=pytest.mark.mpi_batch) if n > 1 else n for n in ranks]
+    metafunc.parametrize("mpi_ranks", params, ids=[f"mpi{n}" for n in ranks])
 
 
 @pytest.fixture

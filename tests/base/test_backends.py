@@ -66,6 +66,7 @@ def test_thread_facts(comm):
 
 @pytest.mark.mpi(ranks=[1])
 @pytest.mark.timeout(120)
+@pytest.mark.exclusive  # threads and its own mpirun
 def test_python_threads_run_kernels_on_the_kernel_threads(comm):
     """Kokkos 3.x's OpenMP backend runs kernels only from the thread that initialised it;
     pmewald gives every other thread its own instance of the same size
@@ -138,6 +139,7 @@ def _run_on_one_core(ranks, threads):
     return r.stdout, r.stderr
 
 
+@pytest.mark.exclusive  # its own mpirun
 def test_oversubscription_warns_once_on_rank_0():
     """Two ranks held on one core: rank 0 prints one warning (not one per rank or per
     object); one rank on one core prints none."""
@@ -152,6 +154,7 @@ def test_oversubscription_warns_once_on_rank_0():
 
 @pytest.mark.skipif(_core.build_config()["kokkos_execution_space"] == "Serial",
                     reason="a threaded build's case (scripts/dev.sh test-openmp runs it)")
+@pytest.mark.exclusive  # its own mpirun
 def test_threads_beyond_the_rank_cores_warn():
     """One rank with 2 threads on one core: warned, naming the binding."""
     out, err = _run_on_one_core(ranks=1, threads=2)

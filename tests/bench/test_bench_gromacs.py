@@ -12,6 +12,9 @@ import pytest
 from pmewald import PME, systems
 from pmewald.bench.peers import gromacs as gro
 
+# exclusive (docs/testing.md): runs gmx mdrun on one and two ranks.
+pytestmark = pytest.mark.exclusive
+
 gmx_missing = pytest.mark.skipif(gro.gmx_binary() is None,
                                  reason="gmx not found (Debian package gromacs, installed by scripts/dev.sh setup)")
 TIGHT = dict(rtol=1e-7, spacing=0.05, order=6)

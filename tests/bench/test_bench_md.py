@@ -17,6 +17,9 @@ import pytest
 from pmewald import PME
 from pmewald.bench.peers import gromacs as peers_gromacs, md as peers_md
 
+# exclusive (docs/testing.md): runs every peer (GROMACS, LAMMPS, OpenMM) with its own threads and ranks.
+pytestmark = pytest.mark.exclusive
+
 
 def test_trajectory_is_a_small_gaussian_walk_from_the_system():
     x = np.random.default_rng(0).random((400, 3)) * 20.0

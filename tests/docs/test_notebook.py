@@ -9,6 +9,9 @@ import time
 
 import pytest
 
+# exclusive (docs/testing.md): the notebook launches mpirun.
+pytestmark = pytest.mark.exclusive
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "energy_validation.ipynb")
 

@@ -42,6 +42,9 @@ from pmewald import reference, systems
 
 from mpi_scripts import mpirun
 
+# exclusive (docs/testing.md): its thread tests and the runs that kill a rank launch mpirun under time limits.
+pytestmark = pytest.mark.exclusive
+
 XI = -2.837297479480619  # a charge in a cube with its neutralising background: E = xi q^2 / (2L)
 HERE = os.path.dirname(os.path.abspath(__file__))
 

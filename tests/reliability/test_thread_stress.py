@@ -13,6 +13,9 @@ import pytest
 
 from mpi_scripts import mpirun
 
+# exclusive (docs/testing.md): two threads in each of two ranks, under a time limit.
+pytestmark = pytest.mark.exclusive
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_stress.py")
 
 

@@ -25,8 +25,9 @@ import pytest
 from pmewald.bench.scale import comm_model
 from pmewald.bench import scale as bench_scale
 
-pytestmark = pytest.mark.skipif(shutil.which("smpirun") is None,
-                                reason="needs SimGrid (libsimgrid-dev; bash scripts/dev.sh setup installs it)")
+# The whole file runs alone (builds the shared build-smpi-tests driver and simulates).
+pytestmark = [pytest.mark.exclusive, pytest.mark.skipif(shutil.which("smpirun") is None,
+                                reason="needs SimGrid (libsimgrid-dev; bash scripts/dev.sh setup installs it)")]
 
 SYSTEM = bench_scale.System("rocksalt4-vacuum", "rocksalt", 4, vacuum=0.5)
 PARAMS = {"mesh": 10, "alpha": 0.5, "order": 5, "differentiation": "ad", "cutoff": 6.0}

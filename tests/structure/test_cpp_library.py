@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "cpp-example"
 CMAKE = shutil.which("cmake")
 
-pytestmark = pytest.mark.skipif(CMAKE is None, reason="needs cmake")
+# The whole file runs alone (builds the shared build/cpp-example tree and runs it under mpirun -n 2).
+pytestmark = [pytest.mark.exclusive, pytest.mark.skipif(CMAKE is None, reason="needs cmake")]
 
 
 def _run(cmd, timeout=900, env=None, cwd=ROOT):

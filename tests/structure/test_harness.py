@@ -9,6 +9,9 @@ import time
 
 import pytest
 
+# exclusive (docs/testing.md): nested pytest runs under mpirun whose hangs are timed out.
+pytestmark = pytest.mark.exclusive
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

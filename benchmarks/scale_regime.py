@@ -89,9 +89,10 @@ def study_balance(args):
     s = slab(args.vacuum)
     costs = calibrate(s, PARAMS["water98k"])
     for P in args.ranks:
-        for b in ("off", "once", "dynamic"):
+        for b in args.balances:
             # Warm-up calls place the cuts (once: up to three corrections; dynamic: half way each call).
-            simulate(f"balance_{s.name}_P{P}_{b}", P, "fat_tree", s, PARAMS["water98k"], args,
+            w = "" if args.balance_warmup == 5 else f"_w{args.balance_warmup}"
+            simulate(f"balance_{s.name}_P{P}_{b}{w}", P, "fat_tree", s, PARAMS["water98k"], args,
                      modes=("nonblocking",), costs=costs, balance=b, warmup=args.balance_warmup)
 
 
@@ -210,6 +211,7 @@ def main():
     ap.add_argument("--vacuum", type=float, default=0.35)
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--balance-warmup", type=int, default=5)
+    ap.add_argument("--balances", nargs="+", default=["off", "once", "dynamic"], choices=("off", "once", "dynamic"))
     ap.add_argument("--timeout", type=float, default=6 * 3600)
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()

@@ -61,8 +61,17 @@ bool Balancer::after_call(const Work& w, const WorkSample* where) {
       settings_.work == BalanceWork::Time ? stats_.last_time_imbalance : stats_.last_pairs_imbalance;
   if (!on() || !where || !(stats_.last_imbalance > settings_.threshold)) return false;
   if (settings_.mode == BalanceMode::Once && corrections_ >= kOnceCorrections) return false;
-  // All the way the first time (and every time with Once), then under-relaxed.
-  const double relax = settings_.mode == BalanceMode::Once || corrections_ == 0 ? 1.0 : settings_.relax;
+  // All the way the first time (and every time with Once), then under-relaxed, the
+  // step halved after a move that made the imbalance worse (an overshoot).
+  double relax = 1.0;
+  if (settings_.mode == BalanceMode::Dynamic && corrections_ > 0) {
+    if (relax_ < 0)
+      relax_ = settings_.relax;
+    else if (stats_.last_imbalance > imbalance_before_)
+      relax_ = std::max(relax_ * 0.5, kMinRelax);
+    relax = relax_;
+  }
+  imbalance_before_ = stats_.last_imbalance;
   corrections_ += 1;
   // The rank's whole work (its ghost rows' too) over its points, in proportion
   // to their weights (or evenly).

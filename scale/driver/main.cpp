@@ -278,8 +278,11 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   const std::int64_t* excl = atoms.exclusions.empty() ? nullptr : atoms.exclusions.data();
   const std::size_t m = atoms.exclusions.size() / 2;
   pmewald::SolverResult res;
-  for (int k = 0; k < a.warmup; ++k)
+  std::vector<double> warm_imbalance;  // each warm-up call's slowest / mean candidate pairs
+  for (int k = 0; k < a.warmup; ++k) {
     res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
+    warm_imbalance.push_back(solver.timings().at("real_space_pairs_imbalance_last"));
+  }
   MPI_Barrier(comm);
   const double w_warm = wall_now();
   solver.reset_timings();
@@ -319,6 +322,10 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
     i_modelled.push_back(st.add(modelled[static_cast<std::size_t>(k)] / S));
   }
   st.reduce(comm);
+  // Each rank's candidate pairs per timed call, in rank order (the balance study's detail).
+  const double my_candidates = tm.at("real_space_candidates") / S;
+  std::vector<double> candidates(me == 0 ? static_cast<std::size_t>(P) : 0);
+  MPI_Gather(&my_candidates, 1, MPI_DOUBLE, candidates.data(), 1, MPI_DOUBLE, 0, comm);
   std::ostringstream j;
   // The mode used (with "auto": the one the solver measured fastest).
   j << "{\"variant\": \"" << v.name << "\", \"mode\": \"" << pmewald::comm_mode_name(solver.comm_mode())
@@ -331,7 +338,11 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
     << (solver.ghost_exchange_used() == pmewald::Migration::GhostExchange::Staged ? "staged" : "direct")
     << "\", \"balance\": \"" << a.balance << "\", \"real_space_imbalance\": " << num(tm.at("real_space_imbalance"))
     << ", \"real_space_pairs_imbalance_last\": " << num(tm.at("real_space_pairs_imbalance_last"))
-    << ", \"balance_rebalances\": " << num(tm.at("balance_rebalances"));
+    << ", \"balance_rebalances\": " << num(tm.at("balance_rebalances")) << ", \"warmup_pairs_imbalance\": [";
+  for (std::size_t k = 0; k < warm_imbalance.size(); ++k) j << (k ? ", " : "") << num(warm_imbalance[k]);
+  j << "], \"candidates_per_rank\": [";
+  for (std::size_t k = 0; k < candidates.size(); ++k) j << (k ? ", " : "") << num(candidates[k]);
+  j << "]";
   double mean_step = 0;
   for (int i : i_steps) mean_step += st[i].max / S;
   j << ", \"step_s\": " << num(mean_step) << ", \"steps_s\": [";

@@ -43,8 +43,12 @@ PARAMS = {  # docs/scaling.md: pmewald's choice at 1e-4 with a 9 A cutoff, carri
 }
 MODES = ("pt2pt", "nonblocking", "collective")
 VARIANTS = [m + s for m in MODES for s in ("", "+overlap")] + ["auto"]
-# Progress calls cost 1 us of simulated time (docs/scaling.md, "Overlap ... at scale").
+# Progress calls cost 1 us of simulated time (docs/scaling.md, "Overlap ... at scale"):
+# "per-request", SimGrid's smpi/test, charged for every request an MPI_Test* call tests (the
+# earlier studies'); "per-call", 1 us per MPI_Test* call, charged by the driver, with smpi/test
+# at 1 ns (docs/scaling.md, "What a progress call costs"; result names end in _percall).
 OVERLAP_CFG = [("smpi/test", "1e-06"), ("smpi/grow-injected-times", "no")]
+PROGRESS_CALL_SECONDS = 1e-6
 
 
 def overhead_cfg(o: float):
@@ -57,6 +61,12 @@ def overhead_cfg(o: float):
 
 def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
              speedup=1.0, comm_only=False, extra=(), warmup=1):
+    per_call = getattr(args, "progress_cost", "per-request") == "per-call"
+    if per_call:
+        name += "_percall"
+    poll = getattr(args, "poll", None)
+    if poll:
+        name += f"_poll{poll[0]}-{poll[1]:g}us"
     if bs.build.simgrid_prefix() is not None:  # another SimGrid ($PMEWALD_SIMGRID): results of its own
         name += f"_simgrid{bs.build.simgrid_version()}"
     out = RESULTS / f"{name}.json"
@@ -66,8 +76,10 @@ def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghos
     sys.stderr.write(f"simulating {name} ...\n")
     res = bs.run_simulation(exe, P, platform, system, params, out, modes=modes, warmup=warmup, steps=args.steps,
                             timeout=args.timeout, comm_only=comm_only, compute_costs=costs,
-                            extra_cfg=[*OVERLAP_CFG, *extra], ghosts=ghosts, balance=balance,
-                            compute_speedup=speedup)
+                            extra_cfg=[*OVERLAP_CFG, *([("smpi/test", "1e-09")] if per_call else []), *extra],
+                            ghosts=ghosts, balance=balance, compute_speedup=speedup,
+                            progress_call_seconds=PROGRESS_CALL_SECONDS if per_call else 0.0,
+                            overlap_poll=(poll[0], poll[1] * 1e-6) if poll else None)
     for suffix in (".driver.json",):
         Path(str(out.with_suffix(suffix))).unlink(missing_ok=True)
     return res
@@ -213,6 +225,12 @@ def main():
     ap.add_argument("--balance-warmup", type=int, default=5)
     ap.add_argument("--balances", nargs="+", default=["off", "once", "dynamic"], choices=("off", "once", "dynamic"))
     ap.add_argument("--timeout", type=float, default=6 * 3600)
+    ap.add_argument("--progress-cost", choices=("per-request", "per-call"), default="per-request",
+                    help="what a progress call (MPI_Test*) costs in the simulation: 1 us per request tested "
+                         "(SimGrid's smpi/test; the earlier studies) or 1 us per call")
+    ap.add_argument("--poll", type=lambda t: (int(t.split(",")[0]), float(t.split(",")[1])), default=None,
+                    metavar="ROWS,US", help="the overlap's progress-call interval (default: the solver's, 256 rows "
+                                            "or 100 us)")
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,9 @@ struct Args {
   std::string json, dump;
   std::string compute_costs;  // modelled computation (compute_costs.hpp); "" = SMPI times the bursts
   double compute_speedup = 1.0;  // the modelled computation divided by this (compute_costs.hpp)
+  double progress_call_seconds = 0;  // each MPI_Test* call's cost (mpi_profile.hpp)
+  std::int64_t poll_rows = 0;        // the overlap's progress-call interval (0: the solver's default)
+  double poll_seconds = 0;
   std::string ghosts = "auto";   // ghost exchange: auto, direct, staged
   std::string balance = "off";   // real-space load balancing: off, once, dynamic
   std::string balance_by = "pairs";
@@ -73,6 +76,8 @@ struct Args {
       "         [--modes pt2pt,nonblocking,collective,auto (each optionally +overlap)] [--warmup W] [--steps S] [--json PATH] [--dump PREFIX]\n"
       "         [--compute-costs FILE (SMPI: modelled computation, run with smpi/simulate-computation:no)]\n"
       "         [--compute-speedup K (modelled computation / K)] [--ghosts auto|direct|staged]\n"
+      "         [--progress-call-seconds S (each MPI_Test, MPI_Testsome, MPI_Testall costs S under SMPI)]\n"
+      "         [--overlap-poll ROWS,SECONDS (the overlap's progress-call interval)]\n"
       "         [--balance off|once|dynamic] [--balance-by pairs|time]");
 }
 
@@ -134,6 +139,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--dump") a.dump = value();
     else if (k == "--compute-costs") a.compute_costs = value();
     else if (k == "--compute-speedup") a.compute_speedup = std::stod(value());
+    else if (k == "--progress-call-seconds") a.progress_call_seconds = std::stod(value());
+    else if (k == "--overlap-poll") {
+      const std::string v = value();
+      const auto comma = v.find(',');
+      if (comma == std::string::npos) usage("--overlap-poll takes ROWS,SECONDS");
+      a.poll_rows = std::stoll(v.substr(0, comma));
+      a.poll_seconds = std::stod(v.substr(comma + 1));
+      if (a.poll_rows < 1 || !(a.poll_seconds > 0)) usage("--overlap-poll: ROWS >= 1 and SECONDS > 0");
+    }
     else if (k == "--ghosts") a.ghosts = value();
     else if (k == "--balance") a.balance = value();
     else if (k == "--balance-by") a.balance_by = value();
@@ -145,6 +159,7 @@ Args parse(int argc, char** argv) {
   if (a.balance != "off" && a.balance != "once" && a.balance != "dynamic") usage("--balance must be off, once or dynamic");
   if (a.balance_by != "pairs" && a.balance_by != "time") usage("--balance-by must be pairs or time");
   if (!(a.compute_speedup > 0)) usage("--compute-speedup must be positive");
+  if (!(a.progress_call_seconds >= 0)) usage("--progress-call-seconds must be >= 0");
   return a;
 }
 
@@ -161,6 +176,7 @@ pmewald::SolverOptions solver_options(const Args& a, const Variant& v) {
   o.mode = v.mode;
   o.choose_mode = v.choose_mode;
   o.overlap = v.overlap;
+  if (a.poll_rows > 0) o.overlap_poll = {a.poll_rows, a.poll_seconds};
   o.ghost_exchange = a.ghosts == "direct"   ? pmewald::GhostExchangeChoice::Direct
                      : a.ghosts == "staged" ? pmewald::GhostExchangeChoice::Staged
                                             : pmewald::GhostExchangeChoice::Auto;
@@ -405,6 +421,7 @@ int main(int argc, char** argv) {
     pmewald_scale::ComputeCosts costs;
     if (!a.compute_costs.empty()) costs = pmewald_scale::read_compute_costs(a.compute_costs);
     pmewald_scale::install_work_sink(a.compute_costs.empty() ? nullptr : &costs, a.compute_speedup);
+    pmewald_scale::set_progress_call_seconds(a.progress_call_seconds);
     const pmewald::Int3 grid = pmewald::processor_grid_3d(P, a.mesh);
     const pmewald::Box3 brick = pmewald::brick_box(grid, a.mesh, me);
     const LocalAtoms atoms = pmewald_scale::generate_local(a.system, a.mesh, brick.lo, brick.hi);
@@ -434,7 +451,9 @@ int main(int argc, char** argv) {
       << ", \"ranks_without_brick\": " << num(empties[1]) << ", \"warmup\": " << a.warmup
       << ", \"steps\": " << a.steps << ", \"compute_costs\": "
       << (a.compute_costs.empty() ? std::string("null") : "\"" + a.compute_costs + "\"")
-      << ", \"compute_speedup\": " << num(a.compute_speedup) << ", \"ghosts\": \"" << a.ghosts
+      << ", \"compute_speedup\": " << num(a.compute_speedup)
+      << ", \"progress_call_seconds\": " << num(a.progress_call_seconds)
+      << ", \"overlap_poll\": [" << a.poll_rows << ", " << num(a.poll_seconds) << "]" << ", \"ghosts\": \"" << a.ghosts
       << "\", \"balance\": \"" << a.balance << "\", \"balance_by\": \"" << a.balance_by << "\", \"runs\": [";
     for (std::size_t k = 0; k < a.variants.size(); ++k)
       j << (k ? ", " : "") << run_variant(a, a.variants[k], atoms, MPI_COMM_WORLD);

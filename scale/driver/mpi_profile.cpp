@@ -4,10 +4,22 @@
 #include <cstring>
 #include <vector>
 
+#ifdef PMEWALD_SMPI
+#include <smpi/smpi.h>
+#endif
+
 namespace pmewald_scale {
 
 namespace {
 MpiProfile g_profile;  // per simulated rank under SMPI (privatised executable globals)
+double g_progress_seconds = 0;  // set_progress_call_seconds
+
+// One progress call's modelled cost (inside the call's Timed scope: MPI time).
+void charge_progress_call() {
+#ifdef PMEWALD_SMPI
+  if (g_progress_seconds > 0) smpi_execute_benched(g_progress_seconds);
+#endif
+}
 
 // Counts one call and the time until it returns.
 class Timed {
@@ -31,11 +43,14 @@ const char* mpi_call_name(int c) {
   static const char* names[kNumCalls] = {"Send",      "Isend",     "Irecv",     "Recv",      "Issend",
                                          "Iprobe",    "Test",      "Testall",   "Wait",      "Waitany",
                                          "Waitall",   "Ibarrier",  "Barrier",   "Allreduce", "Allgather",
-                                         "Allgatherv", "Alltoallv", "Bcast",    "Comm_split", "Comm_dup"};
+                                         "Allgatherv", "Alltoallv", "Bcast",    "Comm_split", "Comm_dup",
+                                         "Testsome"};
   return c >= 0 && c < kNumCalls ? names[c] : "?";
 }
 
 MpiProfile& mpi_profile() { return g_profile; }
+
+void set_progress_call_seconds(double seconds) { g_progress_seconds = seconds; }
 
 int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
                         void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
@@ -117,11 +132,21 @@ int MPI_Iprobe(int s, int tag, MPI_Comm comm, int* f, MPI_Status* st) {
 }
 int MPI_Test(MPI_Request* r, int* f, MPI_Status* st) {
   Timed x(pmewald_scale::kTest);
-  return PMPI_Test(r, f, st);
+  const int rc = PMPI_Test(r, f, st);
+  pmewald_scale::charge_progress_call();
+  return rc;
 }
 int MPI_Testall(int n, MPI_Request* r, int* f, MPI_Status* st) {
   Timed x(pmewald_scale::kTestall);
-  return PMPI_Testall(n, r, f, st);
+  const int rc = PMPI_Testall(n, r, f, st);
+  pmewald_scale::charge_progress_call();
+  return rc;
+}
+int MPI_Testsome(int n, MPI_Request* r, int* k, int* idx, MPI_Status* st) {
+  Timed x(pmewald_scale::kTestsome);
+  const int rc = PMPI_Testsome(n, r, k, idx, st);
+  pmewald_scale::charge_progress_call();
+  return rc;
 }
 int MPI_Wait(MPI_Request* r, MPI_Status* st) {
   Timed x(pmewald_scale::kWait);

@@ -27,7 +27,7 @@ namespace pmewald_scale {
 enum MpiCall : int {
   kSend, kIsend, kIrecv, kRecv, kIssend, kIprobe, kTest, kTestall, kWait, kWaitany, kWaitall,
   kIbarrier, kBarrier, kAllreduce, kAllgather, kAllgatherv, kAlltoallv, kBcast, kCommSplit, kCommDup,
-  kNumCalls
+  kTestsome, kNumCalls
 };
 const char* mpi_call_name(int call);
 
@@ -40,6 +40,15 @@ struct MpiProfile {
 
 // This rank's counters (zeroed at start; reset by the caller between phases).
 MpiProfile& mpi_profile();
+
+// The cost of one progress call (MPI_Test, MPI_Testsome, MPI_Testall) in simulated
+// seconds, charged once per call under SMPI (0: none; the default). SimGrid's own
+// charge, smpi/test, is made per request tested (MPI_Testsome over n receives costs
+// n times it, MPI_Test on an MPI_Ialltoallv once per message inside it), while a
+// real MPI library makes one progress pass per call and the completion of each
+// request costs next to nothing (docs/scaling.md, "What a progress call costs").
+// The studies that set this set smpi/test to 1 ns.
+void set_progress_call_seconds(double seconds);
 
 // MPICH's scattered MPI_Alltoallv on point-to-point calls (see above).
 int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,

@@ -110,3 +110,31 @@ def test_costs_are_the_minimum_over_repeats_of_phase_time_per_unit():
     assert doc["seconds_per_unit"]["pack"] == 2.0       # min(3 + 1, 5 + 1) / 2
     assert doc["seconds_per_unit"]["solve"] == 0.0      # a phase not timed costs nothing
     assert doc["phase_min_s"]["step"] == 9.0
+
+
+@pytest.mark.timeout(600)
+def test_progress_calls_cost_what_they_are_told_once_per_call(driver, costs_file, tmp_path):
+    """``--progress-call-seconds`` (docs/scaling.md, "What a progress call costs") charges every
+    MPI_Test, MPI_Testsome and MPI_Testall once, whatever the number of requests it tests, with
+    SimGrid's own per-request charge (smpi/test) at 1 ns: an overlap run's time inside MPI grows by
+    its progress calls times the cost, and its step with them."""
+    cfg = [("smpi/test", "1e-09"), ("smpi/grow-injected-times", "no")]
+
+    def run(name, seconds):
+        path = tmp_path / f"{name}.json"
+        bench_scale.run_simulation(driver, 4, "fat_tree", SYSTEM, PARAMS, path, modes=("nonblocking+overlap",),
+                                   warmup=1, steps=1, timeout=600, compute_costs=costs_file, extra_cfg=cfg,
+                                   progress_call_seconds=seconds)
+        res = json.loads(path.read_text())
+        assert res["progress_call_seconds"] == seconds
+        return _variant(res, "nonblocking+overlap")
+
+    free, costly = run("free", 0.0), run("costly", 1e-3)
+    calls = {c: costly["mpi"]["calls"].get(c, {"max": 0, "mean": 0}) for c in ("Test", "Testsome", "Testall")}
+    polls = sum(s["mean"] for s in calls.values())
+    assert calls["Testsome"]["max"] > 0, costly["mpi"]["calls"]  # the overlap polled
+    assert polls == sum(s["mean"] for c, s in free["mpi"]["calls"].items() if c in calls)  # the same calls
+    grew = costly["mpi"]["seconds"]["mean"] - free["mpi"]["seconds"]["mean"]
+    assert grew >= 0.99 * polls * 1e-3, (grew, polls)
+    assert costly["step_s"] > free["step_s"] + 1e-3
+    assert free["phases"]["overlap_poll_seconds"]["max"] < 1e-5  # 1 ns per request tested

@@ -46,7 +46,8 @@ def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Pat
 
 
 def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, json_path=None,
-                dump=None, ghosts="auto", balance="off", compute_speedup=1.0) -> list[str]:
+                dump=None, ghosts="auto", balance="off", compute_speedup=1.0,
+                progress_call_seconds=0.0, overlap_poll=None) -> list[str]:
     a = ["--system", system.kind, "--cells", str(system.cells), "--mesh", str(params["mesh"]),
          "--alpha", repr(params["alpha"]), "--cutoff", repr(params["cutoff"]), "--order", str(params["order"]),
          "--diff", params["differentiation"], "--modes", ",".join(modes), "--warmup", str(warmup),
@@ -59,6 +60,10 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
         a += ["--balance", balance]
     if compute_speedup != 1.0:
         a += ["--compute-speedup", repr(float(compute_speedup))]
+    if progress_call_seconds:
+        a += ["--progress-call-seconds", repr(float(progress_call_seconds))]
+    if overlap_poll:
+        a += ["--overlap-poll", f"{int(overlap_poll[0])},{float(overlap_poll[1])!r}"]
     if json_path:
         a += ["--json", str(json_path)]
     if dump:
@@ -69,16 +74,19 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
                    modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False,
                    extra_cfg=(), compute_costs: Path | None = None, ghosts="auto", balance="off",
-                   compute_speedup=1.0) -> dict:
+                   compute_speedup=1.0, progress_call_seconds=0.0, overlap_poll=None) -> dict:
     """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
     JSON plus the simulation's own wall time, peak memory and SimGrid's timing line.
     With ``compute_costs`` (a file of :mod:`pmewald.bench.scale.compute_costs`) the computation is
     modelled: SimGrid does not time it, the driver charges units x seconds per unit (divided by
     ``compute_speedup``: ranks that compute that many times faster). ``ghosts`` and ``balance``:
-    the solver's ghost_exchange and balance."""
+    the solver's ghost_exchange and balance. ``progress_call_seconds``: each MPI_Test,
+    MPI_Testsome and MPI_Testall costs that much, once per call (the driver's
+    --progress-call-seconds; pair it with smpi/test at ~0 in ``extra_cfg``). ``overlap_poll``:
+    (rows, seconds), the overlap's progress-call interval (None: the solver's default)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     args = driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump, ghosts, balance,
-                       compute_speedup)
+                       compute_speedup, progress_call_seconds, overlap_poll)
     if compute_costs is not None:
         args += ["--compute-costs", str(compute_costs)]
         extra_cfg = [COMM_ONLY, *extra_cfg]

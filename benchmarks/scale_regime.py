@@ -19,7 +19,10 @@ reruns; ``report`` prints the markdown tables of docs/scaling.md from the cache)
 * ``strong``  the 1,024-rank runs with computation (K = 1): water98k and water1.03M, both
   platforms, every mode with and without overlap and auto.
 
-Each simulation runs one warm-up and ``--steps`` timed calls per variant.
+Each simulation runs one warm-up and ``--steps`` timed calls per variant. A progress call costs
+1 us of simulated time, once per call (``--progress-cost per-call``, the default; result names end
+in ``_percall``) or, as in every study before 2026-12-07, once per request it tests
+(``per-request``, SimGrid's smpi/test alone). ``--poll ROWS,US`` sets the overlap's interval.
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ PARAMS = {  # docs/scaling.md: pmewald's choice at 1e-4 with a 9 A cutoff, carri
 MODES = ("pt2pt", "nonblocking", "collective")
 VARIANTS = [m + s for m in MODES for s in ("", "+overlap")] + ["auto"]
 # Progress calls cost 1 us of simulated time (docs/scaling.md, "Overlap ... at scale"):
-# "per-request", SimGrid's smpi/test, charged for every request an MPI_Test* call tests (the
-# earlier studies'); "per-call", 1 us per MPI_Test* call, charged by the driver, with smpi/test
-# at 1 ns (docs/scaling.md, "What a progress call costs"; result names end in _percall).
+# "per-call" (the default), 1 us per MPI_Test* call, charged by the driver, with smpi/test at
+# 1 ns (docs/scaling.md, "What a progress call costs"; result names end in _percall);
+# "per-request", SimGrid's smpi/test alone, charged for every request an MPI_Test* call tests
+# (the studies before 2026-12-07, whose results keep their names).
 OVERLAP_CFG = [("smpi/test", "1e-06"), ("smpi/grow-injected-times", "no")]
 PROGRESS_CALL_SECONDS = 1e-6
 
@@ -61,7 +65,7 @@ def overhead_cfg(o: float):
 
 def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
              speedup=1.0, comm_only=False, extra=(), warmup=1):
-    per_call = getattr(args, "progress_cost", "per-request") == "per-call"
+    per_call = getattr(args, "progress_cost", "per-call") == "per-call"
     if per_call:
         name += "_percall"
     poll = getattr(args, "poll", None)
@@ -225,9 +229,10 @@ def main():
     ap.add_argument("--balance-warmup", type=int, default=5)
     ap.add_argument("--balances", nargs="+", default=["off", "once", "dynamic"], choices=("off", "once", "dynamic"))
     ap.add_argument("--timeout", type=float, default=6 * 3600)
-    ap.add_argument("--progress-cost", choices=("per-request", "per-call"), default="per-request",
-                    help="what a progress call (MPI_Test*) costs in the simulation: 1 us per request tested "
-                         "(SimGrid's smpi/test; the earlier studies) or 1 us per call")
+    ap.add_argument("--progress-cost", choices=("per-request", "per-call"), default="per-call",
+                    help="what a progress call (MPI_Test*) costs in the simulation: 1 us per call (default "
+                         "since 2026-12-07; result names end in _percall) or 1 us per request tested "
+                         "(SimGrid's smpi/test alone; the studies before)")
     ap.add_argument("--poll", type=lambda t: (int(t.split(",")[0]), float(t.split(",")[1])), default=None,
                     metavar="ROWS,US", help="the overlap's progress-call interval (default: the solver's, 256 rows "
                                             "or 100 us)")

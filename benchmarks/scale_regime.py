@@ -51,8 +51,14 @@ VARIANTS = [m + s for m in MODES for s in ("", "+overlap")] + ["auto"]
 # 1 ns (docs/scaling.md, "What a progress call costs"; result names end in _percall);
 # "per-request", SimGrid's smpi/test alone, charged for every request an MPI_Test* call tests
 # (the studies before 2026-12-07, whose results keep their names).
-OVERLAP_CFG = [("smpi/test", "1e-06"), ("smpi/grow-injected-times", "no")]
 PROGRESS_CALL_SECONDS = 1e-6
+BALANCE_WARMUP = 5  # the balance study's warm-up calls (other counts: names end in _w<count>)
+
+
+def progress_cfg(per_call: bool):
+    """SimGrid's settings for the progress calls: smpi/test at 1 ns where the driver charges
+    each call (per call), else 1 us per request tested; never growing."""
+    return [("smpi/test", "1e-09" if per_call else "1e-06"), ("smpi/grow-injected-times", "no")]
 
 
 def overhead_cfg(o: float):
@@ -65,10 +71,10 @@ def overhead_cfg(o: float):
 
 def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
              speedup=1.0, comm_only=False, extra=(), warmup=1):
-    per_call = getattr(args, "progress_cost", "per-call") == "per-call"
+    per_call = args.progress_cost == "per-call"
     if per_call:
         name += "_percall"
-    poll = getattr(args, "poll", None)
+    poll = args.poll
     if poll:
         name += f"_poll{poll[0]}-{poll[1]:g}us"
     if bs.build.simgrid_prefix() is not None:  # another SimGrid ($PMEWALD_SIMGRID): results of its own
@@ -80,7 +86,7 @@ def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghos
     sys.stderr.write(f"simulating {name} ...\n")
     res = bs.run_simulation(exe, P, platform, system, params, out, modes=modes, warmup=warmup, steps=args.steps,
                             timeout=args.timeout, comm_only=comm_only, compute_costs=costs,
-                            extra_cfg=[*OVERLAP_CFG, *([("smpi/test", "1e-09")] if per_call else []), *extra],
+                            extra_cfg=[*progress_cfg(per_call), *extra],
                             ghosts=ghosts, balance=balance, compute_speedup=speedup,
                             progress_call_seconds=PROGRESS_CALL_SECONDS if per_call else 0.0,
                             overlap_poll=(poll[0], poll[1] * 1e-6) if poll else None)
@@ -107,7 +113,7 @@ def study_balance(args):
     for P in args.ranks:
         for b in args.balances:
             # Warm-up calls place the cuts (once: up to three corrections; dynamic: half way each call).
-            w = "" if args.balance_warmup == 5 else f"_w{args.balance_warmup}"
+            w = "" if args.balance_warmup == BALANCE_WARMUP else f"_w{args.balance_warmup}"
             simulate(f"balance_{s.name}_P{P}_{b}{w}", P, "fat_tree", s, PARAMS["water98k"], args,
                      modes=("nonblocking",), costs=costs, balance=b, warmup=args.balance_warmup)
 
@@ -226,7 +232,7 @@ def main():
     ap.add_argument("--speedup", type=float, nargs="+", default=[1.0, 30.0, 100.0])
     ap.add_argument("--vacuum", type=float, default=0.35)
     ap.add_argument("--steps", type=int, default=1)
-    ap.add_argument("--balance-warmup", type=int, default=5)
+    ap.add_argument("--balance-warmup", type=int, default=BALANCE_WARMUP)
     ap.add_argument("--balances", nargs="+", default=["off", "once", "dynamic"], choices=("off", "once", "dynamic"))
     ap.add_argument("--timeout", type=float, default=6 * 3600)
     ap.add_argument("--progress-cost", choices=("per-request", "per-call"), default="per-call",

@@ -307,17 +307,14 @@ sanitize() {
 # trees). Then every other test in one pytest-xdist worker per core, whole files per worker
 # (module fixtures are built once). Both phases always run; the result fails if either does.
 whole_suite() {
-  local rc1=0 rc2=0 n t0
+  local rc1=0 rc2=0 n t0 workers=()
   n="$(nproc)"
   t0=$SECONDS
+  [ "$n" -gt 1 ] && workers=(-n "$n" --dist loadfile)
   log "suite, phase 1 of 2: the MPI batches and the exclusive tests"
   "$PY" -m pytest -m "mpi_batch or exclusive" || rc1=$?
   log "suite, phase 2 of 2: the other tests in $n worker(s)"
-  if [ "$n" -gt 1 ]; then
-    "$PY" -m pytest -m "not mpi_batch and not exclusive" -n "$n" --dist loadfile || rc2=$?
-  else
-    "$PY" -m pytest -m "not mpi_batch and not exclusive" || rc2=$?
-  fi
+  "$PY" -m pytest -m "not mpi_batch and not exclusive" "${workers[@]}" || rc2=$?
   log "suite: phase 1 exit $rc1, phase 2 exit $rc2, $((SECONDS - t0)) s"
   [ "$rc1" = 0 ] && [ "$rc2" = 0 ]
 }

@@ -39,7 +39,7 @@ std::vector<double> quantiles(const double* h, int B, int p) {
 }  // namespace
 
 Balancer::Balancer(MPI_Comm comm, const Int3& grid, const Int3& mesh, const BalanceSettings& settings)
-    : comm_(comm), settings_(settings), domains_(DomainGrid::bricks(grid, mesh)) {}
+    : comm_(comm), settings_(settings), domains_(DomainGrid::bricks(grid, mesh)), relax_(settings.relax) {}
 
 bool Balancer::after_call(const Work& w, const WorkSample* where) {
   const double pairs = w.pairs, seconds = w.seconds;
@@ -65,10 +65,7 @@ bool Balancer::after_call(const Work& w, const WorkSample* where) {
   // step halved after a move that made the imbalance worse (an overshoot).
   double relax = 1.0;
   if (settings_.mode == BalanceMode::Dynamic && corrections_ > 0) {
-    if (relax_ < 0)
-      relax_ = settings_.relax;
-    else if (stats_.last_imbalance > imbalance_before_)
-      relax_ = std::max(relax_ * 0.5, kMinRelax);
+    if (corrections_ > 1 && stats_.last_imbalance > imbalance_before_) relax_ = std::max(relax_ * 0.5, kMinRelax);
     relax = relax_;
   }
   imbalance_before_ = stats_.last_imbalance;

@@ -123,10 +123,10 @@ class Balancer {
   bool moved_ = false;
   int corrections_ = 0;  // the moves so far (Once: at most kOnceCorrections)
   // Dynamic: the fraction of the way the next under-relaxed move goes (settings_.relax
-  // at first, halved, down to kMinRelax, after every move that left the imbalance higher
-  // than it found it) and the imbalance that led to the last move.
+  // at first, halved, down to kMinRelax, after every under-relaxed move that left the
+  // imbalance higher than it found it) and the imbalance that led to the last move.
   static constexpr double kMinRelax = 1.0 / 16;
-  double relax_ = -1, imbalance_before_ = 0;
+  double relax_, imbalance_before_ = 0;
   Stats stats_;
   std::vector<double> hist_;
 };

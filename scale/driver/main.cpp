@@ -297,7 +297,7 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   std::vector<double> warm_imbalance;  // each warm-up call's slowest / mean candidate pairs
   for (int k = 0; k < a.warmup; ++k) {
     res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
-    warm_imbalance.push_back(solver.timings().at("real_space_pairs_imbalance_last"));
+    warm_imbalance.push_back(solver.balancer().stats().last_pairs_imbalance);
   }
   MPI_Barrier(comm);
   const double w_warm = wall_now();

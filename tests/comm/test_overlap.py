@@ -33,28 +33,28 @@ def test_overlap_same_results(comm):
             # (the splits' own paths are tests/pme/test_pme.py's; here the migrated and the
             # one-rank-holds-all cases). Every pair of (differentiation, mode, split) values
             # meets in some case, in half the cases of the full product.
-            for how in (("random", "all_on_0")[(d + m) % 2],):
-                parts = split_atoms(s.n_atoms, size, how, seed=7)
-                plain = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
-                            overlap=False)
-                r0, f0 = compute_split(plain, comm, s, parts)
-                # polling after every block (the most progress calls) and with the defaults
-                for poll in ((1, 1.0), None):
-                    over = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
-                               overlap=True, overlap_poll=poll)
-                    r1, f1 = compute_split(over, comm, s, parts)
-                    what = f"{diff} {mode} {how} poll={poll} on {size}"
-                    assert_same(r0, f0, r1, f1, rtol=1e-12, what=what)
-                    # the pair loop's sums do not depend on when its pieces ran
-                    assert r1.terms["real"] == r0.terms["real"], what
-                    assert r1.terms["exclusion"] == r0.terms["exclusion"], what
-                    t = over.timings()
-                    assert over.parameters["overlap"] is True
-                    assert t["overlap_exchanges"] >= 0 and t["comm_hidden"] >= 0, what
-                    if size > 1 and len(parts[comm.Get_rank()]) > 0 and poll == (1, 1.0):
-                        # exchanges were handed to the overlap, and tests were made while pairs ran
-                        assert t["overlap_exchanges"] > 0, what
-                    assert "comm_hidden" not in plain.timings()
+            how = ("random", "all_on_0")[(d + m) % 2]
+            parts = split_atoms(s.n_atoms, size, how, seed=7)
+            plain = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
+                        overlap=False)
+            r0, f0 = compute_split(plain, comm, s, parts)
+            # polling after every block (the most progress calls) and with the defaults
+            for poll in ((1, 1.0), None):
+                over = PME(s.box, rc, mesh=mesh, order=5, differentiation=diff, comm=comm, comm_mode=mode,
+                           overlap=True, overlap_poll=poll)
+                r1, f1 = compute_split(over, comm, s, parts)
+                what = f"{diff} {mode} {how} poll={poll} on {size}"
+                assert_same(r0, f0, r1, f1, rtol=1e-12, what=what)
+                # the pair loop's sums do not depend on when its pieces ran
+                assert r1.terms["real"] == r0.terms["real"], what
+                assert r1.terms["exclusion"] == r0.terms["exclusion"], what
+                t = over.timings()
+                assert over.parameters["overlap"] is True
+                assert t["overlap_exchanges"] >= 0 and t["comm_hidden"] >= 0, what
+                if size > 1 and len(parts[comm.Get_rank()]) > 0 and poll == (1, 1.0):
+                    # exchanges were handed to the overlap, and tests were made while pairs ran
+                    assert t["overlap_exchanges"] > 0, what
+                assert "comm_hidden" not in plain.timings()
 
 
 @pytest.mark.mpi(ranks=[2, 3, 4])

@@ -14,6 +14,8 @@ reruns; ``report`` prints the markdown tables of docs/scaling.md from the cache)
 * ``regime``  water98k, modelled computation divided by ``--speedup`` K (ranks K times faster than
   this machine's core: docs/scaling.md says what K stands for), every mode with and without
   overlap and auto, on each platform.
+* ``auto``    ``comm_mode="auto"`` alone in the regime's configurations (it tries the variants on its
+  first calls since 2026-12-07); ``report`` puts its pick beside the regime's variants.
 * ``wall``    the earlier study's 256-rank modelled water98k run (three modes, two timed calls),
   the ghosts direct and staged: what a simulation costs in wall time and memory.
 * ``strong``  the 1,024-rank runs with computation (K = 1): water98k and water1.03M, both
@@ -127,6 +129,18 @@ def study_regime(args):
                          args, modes=VARIANTS, costs=costs, speedup=k)
 
 
+def study_auto(args):
+    """comm_mode="auto" alone in the regime's configurations (its trial of the variants on the
+    first calls, 2026-12-07): the other variants' results (study_regime) stand, the report puts
+    this run's pick beside them."""
+    costs = calibrate(WATER98K, PARAMS["water98k"])
+    for platform in args.platforms:
+        for P in args.ranks:
+            for k in args.speedup:
+                simulate(f"regime-auto_water98k_{platform}_P{P}_K{k:g}", P, platform, WATER98K, PARAMS["water98k"],
+                         args, modes=("auto",), costs=costs, speedup=k)
+
+
 def study_wall(args):
     """The earlier study's 256-rank run as it was (water98k, modelled computation, the three modes,
     one warm-up and two timed calls), the ghosts direct and staged: what a simulation costs."""
@@ -186,18 +200,30 @@ def report_balance():
     return "\n".join(rows)
 
 
+def _auto_pick(runs, auto):
+    """auto's pick and its step against the fastest variant's: 'collective+overlap (0.256; +0.4%)'."""
+    if not auto:
+        return ""
+    fastest = min(r["step_s"] for v, r in runs.items() if v != "auto")
+    name = auto["mode"] + ("+overlap" if auto["overlap"] else "")
+    return f"{name} ({auto['step_s'] * 1e3:.3f}; {100 * (auto['step_s'] / fastest - 1):+.1f}% of the fastest)"
+
+
 def report_variants(pattern):
+    """Per run the modes plain and overlapped, and auto's pick: from the run itself, or where the
+    `auto` study ran it again (its trial of the variants on the calls), from that run."""
     rows = ["| run | mode | step plain ms | step overlap ms | comm share plain | exposed comm plain -> overlap ms "
             "| auto picked (its step) | sim. wall |", "|---|---|---:|---:|---:|---:|---|---:|"]
     for name, res in _load(pattern).items():
         runs = {r["variant"]: r for r in res["runs"]}
-        auto = runs.get("auto")
+        again = RESULTS / f"{name.replace('regime_', 'regime-auto_', 1)}.json"
+        auto = json.loads(again.read_text())["runs"][0] if again.exists() else runs.get("auto")
         wall, mem = _sim(res)
         for m in MODES:
             a, b = runs[m], runs[m + "+overlap"]
             share = a["mpi"]["share"]["max"]
             ea, eb = a["phases"]["comm_wait"]["mean"], b["phases"]["comm_wait"]["mean"]
-            pick = f"{auto['mode']} ({auto['step_s'] * 1e3:.3f})" if auto and m == MODES[0] else ""
+            pick = _auto_pick(runs, auto) if m == MODES[0] else ""
             rows.append(f"| {name if m == MODES[0] else ''} | {m} | {a['step_s'] * 1e3:.3f} | {b['step_s'] * 1e3:.3f} | "
                         f"{share:.2f} | {ea * 1e3:.3f} -> {eb * 1e3:.3f} | {pick} | {wall if m == MODES[0] else ''} |")
     return "\n".join(rows)
@@ -225,7 +251,7 @@ def report(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("study", choices=("ghosts", "balance", "regime", "wall", "strong", "report"))
+    ap.add_argument("study", choices=("ghosts", "balance", "regime", "auto", "wall", "strong", "report"))
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--platforms", nargs="+", default=["fat_tree"])
     ap.add_argument("--overhead", type=float, nargs="+", default=[0.0, 5e-7])
@@ -245,7 +271,7 @@ def main():
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "wall": study_wall,
+    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "auto": study_auto, "wall": study_wall,
      "strong": study_strong, "report": report}[args.study](args)
 
 

@@ -22,7 +22,7 @@ void bind_fft(pybind11::module_& core, pybind11::module_& testing);
 void bind_pme(pybind11::module_& testing);
 void bind_realspace(pybind11::module_& testing);
 void bind_tuning(pybind11::module_& core);
-void bind_solver(pybind11::module_& core);
+void bind_solver(pybind11::module_& core, pybind11::module_& testing);
 
 using darr = pybind11::array_t<double, pybind11::array::c_style | pybind11::array::forcecast>;
 

@@ -27,5 +27,5 @@ PYBIND11_MODULE(_core, m) {
   bind_pme(testing);
   bind_realspace(testing);
   bind_tuning(m);
-  bind_solver(m);
+  bind_solver(m, testing);
 }

@@ -94,7 +94,24 @@ BalanceMode parse_balance(const std::string& s) {
 
 // Longer than 150 lines because it is a list of independent declarations (one .def per bound
 // class, method or function, each with its docstring); there are no steps to split.
-void bind_solver(py::module_& m) {
+void bind_solver(py::module_& m, py::module_& testing) {
+  testing.def(
+      "mode_trial",
+      [](std::optional<bool> overlap, const std::vector<double>& call_seconds) {
+        // comm_mode "auto"'s trial on one rank with made-up call times (the warm-up's first):
+        // the variants in call order, the winner and each candidate's seconds.
+        ModeTrial t(ModeTrial::candidates(overlap), default_variant(CommMode::Nonblocking, overlap));
+        if (call_seconds.size() != t.calls()) throw py::value_error("one time per trial call");
+        py::list order;
+        for (double s : call_seconds) {
+          order.append(t.next().name());
+          t.record(MPI_COMM_SELF, s);
+        }
+        py::dict seconds;
+        for (std::size_t c = 0; c < t.variants().size(); ++c) seconds[py::str(t.variants()[c].name())] = t.seconds()[c];
+        return py::make_tuple(order, t.best().name(), seconds);
+      },
+      py::arg("overlap"), py::arg("call_seconds"));
   m.def("fftw_planner", [] { return fftw_planner_name(fftw_planner_flags()); },
         "The FFTW planner PME solvers use unless told otherwise: 'measure', or what PMEWALD_FFTW_PLANNER says.");
   py::class_<PMESolver>(m, "PMESolver", "C++ PME solver (use pmewald.PME, which validates and tunes).")
@@ -234,12 +251,12 @@ void bind_solver(py::module_& m) {
       .def_property_readonly(
           "comm_mode_seconds",
           [](const PMESolver& s) {
-            // comm_mode "auto": seconds per mode (the slowest rank's); empty until measured.
+            // comm_mode "auto": seconds per call of each variant tried (the slowest rank's);
+            // empty while the trial runs, on one rank and without "auto".
             py::dict d;
-            const ModeMeasurement& m = s.mode_measurement();
-            if (m.measured)
-              for (CommMode c : {CommMode::Pt2Pt, CommMode::Nonblocking, CommMode::Collective})
-                d[comm_mode_name(c)] = m.seconds[static_cast<int>(c)];
+            const ModeTrial& t = s.mode_trial();
+            if (t.measured())
+              for (std::size_t c = 0; c < t.variants().size(); ++c) d[py::str(t.variants()[c].name())] = t.seconds()[c];
             return d;
           })
       .def("reset_timings", &PMESolver::reset_timings)

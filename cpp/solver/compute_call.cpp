@@ -1,7 +1,7 @@
 // PMESolver::compute and compute_sets: one call path (run) for one charge column
 // and for m charge sets on the same atoms, in the order of its stages:
 //
-//   begin        the call's checks, the comm mode's choice (first call), exclusions
+//   begin        the call's checks, comm_mode "auto"'s variant (its trial), exclusions
 //   migrate      atoms to their owners (one set: the pair list's vote rides on it;
 //                sets: one column leads, the sets' charges follow its plan;
 //                balanced, once the cuts have moved: also to the real-space owners)
@@ -11,6 +11,7 @@
 //   reduce       total forces, one Allreduce of every set's sums, the results
 //   return       forces (and potentials) back to the callers' order
 //   balance      the real-space imbalance measured; balance on: new cuts
+//   trial        comm_mode "auto": the call's time to the trial (mode_choice.hpp)
 //
 // What differs between one set and m sets stays inside a stage: the reused pair
 // list and the cost model's charges serve the one-set call; the sets' per-atom
@@ -48,8 +49,12 @@ std::vector<SolverResult> PMESolver::compute_sets(const double* positions, const
 
 std::vector<SolverResult> PMESolver::run(const Call& call) {
   ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
-  if (opt_.choose_mode && !modes_done_) choose_mode();
-  double t = wall_seconds();
+  // comm_mode "auto": plain calls (one charge set, no potentials: the same on every
+  // rank) are the trial's, each in the variant it asks for.
+  const bool trial = trial_.running() && !call.sets && !call.potentials;
+  if (trial) use_variant(trial_.next());
+  const double t_call = wall_seconds();
+  double t = t_call;
   // Exclusions are routed to the ranks holding their atoms (cached while the
   // ids and pairs do not change) and travel with the atoms as payload.
   exclusions_.update(call.ids, call.n, call.exclusions, call.m);
@@ -91,6 +96,7 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   return_forces(call, s, res, t);
   balance_after(call, s);
   timers_.count("calls");
+  if (trial && trial_.record(comm_.get(), wall_seconds() - t_call)) use_variant(trial_.best());
   return res;
 }
 

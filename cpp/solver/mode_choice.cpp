@@ -2,43 +2,62 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
-#include "base/timers.hpp"
 #include "comm/mpi_helpers.hpp"
 
 namespace pmewald {
 inline namespace solver {
 
-ModeMeasurement measure_modes(MPI_Comm comm, const std::function<void(CommMode)>& use,
-                              const std::function<void()>& run, int reps) {
-  ModeMeasurement m;
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  if (size == 1) {
-    use(m.best);
-    return m;
-  }
+std::string CommVariant::name() const { return std::string(comm_mode_name(mode)) + (overlap ? "+overlap" : ""); }
+
+CommVariant default_variant(CommMode mode, std::optional<bool> overlap) {
+  return {mode, overlap.value_or(mode != CommMode::Pt2Pt)};
+}
+
+std::vector<CommVariant> ModeTrial::candidates(std::optional<bool> overlap) {
   constexpr CommMode kModes[3] = {CommMode::Pt2Pt, CommMode::Nonblocking, CommMode::Collective};
-  std::array<double, 3> mine{};
-  for (CommMode mode : kModes) {
-    use(mode);
-    run();  // warm-up: first touches, lazy MPI connections
-    double best = std::numeric_limits<double>::infinity();
-    for (int r = 0; r < std::max(reps, 1); ++r) {
-      check_mpi(MPI_Barrier(comm), "MPI_Barrier");
-      const double t0 = wall_seconds();
-      run();
-      best = std::min(best, wall_seconds() - t0);
+  std::vector<CommVariant> out;
+  for (CommMode m : kModes) {
+    if (overlap) {
+      out.push_back({m, *overlap});
+    } else {
+      out.push_back({m, false});
+      if (m != CommMode::Pt2Pt) out.push_back({m, true});
     }
-    mine[static_cast<int>(mode)] = best;
   }
-  check_mpi(MPI_Allreduce(mine.data(), m.seconds.data(), 3, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
-  m.best = kModes[0];
-  for (CommMode mode : kModes)
-    if (m.seconds[static_cast<int>(mode)] < m.seconds[static_cast<int>(m.best)]) m.best = mode;
-  m.measured = true;
-  use(m.best);
-  return m;
+  return out;
+}
+
+ModeTrial::ModeTrial(std::vector<CommVariant> candidates, CommVariant warmup)
+    : cand_(std::move(candidates)), warmup_(warmup) {
+  if (cand_.empty()) throw std::invalid_argument("ModeTrial: no candidates");
+  const int n = static_cast<int>(cand_.size());
+  order_.push_back(-1);
+  for (int r = 0; r < kRounds; ++r)
+    for (int k = 0; k < n; ++k) order_.push_back(r % 2 == 0 ? k : n - 1 - k);
+  mine_.assign(cand_.size(), std::numeric_limits<double>::infinity());
+}
+
+CommVariant ModeTrial::next() const {
+  if (!running()) return best();
+  const int k = order_[pos_];
+  return k < 0 ? warmup_ : cand_[static_cast<std::size_t>(k)];
+}
+
+bool ModeTrial::record(MPI_Comm comm, double seconds) {
+  if (!running()) return false;
+  const int k = order_[pos_++];
+  if (k >= 0) mine_[static_cast<std::size_t>(k)] = std::min(mine_[static_cast<std::size_t>(k)], seconds);
+  if (running()) return false;
+  seconds_.assign(cand_.size(), 0.0);
+  check_mpi(MPI_Allreduce(mine_.data(), seconds_.data(), static_cast<int>(cand_.size()), MPI_DOUBLE, MPI_MAX, comm),
+            "MPI_Allreduce");
+  best_ = 0;
+  for (std::size_t c = 1; c < cand_.size(); ++c)
+    if (seconds_[c] < seconds_[static_cast<std::size_t>(best_)]) best_ = static_cast<int>(c);
+  measured_ = true;
+  return true;
 }
 
 }  // namespace solver

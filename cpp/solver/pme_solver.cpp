@@ -83,7 +83,7 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     throw ValueError("PME parameters differ between ranks: every rank must pass the same box, cutoff, mesh, "
                      "order, alpha, differentiation, comm_mode, coulomb_constant, real_space, overlap, "
                      "ghost_exchange and balance");
-  configure_overlap();
+  configure_overlap(default_variant(opt_.mode, opt_.overlap).overlap);
   realspace_.set_precision(opt_.precision);
   cell_ = PeriodicCell(opt_.box.data());
   recip_ = reciprocal_of(opt_.box);
@@ -123,6 +123,9 @@ PMESolver::PMESolver(MPI_Comm comm, const SolverOptions& options)
     err = std::string("could not set up the solver's grids on this rank: ") + e.what();
   }
   agree_or_throw(comm_.get(), err);
+  // comm_mode "auto": the first calls try the variants (on one rank nothing to try: the default).
+  if (opt_.choose_mode && P > 1)
+    trial_ = ModeTrial(ModeTrial::candidates(opt_.overlap), default_variant(opt_.mode, opt_.overlap));
 }
 
 std::unique_ptr<RealFFT3d> PMESolver::make_fft(unsigned fftw_flags) const {
@@ -147,12 +150,16 @@ void PMESolver::set_fftw_flags(unsigned fftw_flags) {
   opt_.fftw_flags = fftw_flags;
 }
 
-void PMESolver::configure_overlap() {
-  const bool on = opt_.overlap.value_or(opt_.mode != CommMode::Pt2Pt);
-  if (!on)
-    overlap_.reset();
-  else if (!overlap_)
-    overlap_ = std::make_unique<Overlap>(opt_.overlap_poll);
+void PMESolver::configure_overlap(bool on) {
+  overlap_on_ = on;
+  if (on && !overlap_) overlap_ = std::make_unique<Overlap>(opt_.overlap_poll);
+}
+
+void PMESolver::use_variant(const CommVariant& v) {
+  halo_->set_mode(v.mode);
+  fft_->set_mode(v.mode);
+  opt_.mode = v.mode;
+  configure_overlap(v.overlap);
 }
 
 void PMESolver::configure_list() {
@@ -255,7 +262,7 @@ double PMESolver::lap(const char* phase, double start) {
 Overlap* PMESolver::start_work(BackgroundWork* work, double& t) {
   if (!work) return nullptr;
   Overlap* overlap = nullptr;
-  if (overlap_) {
+  if (overlap_on_) {
     overlap = overlap_.get();
     overlap->set_work(work);
   } else {
@@ -343,9 +350,9 @@ std::map<std::string, double> PMESolver::timings() const {
     out["overlap_finish_wait"] = o.finish_seconds;
   }
   if (!overlap_) out.erase("overlap_test_seconds");
-  if (modes_.measured)
-    for (CommMode m : {CommMode::Pt2Pt, CommMode::Nonblocking, CommMode::Collective})
-      out[std::string("auto_") + comm_mode_name(m)] = modes_.seconds[static_cast<int>(m)];
+  if (trial_.measured())  // comm_mode "auto": each candidate's seconds per call (the slowest rank's)
+    for (std::size_t c = 0; c < trial_.variants().size(); ++c)
+      out["auto_" + trial_.variants()[c].name()] = trial_.seconds()[c];
   return out;
 }
 

@@ -12,9 +12,9 @@
 // Overlap (options.overlap): the pair loop runs in pieces while the reciprocal
 // part's exchanges are in flight (comm/overlap.hpp), with the same results. Without
 // it the pairs run first, then the reciprocal part. comm_mode "auto"
-// (options.choose_mode): the first compute measures the three modes on this
-// solver's plans (mode_choice.hpp) and keeps the fastest; a new solver (new plans)
-// measures again, set_box (same plans) does not.
+// (options.choose_mode): the first computes run the modes, with and without
+// overlap, in turn and keep the fastest (mode_choice.hpp); a new solver (new
+// plans) measures again, set_box (same plans) does not.
 #pragma once
 
 #include <mpi.h>
@@ -61,11 +61,12 @@ struct SolverOptions {
   double alpha = 0;
   double cutoff = 0;
   Differentiation differentiation = Differentiation::AD;
-  CommMode mode = CommMode::Nonblocking;  // with choose_mode: the mode until it is measured
-  bool choose_mode = false;               // comm_mode "auto"
+  CommMode mode = CommMode::Nonblocking;  // with choose_mode: the warm-up call's mode
+  bool choose_mode = false;               // comm_mode "auto" (mode_choice.hpp)
   // Hide the reciprocal exchanges behind the pair loop; unset: where measured not
   // slower, i.e. in the nonblocking and collective modes, not in pt2pt (whose
-  // blocking sends leave nothing to hide; docs/overlap.md).
+  // blocking sends leave nothing to hide; docs/overlap.md), and with choose_mode
+  // as the trial finds fastest.
   std::optional<bool> overlap;
   OverlapSettings overlap_poll;           // its progress-call intervals
   double coulomb_constant = 1.0;
@@ -145,12 +146,13 @@ class PMESolver {
   void set_box(const Mat3& box);
 
   const SolverOptions& options() const { return opt_; }
-  // The mode in use (with choose_mode: the measured winner after the first compute).
+  // The mode in use (with choose_mode: the trial's current candidate, then its winner).
   CommMode comm_mode() const { return opt_.mode; }
-  // choose_mode's measurement (measured false before the first compute or on one rank).
-  const ModeMeasurement& mode_measurement() const { return modes_; }
-  // Whether the exchanges are overlapped (options.overlap, or its default for the mode in use).
-  bool overlapping() const { return overlap_ != nullptr; }
+  // choose_mode's trial (measured() false while it runs, on one rank and without choose_mode).
+  const ModeTrial& mode_trial() const { return trial_; }
+  // Whether the exchanges are overlapped (options.overlap, or its default for the mode
+  // in use; with choose_mode as the trial says).
+  bool overlapping() const { return overlap_on_; }
   // Collective: another skin for the next calls (a new list; 0: none).
   void set_skin(double skin);
   // Collective: another pair-kernel precision for the next calls (options.precision).
@@ -249,8 +251,9 @@ class PMESolver {
   void assemble_set_potentials(const std::vector<SolverResult>& res, std::size_t n, double* potentials_out,
                                double* fields_out);
   void assemble_potentials(double total_charge, double* potentials_out, double* fields_out, std::size_t n);
-  void choose_mode();
-  void configure_overlap();  // overlap_ as options.overlap says for the mode in use
+  // The mode and overlap the exchanges use from the next call on (choose_mode's trial).
+  void use_variant(const CommVariant& v);
+  void configure_overlap(bool on);  // overlap_on_ (overlap_ made the first time)
   void configure_list();     // list_ and list_skin_ for options.skin and the box
   // The balanced domains (balancer_) to rs_migration_ and the list, with their ghost exchange.
   void apply_domains();
@@ -309,10 +312,10 @@ class PMESolver {
   View2<double> set_q_, set_real_, set_f_, set_pot_, set_ghost_q_;
   View1<double> set_col_;
   PhaseTimers timers_;
-  std::unique_ptr<Overlap> overlap_;  // null without options.overlap
+  std::unique_ptr<Overlap> overlap_;  // made when first used; kept (its statistics) when switched off
+  bool overlap_on_ = false;
   double hidden_mark_ = 0;            // overlap_'s work seconds at the last lap
-  ModeMeasurement modes_;
-  bool modes_done_ = false;
+  ModeTrial trial_;
 };
 
 }  // namespace solver

@@ -2,8 +2,7 @@
 // stencils, spread, halo reduce, forward FFT, the influence-function solve, the
 // backward FFT(s), halo fill and gather (ad or ik); the potentials' extra pieces
 // (forces from the unit-charge field, ik's potential mesh, the assembly of every
-// term's phi and E); the per-call views; and choose_mode, which times this part's
-// exchanges in each comm mode. Construction, options and the pair list are in
+// term's phi and E); and the per-call views. Construction, options and the pair list are in
 // pme_solver.cpp, the call's order of stages in compute_call.cpp.
 #include <cmath>
 #include <vector>
@@ -98,36 +97,6 @@ void PMESolver::ik_potentials(Overlap* overlap) {
   t = lap("ghost", t);
   gather_potential(stencil_, halo_->extended(), grid_, rec_phi_);
   lap("gather", t);
-}
-
-// The reciprocal part's exchanges (halo reduce, forward FFT, the backward FFTs,
-// halo fill) on scratch data, timed in each mode; the grids are overwritten by the
-// compute that follows.
-void PMESolver::choose_mode() {
-  const int backward = opt_.differentiation == Differentiation::AD ? 1 : 3;
-  auto use = [&](CommMode m) {
-    halo_->set_mode(m);
-    fft_->set_mode(m);
-    opt_.mode = m;
-  };
-  auto run = [&] {
-    halo_->reduce(grid_.data());
-    fft_->forward(grid_.data(), kspace_c_.data());
-    for (int b = 0; b < backward; ++b) {
-      fft_->backward_destroying_input(kspace_c_.data(), grid_.data(), false);
-      halo_->fill(grid_.data());
-    }
-  };
-  const double t = wall_seconds();
-  Kokkos::deep_copy(grid_, 0.0);
-  Kokkos::deep_copy(kspace_c_, Complex(0.0, 0.0));
-  modes_ = measure_modes(comm_.get(), use, run);
-  modes_done_ = true;
-  configure_overlap();
-  // The measurement's own exchanges are not the compute's.
-  fft_->reset_stats();
-  halo_->reset_stats();
-  timers_.add("auto_measure", wall_seconds() - t);
 }
 
 void PMESolver::force_views(std::size_t n_own) {

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -45,8 +46,10 @@ using pmewald_scale::SystemSpec;
 struct Variant {
   std::string name;            // as reported: a mode or "auto", "+overlap" when overlapped
   pmewald::CommMode mode = pmewald::CommMode::Nonblocking;
-  bool choose_mode = false;    // "auto": the solver measures the modes at its first compute
-  bool overlap = false;        // explicit either way (the solver's default overlaps nonblocking and collective)
+  bool choose_mode = false;    // "auto": the solver's first calls try the variants (mode_choice.hpp)
+  // A mode: explicit either way. "auto": unset (the solver tries every mode with and
+  // without overlap, as PME(comm_mode="auto") does), "auto+overlap": on.
+  std::optional<bool> overlap = false;
 };
 
 struct Args {
@@ -102,6 +105,7 @@ std::vector<Variant> parse_variants(const std::string& list) {
     }
     v.choose_mode = base == "auto";
     if (!v.choose_mode) v.mode = pmewald::comm_mode_from_string(base);
+    if (v.choose_mode && !v.overlap.value_or(false)) v.overlap.reset();
     out.push_back(v);
   }
   if (out.empty()) usage("--modes names no mode");
@@ -295,7 +299,8 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   const std::size_t m = atoms.exclusions.size() / 2;
   pmewald::SolverResult res;
   std::vector<double> warm_imbalance;  // each warm-up call's slowest / mean candidate pairs
-  for (int k = 0; k < a.warmup; ++k) {
+  // "auto": the warm-up lasts at least as long as the solver's trial of the variants.
+  for (int k = 0; k < a.warmup || solver.mode_trial().running(); ++k) {
     res = solver.compute(atoms.positions.data(), atoms.charges.data(), atoms.ids.data(), atoms.size(), excl, m, f.data());
     warm_imbalance.push_back(solver.balancer().stats().last_pairs_imbalance);
   }

@@ -81,7 +81,8 @@ def test_the_tuning_plans_by_estimate_and_the_kept_solver_by_the_configured_plan
     assert pme.parameters["fft_planner"] == "estimate"
     second = pme.compute(*args)
     assert pme.parameters["fft_planner"] == "measure"
-    assert pme.parameters["comm_mode_used"] in ("pt2pt", "nonblocking", "collective")
+    # "auto" is still trying the variants (one call each after a warm-up; one rank: nothing to try)
+    assert pme.parameters["comm_mode_used"] == (None if comm.Get_size() > 1 else "nonblocking")
     scale = np.abs(first.forces).max()
     assert np.abs(second.forces - first.forces).max() <= 1e-12 * scale
     assert second.energy == pytest.approx(first.energy, rel=1e-12)

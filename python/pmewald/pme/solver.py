@@ -72,19 +72,23 @@ class PME:
     comm : mpi4py intracommunicator, optional
         Defaults to ``MPI.COMM_WORLD``.
     comm_mode : "pt2pt", "nonblocking", "collective" or "auto"
-        How the FFT remaps and ghost-layer exchanges communicate. ``"auto"`` times the
-        three on this problem's own exchanges at the first :meth:`compute` (the slowest
-        rank's time decides, so every rank picks the same) and keeps the fastest;
-        ``parameters["comm_mode_used"]`` and ``parameters["comm_mode_seconds"]`` show the
-        outcome. It measures again only when the mesh (the plans) changes.
+        How the FFT remaps and ghost-layer exchanges communicate. ``"auto"`` tries them on
+        this problem's own calls: after one warm-up call, each candidate (the three modes,
+        nonblocking and collective with and without ``overlap`` where ``overlap`` is None)
+        runs one call, then once more in reverse order (11 calls in all with ``overlap=None``,
+        7 with it set), and the fastest is kept (the slowest rank's time decides, so every
+        rank keeps the same). Every call's results are the same in any mode.
+        ``parameters["comm_mode_used"]`` (None while the trial runs) and
+        ``parameters["comm_mode_seconds"]`` show the outcome. It tries again only when the
+        mesh (the plans) changes. docs/overlap.md.
     overlap : bool or None
         Hide the reciprocal part's communication behind the real-space pair loop: the
         exchanges are started and the pairs run in pieces while they are in flight, with
         progress calls in between (``timings()["comm_hidden"]``, ``["comm_wait"]``). The
         results are the same either way. ``None`` (default): where it was measured not
-        slower, i.e. with ``"nonblocking"`` and ``"collective"`` (with ``"auto"``: if the
-        winner is one of them), not with ``"pt2pt"``, whose blocking sends leave nothing to
-        hide; ``parameters["overlap"]`` says what is used. docs/overlap.md has the
+        slower, i.e. with ``"nonblocking"`` and ``"collective"``, not with ``"pt2pt"``,
+        whose blocking sends leave nothing to hide; with ``"auto"``, as its trial finds
+        fastest. ``parameters["overlap"]`` says what is used. docs/overlap.md has the
         measurements.
     overlap_poll : (int, float), optional
         With ``overlap``: test the exchange in flight every this many pair rows or this
@@ -552,9 +556,9 @@ class PME:
         in flight), ``overlap_polls``, ``overlap_poll_seconds`` (inside the progress calls'
         ``MPI_Test*``: the polling's cost), ``overlap_progress_seconds`` (the progress calls
         with the unpacks they did), ``overlap_exchanges`` and ``overlap_hidden_exchanges``
-        (completed while work ran). With ``comm_mode="auto"``: ``auto_pt2pt``,
-        ``auto_nonblocking``, ``auto_collective`` (the measured seconds per mode) and
-        ``auto_measure`` (the measurement's cost). With a pair list (``skin``):
+        (completed while work ran). With ``comm_mode="auto"``, once its trial is done:
+        ``auto_<variant>`` per candidate (``auto_pt2pt``, ``auto_nonblocking+overlap``, ...:
+        the seconds of its faster call, the slowest rank's). With a pair list (``skin``):
         ``pair_list_builds`` (the searches so far), ``pair_list_build`` (seconds building it:
         its migration, ghosts and search), ``pair_list_refresh`` (checking the displacements
         and sending them along the frozen plans) and ``pair_list_evaluate`` (the stored pairs

@@ -236,8 +236,8 @@ class Tuner:
         return raw
 
     def mode_used(self):
-        """The mode the exchanges use: comm_mode, or with "auto" the measured winner
-        (None before the first compute has measured)."""
+        """The mode the exchanges use: comm_mode, or with "auto" the trial's winner
+        (None while the solver's first calls try the modes)."""
         mode, solver = self.problem.comm_mode, self.state.solver
         if mode != "auto":
             return mode
@@ -246,7 +246,7 @@ class Tuner:
         return solver.comm_mode
 
     def overlap_used(self):
-        """Whether the exchanges are overlapped (None while "auto" has not measured)."""
+        """Whether the exchanges are overlapped (None while "auto" tries the modes)."""
         overlap, mode = self.problem.overlap, self.problem.comm_mode
         if overlap is not None:
             return overlap

@@ -25,6 +25,7 @@ Each simulation runs one warm-up and ``--steps`` timed calls per variant. A prog
 1 us of simulated time, once per call (``--progress-cost per-call``, the default; result names end
 in ``_percall``) or, as in every study before 2026-12-07, once per request it tests
 (``per-request``, SimGrid's smpi/test alone). ``--poll ROWS,US`` sets the overlap's interval.
+``--one-solver`` builds one solver for the fixed-mode variants and switches it between them.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghos
     poll = args.poll
     if poll:
         name += f"_poll{poll[0]}-{poll[1]:g}us"
+    if args.one_solver:
+        name += "_onesolver"
     if bs.build.simgrid_prefix() is not None:  # another SimGrid ($PMEWALD_SIMGRID): results of its own
         name += f"_simgrid{bs.build.simgrid_version()}"
     out = RESULTS / f"{name}.json"
@@ -91,7 +94,8 @@ def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghos
                             extra_cfg=[*progress_cfg(per_call), *extra],
                             ghosts=ghosts, balance=balance, compute_speedup=speedup,
                             progress_call_seconds=PROGRESS_CALL_SECONDS if per_call else 0.0,
-                            overlap_poll=(poll[0], poll[1] * 1e-6) if poll else None)
+                            overlap_poll=(poll[0], poll[1] * 1e-6) if poll else None,
+                            one_solver=args.one_solver)
     for suffix in (".driver.json",):
         Path(str(out.with_suffix(suffix))).unlink(missing_ok=True)
     return res
@@ -268,6 +272,9 @@ def main():
     ap.add_argument("--poll", type=lambda t: (int(t.split(",")[0]), float(t.split(",")[1])), default=None,
                     metavar="ROWS,US", help="the overlap's progress-call interval (default: the solver's, 256 rows "
                                             "or 100 us)")
+    ap.add_argument("--one-solver", action="store_true",
+                    help="one solver for every fixed-mode variant, switched between them (its plans built once; "
+                         "result names end in _onesolver)")
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -207,6 +207,16 @@ void bind_solver(py::module_& m, py::module_& testing) {
              py::gil_scoped_release nogil;
              s.set_box(b);
            })
+      .def("set_comm_mode",
+           [](PMESolver& s, const std::string& mode, std::optional<bool> overlap) {
+             require_mpi_running();
+             const CommMode m = comm_mode_from_string(mode);
+             py::gil_scoped_release nogil;
+             s.set_comm_mode(m, overlap);
+           },
+           py::arg("mode"), py::arg("overlap") = py::none(),
+           "Collective: the next calls in this mode ('pt2pt', 'nonblocking', 'collective'), overlapped as "
+           "overlap says (None: the mode's default); ends comm_mode 'auto' and its trial.")
       .def("set_skin",
            [](PMESolver& s, double skin) {
              require_mpi_running();

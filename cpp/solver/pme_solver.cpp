@@ -217,6 +217,16 @@ void PMESolver::adopt(const SolverOptions& next, const char* differs) {
   opt_ = next;
 }
 
+void PMESolver::set_comm_mode(CommMode mode, std::optional<bool> overlap) {
+  SolverOptions next = opt_;
+  next.mode = mode;
+  next.overlap = overlap;
+  next.choose_mode = false;
+  adopt(next, "set_comm_mode: the mode or overlap differs between ranks");
+  trial_ = ModeTrial{};
+  use_variant(default_variant(mode, overlap));
+}
+
 void PMESolver::set_skin(double skin) {
   SolverOptions next = opt_;
   next.skin = skin;

@@ -153,6 +153,10 @@ class PMESolver {
   // Whether the exchanges are overlapped (options.overlap, or its default for the mode
   // in use; with choose_mode as the trial says).
   bool overlapping() const { return overlap_on_; }
+  // Collective: the next calls in this mode, overlapped as `overlap` says (unset: the
+  // mode's default); ends choose_mode and a trial that has not finished. The plans
+  // stay, the executors switch; the results do not change.
+  void set_comm_mode(CommMode mode, std::optional<bool> overlap);
   // Collective: another skin for the next calls (a new list; 0: none).
   void set_skin(double skin);
   // Collective: another pair-kernel precision for the next calls (options.precision).

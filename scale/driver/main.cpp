@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -69,6 +70,10 @@ struct Args {
   std::string ghosts = "auto";   // ghost exchange: auto, direct, staged
   std::string balance = "off";   // real-space load balancing: off, once, dynamic
   std::string balance_by = "pairs";
+  // One solver for every fixed-mode variant, switched with set_comm_mode (plans built
+  // once: at 1,024 simulated ranks the set-ups were 64% of a run's wall time); "auto"
+  // always builds its own, whose first calls try the variants.
+  bool one_solver = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -81,7 +86,7 @@ struct Args {
       "         [--compute-speedup K (modelled computation / K)] [--ghosts auto|direct|staged]\n"
       "         [--progress-call-seconds S (each MPI_Test, MPI_Testsome, MPI_Testall costs S under SMPI)]\n"
       "         [--overlap-poll ROWS,SECONDS (the overlap's progress-call interval)]\n"
-      "         [--balance off|once|dynamic] [--balance-by pairs|time]");
+      "         [--balance off|once|dynamic] [--balance-by pairs|time] [--one-solver]");
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -155,6 +160,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--ghosts") a.ghosts = value();
     else if (k == "--balance") a.balance = value();
     else if (k == "--balance-by") a.balance_by = value();
+    else if (k == "--one-solver") a.one_solver = true;
     else usage("unknown argument " + k);
   }
   if (a.mesh[0] <= 0 || !(a.alpha > 0)) usage("--mesh and --alpha are required");
@@ -284,14 +290,26 @@ void dump_forces(const std::string& path, const LocalAtoms& atoms, const std::ve
   if (!out) throw std::runtime_error("could not write " + path);
 }
 
-std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms, MPI_Comm comm) {
+// One variant's run: its solver (built, or with --one-solver the shared one switched
+// to its mode), warm-up calls, timed calls, the report. setup_s is the building or
+// the switch.
+std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms, MPI_Comm comm,
+                        std::unique_ptr<pmewald::PMESolver>& shared) {
   int me = 0, P = 1;
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &P);
   const double w0 = wall_now();
   MPI_Barrier(comm);
   double t0 = MPI_Wtime();
-  pmewald::PMESolver solver(comm, solver_options(a, v));
+  std::unique_ptr<pmewald::PMESolver> own;
+  const bool share = a.one_solver && !v.choose_mode;
+  if (share && shared) {
+    shared->set_comm_mode(v.mode, v.overlap);
+  } else {
+    own = std::make_unique<pmewald::PMESolver>(comm, solver_options(a, v));
+    if (share) shared = std::move(own);
+  }
+  pmewald::PMESolver& solver = own ? *own : *shared;
   const double setup_s = MPI_Wtime() - t0;
   const double w_setup = wall_now();
   std::vector<double> f(3 * atoms.size());
@@ -351,7 +369,7 @@ std::string run_variant(const Args& a, const Variant& v, const LocalAtoms& atoms
   // The mode used (with "auto": the one the solver measured fastest).
   j << "{\"variant\": \"" << v.name << "\", \"mode\": \"" << pmewald::comm_mode_name(solver.comm_mode())
     << "\", \"overlap\": " << (solver.overlapping() ? "true" : "false");
-  j << ", \"setup_s\": " << stat_json(st[i_setup])
+  j << ", \"one_solver\": " << (share ? "true" : "false") << ", \"setup_s\": " << stat_json(st[i_setup])
     << ", \"ranks_without_kspace\": " << num(st[i_no_kspace].mean * P);
   // The ghost exchange in use, the real-space imbalance (slowest / mean pair-loop
   // seconds over the timed calls, and the last call's by pairs) and the re-balances.
@@ -460,8 +478,9 @@ int main(int argc, char** argv) {
       << ", \"progress_call_seconds\": " << num(a.progress_call_seconds)
       << ", \"overlap_poll\": [" << a.poll_rows << ", " << num(a.poll_seconds) << "]" << ", \"ghosts\": \"" << a.ghosts
       << "\", \"balance\": \"" << a.balance << "\", \"balance_by\": \"" << a.balance_by << "\", \"runs\": [";
+    std::unique_ptr<pmewald::PMESolver> shared;  // --one-solver
     for (std::size_t k = 0; k < a.variants.size(); ++k)
-      j << (k ? ", " : "") << run_variant(a, a.variants[k], atoms, MPI_COMM_WORLD);
+      j << (k ? ", " : "") << run_variant(a, a.variants[k], atoms, MPI_COMM_WORLD, shared);
     j << "]}\n";
     if (me == 0) {
       if (a.json.empty()) {

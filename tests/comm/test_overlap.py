@@ -164,6 +164,36 @@ def test_auto_mode(comm):
         assert (auto.parameters["comm_mode_used"], auto.parameters["overlap"]) == (chosen, p["overlap"])
 
 
+@pytest.mark.mpi(ranks=[1, 2])
+@pytest.mark.timeout(120)
+def test_set_comm_mode_switches_the_solver_in_place(comm):
+    """The core solver's set_comm_mode (the scale driver's one solver for every variant): the
+    same results in every mode and overlap, a trial ended, a mode that differs between ranks
+    refused on every rank with the solver still usable."""
+    s = _water()
+    rc = half_height_cutoff(s.box)
+    parts = split_atoms(s.n_atoms, comm.Get_size(), "random", seed=3)
+    auto = PME(s.box, rc, mesh=(20, 18, 16), order=5, comm=comm, comm_mode="auto")
+    r0, f0 = compute_split(auto, comm, s, parts)
+    solver = auto._tuner.state.solver
+    for mode in MODES:
+        for overlap in (False, True, None):
+            solver.set_comm_mode(mode, overlap)
+            assert solver.comm_mode == mode and solver.overlap == (overlap if overlap is not None else mode != "pt2pt")
+            r1, f1 = compute_split(auto, comm, s, parts)
+            assert_same(r1, f1, r0, f0, rtol=1e-12, what=f"{mode} overlap={overlap}")
+            assert solver.comm_mode == mode  # no trial left to move it
+    assert solver.comm_mode_seconds == {}
+    if comm.Get_size() > 1:
+        with pytest.raises(ValueError, match="set_comm_mode: the mode or overlap differs between ranks"):
+            solver.set_comm_mode(MODES[comm.Get_rank() % 2])
+        assert solver.comm_mode == "collective"
+        r2, f2 = compute_split(auto, comm, s, parts)
+        assert_same(r2, f2, r0, f0, rtol=1e-12, what="after the refused switch")
+    with pytest.raises(ValueError):
+        solver.set_comm_mode("fastest")
+
+
 @pytest.mark.mpi(ranks=[2])
 @pytest.mark.timeout(200)
 def test_auto_measures_again_with_new_plans(comm):

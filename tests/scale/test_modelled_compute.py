@@ -138,3 +138,33 @@ def test_progress_calls_cost_what_they_are_told_once_per_call(driver, costs_file
     assert grew >= 0.99 * polls * 1e-3, (grew, polls)
     assert costly["step_s"] > free["step_s"] + 1e-3
     assert free["phases"]["overlap_poll_seconds"]["max"] < 1e-5  # 1 ns per request tested
+
+
+@pytest.mark.timeout(900)
+def test_one_solver_switched_and_auto_on_its_calls(driver, costs_file, tmp_path):
+    """``--one-solver`` (one solver switched between the fixed-mode variants, its plans built
+    once) gives every variant the results and the simulated step of its own solver; "auto" tries
+    the variants on its warm-up calls and keeps the fastest: its step is the fastest variant's."""
+    variants = ("pt2pt", "nonblocking", "nonblocking+overlap", "collective", "collective+overlap")
+
+    def run(name, modes, **kw):
+        path = tmp_path / f"{name}.json"
+        bench_scale.run_simulation(driver, 4, "fat_tree", SYSTEM, PARAMS, path, modes=modes, warmup=1, steps=1,
+                                   timeout=600, compute_costs=costs_file, **kw)
+        return json.loads(path.read_text())
+
+    own, one = run("own", variants), run("one", variants, one_solver=True)
+    for v in variants:
+        a, b = _variant(own, v), _variant(one, v)
+        assert not a["one_solver"] and b["one_solver"]
+        assert (b["mode"], b["overlap"]) == (a["mode"], a["overlap"]), v
+        assert b["energy"] == pytest.approx(a["energy"], rel=1e-12) and b["force_checksum"] == pytest.approx(
+            a["force_checksum"], rel=1e-12), v
+        assert b["step_s"] == pytest.approx(a["step_s"], rel=0.02), (v, a["step_s"], b["step_s"])
+    auto = _variant(run("auto", ("auto",)), "auto")
+    assert len(auto["warmup_pairs_imbalance"]) == 1 + 2 * len(variants)  # the trial's calls
+    tried = {v: auto["phases"][f"auto_{v}"]["max"] for v in variants}
+    picked = auto["mode"] + ("+overlap" if auto["overlap"] else "")
+    assert tried[picked] == min(tried.values())
+    fastest = min(_variant(own, v)["step_s"] for v in variants)
+    assert auto["step_s"] <= 1.05 * fastest, (picked, auto["step_s"], fastest)

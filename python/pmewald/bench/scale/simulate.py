@@ -47,7 +47,7 @@ def smpirun_command(exe: Path, P: int, platform: str, args: list[str], work: Pat
 
 def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, json_path=None,
                 dump=None, ghosts="auto", balance="off", compute_speedup=1.0,
-                progress_call_seconds=0.0, overlap_poll=None) -> list[str]:
+                progress_call_seconds=0.0, overlap_poll=None, one_solver=False) -> list[str]:
     a = ["--system", system.kind, "--cells", str(system.cells), "--mesh", str(params["mesh"]),
          "--alpha", repr(params["alpha"]), "--cutoff", repr(params["cutoff"]), "--order", str(params["order"]),
          "--diff", params["differentiation"], "--modes", ",".join(modes), "--warmup", str(warmup),
@@ -64,6 +64,8 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
         a += ["--progress-call-seconds", repr(float(progress_call_seconds))]
     if overlap_poll:
         a += ["--overlap-poll", f"{int(overlap_poll[0])},{float(overlap_poll[1])!r}"]
+    if one_solver:
+        a += ["--one-solver"]
     if json_path:
         a += ["--json", str(json_path)]
     if dump:
@@ -74,7 +76,7 @@ def driver_args(system: System, params: dict, modes=MODES, warmup=1, steps=2, js
 def run_simulation(exe: Path, P: int, platform: str, system: System, params: dict, out: Path, *,
                    modes=MODES, warmup=1, steps=2, dump=None, timeout=None, comm_only=False,
                    extra_cfg=(), compute_costs: Path | None = None, ghosts="auto", balance="off",
-                   compute_speedup=1.0, progress_call_seconds=0.0, overlap_poll=None) -> dict:
+                   compute_speedup=1.0, progress_call_seconds=0.0, overlap_poll=None, one_solver=False) -> dict:
     """One smpirun of the driver (every mode), under /usr/bin/time -v; the driver's
     JSON plus the simulation's own wall time, peak memory and SimGrid's timing line.
     With ``compute_costs`` (a file of :mod:`pmewald.bench.scale.compute_costs`) the computation is
@@ -83,10 +85,12 @@ def run_simulation(exe: Path, P: int, platform: str, system: System, params: dic
     the solver's ghost_exchange and balance. ``progress_call_seconds``: each MPI_Test,
     MPI_Testsome and MPI_Testall costs that much, once per call (the driver's
     --progress-call-seconds; pair it with smpi/test at ~0 in ``extra_cfg``). ``overlap_poll``:
-    (rows, seconds), the overlap's progress-call interval (None: the solver's default)."""
+    (rows, seconds), the overlap's progress-call interval (None: the solver's default).
+    ``one_solver``: one solver for every fixed-mode variant, switched between them (the driver's
+    --one-solver: its plans built once)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     args = driver_args(system, params, modes, warmup, steps, out.with_suffix(".driver.json"), dump, ghosts, balance,
-                       compute_speedup, progress_call_seconds, overlap_poll)
+                       compute_speedup, progress_call_seconds, overlap_poll, one_solver)
     if compute_costs is not None:
         args += ["--compute-costs", str(compute_costs)]
         extra_cfg = [COMM_ONLY, *extra_cfg]

@@ -73,23 +73,18 @@ class PME:
         Defaults to ``MPI.COMM_WORLD``.
     comm_mode : "pt2pt", "nonblocking", "collective" or "auto"
         How the FFT remaps and ghost-layer exchanges communicate. ``"auto"`` tries them on
-        this problem's own calls: after one warm-up call, each candidate (the three modes,
-        nonblocking and collective with and without ``overlap`` where ``overlap`` is None)
-        runs one call, then once more in reverse order (11 calls in all with ``overlap=None``,
-        7 with it set), and the fastest is kept (the slowest rank's time decides, so every
-        rank keeps the same). Every call's results are the same in any mode.
-        ``parameters["comm_mode_used"]`` (None while the trial runs) and
-        ``parameters["comm_mode_seconds"]`` show the outcome. It tries again only when the
-        mesh (the plans) changes. docs/overlap.md.
+        the first calls (after a warm-up, each mode, with and without ``overlap`` where it is
+        None, runs one call, twice: 11 calls) and keeps the fastest (the slowest rank's time
+        decides); the results are the same in every mode. ``parameters["comm_mode_used"]``
+        (None while it tries) and ``["comm_mode_seconds"]`` show the outcome; a new mesh tries
+        again. docs/overlap.md.
     overlap : bool or None
         Hide the reciprocal part's communication behind the real-space pair loop: the
         exchanges are started and the pairs run in pieces while they are in flight, with
         progress calls in between (``timings()["comm_hidden"]``, ``["comm_wait"]``). The
-        results are the same either way. ``None`` (default): where it was measured not
-        slower, i.e. with ``"nonblocking"`` and ``"collective"``, not with ``"pt2pt"``,
-        whose blocking sends leave nothing to hide; with ``"auto"``, as its trial finds
-        fastest. ``parameters["overlap"]`` says what is used. docs/overlap.md has the
-        measurements.
+        results are the same either way. ``None`` (default): with ``"nonblocking"`` and
+        ``"collective"``, not with ``"pt2pt"`` (its blocking sends leave nothing to hide), and
+        with ``"auto"`` as its trial finds fastest. ``parameters["overlap"]`` says what is used.
     overlap_poll : (int, float), optional
         With ``overlap``: test the exchange in flight every this many pair rows or this
         many microseconds, whichever comes first (default ``(256, 100.0)``).

@@ -16,6 +16,8 @@ reruns; ``report`` prints the markdown tables of docs/scaling.md from the cache)
   overlap and auto, on each platform.
 * ``auto``    ``comm_mode="auto"`` alone in the regime's configurations (it tries the variants on its
   first calls since 2026-12-07); ``report`` puts its pick beside the regime's variants.
+* ``model``   the communication model calibrated on each K's 64-rank regime run, against the regime
+  runs at every rank count, and its predictions at 1,024-65,536 ranks (``model_water98k.json``).
 * ``wall``    the earlier study's 256-rank modelled water98k run (three modes, two timed calls),
   the ghosts direct and staged: what a simulation costs in wall time and memory.
 * ``strong``  the 1,024-rank runs with computation (K = 1): water98k and water1.03M, both
@@ -157,6 +159,31 @@ def study_auto(args):
                          args, modes=("auto",), costs=costs, speedup=k)
 
 
+def study_model(args):
+    """The communication model (pmewald.bench.scale.comm_model: staged ghosts, the plans' census)
+    calibrated on the 64-rank regime run of each K against the regime runs at every rank count
+    (model / simulated step, per mode), and its predictions at 1,024-65,536 ranks (fat tree), into
+    scale/results/regime/model_water98k.json; `report` prints them."""
+    from pmewald.bench.scale import predict
+    out = {"calibration_ranks": 64, "speedups": {}}
+    for k in args.speedup:
+        runs = {}
+        for p in sorted(RESULTS.glob(f"regime_water98k_fat_tree_P*_K{k:g}_percall*_simgrid*.json")):
+            if "_poll" not in p.stem:
+                res = json.loads(p.read_text())
+                runs.setdefault(res["ranks"], res)  # the separate solvers' run where both exist
+        if 64 not in runs:
+            sys.exit(f"no 64-rank regime run at K = {k:g} to calibrate on (run the regime study first)")
+        cal = runs[64]
+        allreduces = predict.allreduces_per_step([cal])
+        rows = [predict.model_row(res, cal, m, allreduces) for P, res in sorted(runs.items()) for m in MODES]
+        pred = predict.predictions(WATER98K, PARAMS["water98k"], "fat_tree", [1024, 4096, 16384, 65536], cal,
+                                   allreduces)
+        out["speedups"][f"{k:g}"] = {"validation": rows, "predictions": pred}
+    (RESULTS / "model_water98k.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(report_model())
+
+
 def study_wall(args):
     """The earlier study's 256-rank run as it was (water98k, modelled computation, the three modes,
     one warm-up and two timed calls), the ghosts direct and staged: what a simulation costs."""
@@ -257,17 +284,40 @@ def report_wall():
     return "\n".join(rows)
 
 
+def report_model():
+    path = RESULTS / "model_water98k.json"
+    if not path.exists():
+        return "(no model study yet)"
+    doc = json.loads(path.read_text())
+    rows = ["| K | ranks | " + " | ".join(f"{m}: simulated / model ms (ratio)" for m in MODES) + " |",
+            "|---:|---:|" + "---|" * len(MODES)]
+    for k, d in doc["speedups"].items():
+        for P in sorted({r["ranks"] for r in d["validation"]}):
+            cells = [f"{r['simulated'] * 1e3:.3f} / {r['model'] * 1e3:.3f} ({r['ratio']:.3f})"
+                     for m in MODES for r in d["validation"] if r["ranks"] == P and r["mode"] == m]
+            rows.append(f"| {k} | {P:,} | " + " | ".join(cells) + " |")
+    rows += ["", "| K | ranks | messages (max) | kB (max) | " + " | ".join(f"{m} ms" for m in MODES)
+             + " | comm share (nonblocking) |", "|---:|---:|---:|---:|" + "---:|" * (len(MODES) + 1)]
+    for k, d in doc["speedups"].items():
+        for r in d["predictions"]:
+            rows.append(f"| {k} | {r['ranks']:,} | {r['messages_max']:.0f} | {r['bytes_max'] / 1e3:.0f} | "
+                        + " | ".join(f"{r[m] * 1e3:.3f}" for m in MODES)
+                        + f" | {100 * r['nonblocking_comm'] / r['nonblocking']:.0f}% |")
+    return "\n".join(rows)
+
+
 def report(args):
     print("### What a simulation costs\n\n" + report_wall() + "\n")
     print("### Ghost exchange\n\n" + report_ghosts() + "\n")
     print("### Balance\n\n" + report_balance() + "\n")
     print("### Regime\n\n" + report_variants("regime_*.json") + "\n")
     print("### Strong, 1,024 ranks\n\n" + report_variants("strong_*.json") + "\n")
+    print("### The model against the regime runs, and its predictions\n\n" + report_model() + "\n")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("study", choices=("ghosts", "balance", "regime", "auto", "wall", "strong", "report"))
+    ap.add_argument("study", choices=("ghosts", "balance", "regime", "auto", "model", "wall", "strong", "report"))
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--platforms", nargs="+", default=["fat_tree"])
     ap.add_argument("--overhead", type=float, nargs="+", default=[0.0, 5e-7])
@@ -292,7 +342,8 @@ def main():
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "auto": study_auto, "wall": study_wall,
+    {"ghosts": study_ghosts, "balance": study_balance, "regime": study_regime, "auto": study_auto, "model": study_model,
+     "wall": study_wall,
      "strong": study_strong, "report": report}[args.study](args)
 
 

@@ -138,25 +138,25 @@ def study_balance(args):
                      modes=("nonblocking",), costs=costs, balance=b, warmup=args.balance_warmup)
 
 
-def study_regime(args):
+def _regime_runs(args, study, modes):
+    """water98k with modelled computation / K, for every platform, rank count and K asked for."""
     costs = costs_for(WATER98K, PARAMS["water98k"], args)
     for platform in args.platforms:
         for P in args.ranks:
             for k in args.speedup:
-                simulate(f"regime_water98k_{platform}_P{P}_K{k:g}", P, platform, WATER98K, PARAMS["water98k"],
-                         args, modes=VARIANTS, costs=costs, speedup=k)
+                simulate(f"{study}_water98k_{platform}_P{P}_K{k:g}", P, platform, WATER98K, PARAMS["water98k"],
+                         args, modes=modes, costs=costs, speedup=k)
+
+
+def study_regime(args):
+    _regime_runs(args, "regime", VARIANTS)
 
 
 def study_auto(args):
     """comm_mode="auto" alone in the regime's configurations (its trial of the variants on the
     first calls, 2026-12-07): the other variants' results (study_regime) stand, the report puts
     this run's pick beside them."""
-    costs = costs_for(WATER98K, PARAMS["water98k"], args)
-    for platform in args.platforms:
-        for P in args.ranks:
-            for k in args.speedup:
-                simulate(f"regime-auto_water98k_{platform}_P{P}_K{k:g}", P, platform, WATER98K, PARAMS["water98k"],
-                         args, modes=("auto",), costs=costs, speedup=k)
+    _regime_runs(args, "regime-auto", ("auto",))
 
 
 def study_model(args):
@@ -168,10 +168,13 @@ def study_model(args):
     out = {"calibration_ranks": 64, "speedups": {}}
     for k in args.speedup:
         runs = {}
-        for p in sorted(RESULTS.glob(f"regime_water98k_fat_tree_P*_K{k:g}_percall*_simgrid*.json")):
+        # the separate solvers' run where a one-solver run of the same ranks exists too
+        paths = sorted(RESULTS.glob(f"regime_water98k_fat_tree_P*_K{k:g}_percall*_simgrid*.json"),
+                       key=lambda p: "_onesolver" in p.stem)
+        for p in paths:
             if "_poll" not in p.stem:
                 res = json.loads(p.read_text())
-                runs.setdefault(res["ranks"], res)  # the separate solvers' run where both exist
+                runs.setdefault(res["ranks"], res)
         if 64 not in runs:
             sys.exit(f"no 64-rank regime run at K = {k:g} to calibrate on (run the regime study first)")
         cal = runs[64]

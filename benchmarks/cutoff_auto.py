@@ -1,16 +1,17 @@
-"""cutoff="auto" against a fixed cutoff in an MD-like loop: ``mpirun -n 2 python benchmarks/cutoff_auto.py``.
+"""cutoff="auto" against fixed cutoffs in an MD-like loop: ``mpirun -n 2 python benchmarks/cutoff_auto.py``.
 
 A water box (``pmewald.systems.water_box(target_atoms=...)``, exclusions included, contiguous
 blocks of molecules per rank), positions perturbed by a random walk of ``--step`` Angstrom per
-component and step. Per tolerance two objects: ``PME(box, --cutoff, tolerance)`` and
-``PME(box, "auto", tolerance)``, both with automatic alpha, order and mesh and the default skin.
-The auto object walks its cutoffs over its first calls (pme/cutoff_search.py); both are called
-at every step, alternately, so their ratio shares the machine's state. Reported: the cutoff
-chosen and the walk's measurements, the calls and seconds the walk took (with the two calls
-after it, where a winner that ran on a seed gets its full choice and plans; and what the fixed
-object took over the same calls), then the median per-call time of each over ``--steps`` calls
-after the walk and the median of the step-by-step ratios auto / fixed. A call's time is the
-slowest rank's (pmewald.bench.mpi_timing.timed_compute).
+component and step. Per tolerance: ``PME(box, rc, tolerance)`` for each fixed cutoff
+(``--fixed``, default ``--cutoff``) and ``PME(box, "auto", tolerance)`` (``--lower``: the
+cutoff's lower bound), all with automatic alpha, order and mesh, ``--precision`` and the default
+skin. The auto object walks its cutoffs over its first calls (pme/cutoff_search.py) beside the
+first fixed one; then every object is called at every step, alternately, so their ratio shares
+the machine's state. Reported: the cutoff chosen, the walk's measurements and final comparison,
+the calls and seconds the walk took (with the call after it; and what the first fixed object took
+over the same calls), each fixed cutoff's median per-call time over ``--steps`` calls after the
+walk, auto's, and the median of the step-by-step ratios auto / the fixed object of the lowest
+median. A call's time is the slowest rank's (pmewald.bench.mpi_timing.timed_compute).
 
 Not a test: numbers depend on the machine and its load (say ``uptime`` next to them).
 """
@@ -32,34 +33,43 @@ def run(comm, args):
     s, start, q, ids, ex = water_walk.local_water(comm, args.atoms)
     size = comm.Get_size()
     rows = []
+    fixed_cutoffs = args.fixed or [args.cutoff]
     for tol in args.tolerance:
         rng = np.random.default_rng(100 + comm.Get_rank())
         pos = start.copy()
-        fixed = pmewald.PME(s.box, args.cutoff, tolerance=tol, comm=comm)
-        auto = pmewald.PME(s.box, "auto", tolerance=tol, comm=comm)
+        kw = dict(tolerance=tol, comm=comm, precision=args.precision)
+        fixed = {rc: pmewald.PME(s.box, rc, **kw) for rc in fixed_cutoffs}
+        auto = pmewald.PME(s.box, ("auto", args.lower) if args.lower else "auto", **kw)
         walk = {"fixed": 0.0, "auto": 0.0, "calls": 0}
-        after = 0  # the walk's end: the winner's full choice (when it ran on a seed) and its plans
+        after = 0  # the walk's end, and one call after it
         while after < 2 and walk["calls"] < 200:
             after += auto.parameters["cutoff_search"] == "done"
-            walk["fixed"] += timed_compute(comm, fixed, pos, q, ids, ex)
+            walk["fixed"] += timed_compute(comm, fixed[fixed_cutoffs[0]], pos, q, ids, ex)
             walk["auto"] += timed_compute(comm, auto, pos, q, ids, ex)
             walk["calls"] += 1
             pos += rng.normal(scale=args.step, size=pos.shape)
-        t_fixed, t_auto, ratio = [], [], []
-        for _ in range(args.steps):
-            a = timed_compute(comm, fixed, pos, q, ids, ex)
-            b = timed_compute(comm, auto, pos, q, ids, ex)
-            t_fixed.append(a)
-            t_auto.append(b)
-            ratio.append(b / a)
+        for obj in list(fixed.values())[1:]:  # the other fixed cutoffs' choices and plans, untimed
+            for _ in range(2):
+                timed_compute(comm, obj, pos, q, ids, ex)
+        t = {rc: [] for rc in fixed}
+        t_auto = []
+        for _ in range(args.steps):  # every object at every step, alternately
+            for rc, obj in fixed.items():
+                t[rc].append(timed_compute(comm, obj, pos, q, ids, ex))
+            t_auto.append(timed_compute(comm, auto, pos, q, ids, ex))
             pos += rng.normal(scale=args.step, size=pos.shape)
-        p, pf = auto.parameters, fixed.parameters
-        rows.append(dict(atoms=s.n_atoms, ranks=size, tolerance=tol, cutoff_fixed=args.cutoff,
-                         mesh_fixed=pf["mesh"], order_fixed=pf["order"], cutoff_auto=p["cutoff"],
-                         mesh_auto=p["mesh"], order_auto=p["order"],
+        p = auto.parameters
+        ms_fixed = {rc: 1e3 * statistics.median(v) for rc, v in t.items()}
+        best = min(ms_fixed, key=ms_fixed.get)
+        ratio = [a / b for a, b in zip(t_auto, t[best])]
+        rows.append(dict(atoms=s.n_atoms, ranks=size, tolerance=tol, precision=args.precision,
+                         cutoff_fixed=best, mesh_fixed=fixed[best].parameters["mesh"],
+                         order_fixed=fixed[best].parameters["order"], ms_fixed_each=ms_fixed,
+                         cutoff_auto=p["cutoff"], mesh_auto=p["mesh"], order_auto=p["order"],
                          seconds={str(k): round(v * 1e3, 2) for k, v in p["cutoff_seconds"].items()},
+                         duel=p["cutoff_duel"],
                          walk_calls=walk["calls"], walk_seconds_auto=walk["auto"], walk_seconds_fixed=walk["fixed"],
-                         ms_fixed=1e3 * statistics.median(t_fixed), ms_auto=1e3 * statistics.median(t_auto),
+                         ms_fixed=ms_fixed[best], ms_auto=1e3 * statistics.median(t_auto),
                          ratio=statistics.median(ratio)))
     return rows
 
@@ -67,6 +77,10 @@ def run(comm, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     water_walk.add_arguments(ap, cutoff_help="the fixed object's cutoff (A)")  # --steps: calls after the walk
+    ap.add_argument("--fixed", type=float, nargs="+", help="fixed cutoffs (A) to compare with, each its own object "
+                    "(default: --cutoff); the rows name the fastest, the ratio is auto over the fastest at each step")
+    ap.add_argument("--precision", default="double", choices=("double", "mixed", "auto"))
+    ap.add_argument("--lower", type=float, help="cutoff=('auto', LOWER)")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     rows = run(comm, args)
@@ -78,7 +92,8 @@ def main():
                   f"{str(tuple(r['mesh_fixed'])):>14} {r['cutoff_auto']:>7.4g} {str(tuple(r['mesh_auto'])):>14} "
                   f"{r['walk_calls']:>10} {r['walk_seconds_auto']:>8.2f}/{r['walk_seconds_fixed']:<8.2f} "
                   f"{r['ms_fixed']:>8.1f} {r['ms_auto']:>8.1f} {r['ratio']:>6.2f}")
-            print(f"{'':>14} measured ms per cutoff: {r['seconds']}")
+            print(f"{'':>14} measured ms per cutoff: {r['seconds']}, final comparison {r['duel']}")
+            print(f"{'':>14} fixed cutoffs, ms: " + ", ".join(f"{rc:g}: {v:.1f}" for rc, v in r["ms_fixed_each"].items()))
         water_walk.write_json(args.json, rows)
 
 

@@ -65,6 +65,18 @@ def test_the_walk_goes_up_when_nothing_below_the_start_is_faster():
     assert max(s.seconds) <= 15.0
 
 
+def test_the_walk_goes_up_one_step_when_the_start_is_near_the_best_below_it():
+    # 7.273 is faster than the start, but by less than 12%: one candidate above the start is
+    # tried too (and here found fastest, so the walk goes on up); a start beaten by more than
+    # 12% is not.
+    times = {8.0: 1.0, 7.273: 0.95, 6.612: 1.5, 8.8: 0.8, 9.68: 2.0}
+    s = CutoffSearch(4.0, 15.0, 8.0)
+    assert walk(s, lambda c: times.get(c, 5.0)) == [8.0, 7.273, 6.612, 8.8, 9.68] and s.current == 8.8
+    times = {8.0: 1.0, 7.273: 0.85, 6.612: 1.5}
+    s = CutoffSearch(4.0, 15.0, 8.0)
+    assert walk(s, lambda c: times.get(c, 5.0)) == [8.0, 7.273, 6.612] and s.current == 7.273
+
+
 def test_a_candidate_within_twelve_percent_of_the_best_does_not_end_the_walk():
     times = {8.0: 1.0, 7.273: 1.1, 6.612: 0.9, 6.011: 2.0}
     s = CutoffSearch(4.0, 15.0, 8.0)
@@ -138,13 +150,16 @@ def test_pme_times_its_calls_and_keeps_the_fastest_cutoff(comm):
     assert p["cutoff"] is None and p["cutoff_request"] == ("auto", 5.0) and p["cutoff_search"] == "not started"
     # The walk's longest: every candidate in [5, half the cell height] (7 here), 7 calls each,
     # the final comparison (6) and the winner's choice: the loop allows for it, whatever the timings.
-    cutoffs = []
+    cutoffs, chosen = [], {}
     for _ in range(100):
         f = pme.compute(*args).forces
         err = _forces_error(np.concatenate(comm.allgather(f)), ref_all)
         assert err < tol, (pme.parameters["cutoff"], err)  # whichever cutoff the call ran at
-        cutoffs.append(pme.parameters["cutoff"])
-        if pme.parameters["cutoff_search"] == "done":
+        p = pme.parameters
+        cutoffs.append(p["cutoff"])
+        if p["mesh"] is not None:
+            chosen.setdefault(p["cutoff"], (p["alpha"], p["mesh"], p["order"], p["differentiation"]))
+        if p["cutoff_search"] == "done":
             break
     p = pme.parameters
     assert p["cutoff_search"] == "done", cutoffs
@@ -157,6 +172,19 @@ def test_pme_times_its_calls_and_keeps_the_fastest_cutoff(comm):
     assert all(x == seconds for x in comm.allgather(seconds))
     # The next calls run at the chosen cutoff (its kept solver, or the full choice there when its
     # parameters were a seed), then keep their parameters.
+    # Every candidate ran with what a choice at its own cutoff makes: the start's full choice,
+    # the others one with the start's order and differentiation, whose mesh is no finer than a
+    # PME object of that cutoff, order and differentiation chooses (alpha may differ by the
+    # energy check's bound; the start's parameters scaled to the cutoff, the seeds before, were
+    # up to 25% finer on 30k water atoms).
+    start = cutoffs[0]
+    assert len(chosen) == len(seconds)
+    for c, (alpha, mesh, order, diff) in chosen.items():
+        if c != start:
+            assert (order, diff) == chosen[start][2:]
+            q = pmewald.PME(s.box, c, tolerance=tol, comm=comm, order=order, differentiation=diff)
+            q.compute(*args)
+            assert np.prod(mesh) <= 1.05 * np.prod(q.parameters["mesh"]), (c, mesh, q.parameters["mesh"])
     meshes = []
     for _ in range(3):
         f = pme.compute(*args).forces

@@ -9,20 +9,24 @@ the cutoff itself, by measurement, over the first calls of a PME object:
 - The candidates are ``start x STEP^k`` between a lower bound (the user's, else the cutoff
   holding ``_MIN_NEIGHBOURS`` atoms at the system's mean density) and half the smallest cell
   height. ``start`` holds ``_START_NEIGHBOURS`` (at least the lower bound). The start gets the
-  full automatic choice; every other candidate starts from the parameters of the nearest one
-  chosen afresh (the start, or one whose seed missed), scaled to its cutoff as GROMACS scales
-  its grid (Tuner.seed: the real-space and mesh estimates kept; scaling seeds from seeds let
-  the FFT-friendly rounding pile up), and its first call checks them against the tolerance
-  with the choice's margin (the full choice runs if they miss it): every call's result meets
-  the tolerance, whichever cutoff it ran at.
+  full automatic choice; every other candidate is seeded by the nearest one chosen afresh (the
+  start, or one whose seed missed): its first call chooses alpha and the mesh at its own cutoff
+  with that one's order, differentiation and force scale, without the probe (Tuner.seed), and
+  checks the result against the tolerance with the choice's margin (the full choice runs if it
+  misses): every call's result meets the tolerance, whichever cutoff it ran at. (Seeds used to
+  be the start's alpha and mesh scaled to the cutoff, as GROMACS scales its grid; rounded up to
+  FFT sizes and keeping the start's split of the error, their meshes were 10-25% finer than a
+  choice there, and every candidate but the start measured slower than it would run.)
 - At a candidate, its first call chooses the parameters and the next (``_WARMUP``) plans the
   kept FFTs and builds the pair list; they are not timed. The ``_TIMED`` calls after them are,
   as the slowest rank's wall seconds (every rank decides alike), and their median counts.
 - The walk goes down from ``start`` while a candidate is not more than ``SLOWER`` (12%, as
-  GROMACS) slower than the best so far, then up from ``start`` the same way if nothing below it
-  was faster; it ends at the bounds. The two fastest then run alternately, ``_DUEL`` calls
-  each, and the one the median of the call-by-call ratios says is faster is kept (with the full
-  automatic choice there if its parameters were a seed).
+  GROMACS) slower than the best so far, then up from ``start`` the same way unless the start
+  itself was more than ``SLOWER`` slower than the best below it (candidates a step apart differ
+  by about as much as single measurements drift: where the start is near the best, going up is
+  worth one candidate); it ends at the bounds. The two fastest then run alternately, ``_DUEL`` calls
+  each, and the one the median of the call-by-call ratios says is faster is kept, with the
+  parameters it was measured with.
 - A candidate whose call fails (an excluded pair beyond a short cutoff, a mesh too large for
   memory) counts as infinitely slow: the call is run again (once) at the cutoff the walk goes
   on with.
@@ -147,7 +151,7 @@ class CutoffSearch:
             down = _rounded(self.current / STEP)
             if go_on and down >= self.lo and down not in self.seconds:
                 nxt = down
-            elif best == self.start or self.seconds[best] == math.inf:
+            elif self.seconds[self.start] <= SLOWER * self.seconds[best] or self.seconds[best] == math.inf:
                 self.direction = 1
                 up = _rounded(self.start * STEP)
                 if up <= self.hi and up not in self.seconds:
@@ -235,8 +239,9 @@ class CutoffTuning:
             return problem, tuner
         seconds = self.timed_seconds() if timed else None
         here = s.current
-        if tuner.state.choice is not None:  # chosen afresh (not seeded): what later candidates scale
-            self.chosen.setdefault(here, (dict(tuner.state.params), tuner.state.precision))
+        st = tuner.state
+        if st.choice is not None and not tuner.from_seed:  # chosen afresh: what later candidates seed from
+            self.chosen.setdefault(here, (dict(st.params), st.precision, st.scale, st.pair_force2))
         nxt = s.record(seconds)
         if math.isfinite(s.seconds.get(here, math.inf)):  # the two fastest keep their solvers and plans
             self.kept[here] = (problem, tuner)
@@ -248,13 +253,8 @@ class CutoffTuning:
         return self._next(problem, tuner, self.search.fail())
 
     def _next(self, problem, tuner, nxt):
-        """The setting after the walk answered `nxt` (None: stay). At the walk's end a winner
-        that was seeded gets the full automatic choice at its cutoff (a scaled mesh is rounded
-        up, the choice's usually coarser): a first call's cost, once."""
-        s = self.search
-        if s.done and s.current not in self.chosen:
-            other = problem.with_cutoff(s.current)
-            return other, self.make_tuner(other)
+        """The setting after the walk answered `nxt` (None: stay); at its end the winner's kept
+        one, with the parameters that were measured."""
         if nxt is None:
             return problem, tuner
         return self._setting(problem, tuner, nxt)
@@ -293,8 +293,7 @@ class CutoffTuning:
             return kept
         other = problem.with_cutoff(cutoff)
         tuner = self.make_tuner(other)
-        if self.chosen:  # scaled from the nearest one chosen afresh (Tuner.seed), checked at its call
+        if self.chosen:  # seeded by the nearest one chosen afresh (Tuner.seed), checked at its call
             near = min(self.chosen, key=lambda c: (abs(math.log(c / cutoff)), c))
-            params, precision = self.chosen[near]
-            tuner.seed(params, near, precision)
+            tuner.seed(*self.chosen[near])
         return other, tuner

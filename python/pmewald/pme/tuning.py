@@ -105,8 +105,9 @@ class TuningState:
     (key, estimate, box) of the last estimate; ``sets_estimates``: the charge sets' estimates;
     ``energy_error``, ``mesh_target``: the energy check's; ``measured``: (key, errors) measured at
     the choice; ``plan``: what the choice plans with; ``correlation``, ``correlation_box``: the
-    correlated model's table and the box it was made in; ``seeded``: the parameters are another
-    cutoff's scaled (:meth:`Tuner.seed`), to be checked with the choice's margin."""
+    correlated model's table and the box it was made in; ``seed``: what the next call's choice
+    takes from another cutoff's (:meth:`Tuner.seed`); ``scale``: the force scale the parameters
+    were chosen for."""
 
     alpha: float
     order: int | None
@@ -125,7 +126,8 @@ class TuningState:
     plan: dict = dataclasses.field(default_factory=lambda: dict(_NO_PLAN))
     correlation: object = None
     correlation_box: np.ndarray | None = None
-    seeded: bool = False
+    seed: dict | None = None
+    scale: float | None = None
 
     def copy(self) -> "TuningState":
         return dataclasses.replace(self, sets_estimates=dict(self.sets_estimates))
@@ -143,6 +145,7 @@ class Tuner:
     def __init__(self, problem, opts):
         self.problem = problem
         self.kept_planner = None  # the planner settle_planner plans the kept solver with (tune sets it)
+        self.from_seed = False  # the parameters were chosen from another cutoff's seed (Tuner.seed)
         self.fixed = {"alpha": opts.alpha, "mesh": opts.mesh, "order": opts.order}
         self.diff_request = opts.differentiation
         # The provisional alpha, exp(-alpha^2 rc^2) = tolerance / 4 (the real-space error a
@@ -185,27 +188,20 @@ class Tuner:
         st.params = new
         st.cache_estimate = None
 
-    def seed(self, params, cutoff, precision):
-        """cutoff="auto" (cutoff_search.py): start from the choice `params` made at another
-        `cutoff`, scaled to this problem's as GROMACS scales its grid with the cutoff, instead
-        of choosing afresh. alpha keeps the Kolafa-Perram real-space estimate,
-        exp(-alpha^2 rc^2) / sqrt(rc), and the mesh grows with alpha so that the mesh estimate,
-        ~ (alpha h)^p sqrt(alpha), stays too (same order and differentiation; each axis
-        rounded up to an FFT-friendly size). The next call checks it as the end of a choice
-        is checked: the estimate within the choice's margin of the tolerance at the measured
-        force scale, then the energy check and the measured errors (tune); a seed that misses
-        gets the full choice. Collective (builds the solver)."""
-        from .._core import tuning
-
-        a0, p = params["alpha"], params["order"]
-        x2 = (a0 * cutoff) ** 2 + 0.5 * math.log(cutoff / self.problem.cutoff)
-        alpha = math.sqrt(max(x2, 0.25 * (a0 * cutoff) ** 2)) / self.problem.cutoff
-        grow = (alpha / a0) ** (1.0 + 0.5 / p)
-        mesh = tuple(max(p, min(4096, int(tuning.fft_friendly(int(math.ceil(k * grow * (1 - 1e-12)))))))
-                     for k in params["mesh"])
+    def seed(self, params, precision, scale, pair_force2):
+        """cutoff="auto" (cutoff_search.py): the next call chooses alpha and the mesh at this
+        problem's cutoff with the order and differentiation of `params` (another cutoff's
+        choice) at that choice's force `scale` and mixed-kernel sum `pair_force2`, instead of
+        the full choice: no probe, and no search over orders and differentiations. Its result
+        is checked as the end of a choice is: the estimate within the choice's margin of the
+        tolerance at the force scale measured there, then the energy check and the measured
+        errors; if it misses, the full choice follows. (Scaling the other cutoff's alpha and
+        mesh, as GROMACS scales its grid, gave meshes 10-25% finer than a choice at the cutoff
+        makes, so every candidate but the start measured slower than it would run.)"""
         self.state.precision = precision
-        self.build(alpha, mesh, p, params["differentiation"])
-        self.state.recheck = self.state.seeded = True
+        self.state.seed = {"order": params["order"], "differentiation": params["differentiation"],
+                           "scale": scale, "pair_force2": pair_force2}
+        self.from_seed = True
 
     def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
         """A solver of the tuning: its FFTs planned by estimate (_PLAN_WHILE_TUNING) where
@@ -294,13 +290,20 @@ class Tuner:
         decision needs."""
         return self.state.precision or "mixed"
 
+    def _target(self, scale, n_atoms):
+        """What a choice aims at for the force scale `scale`: _MARGIN x tolerance x scale, less
+        (in quadrature) what the mixed kernel's float rounding takes of it."""
+        target = _MARGIN * self.problem.tolerance * scale
+        return math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
+
     def _float_error(self, n_atoms):
         """The absolute RMS force error of the mixed kernel's float rounding at the last
         call (0 with double): _MIXED_C u sqrt(2 S / N) (_MIXED_C_CLUSTERS if that call's pairs
         went by clusters)."""
         if self.kernel_precision() != "mixed" or not self.problem.real_space:
             return 0.0
-        used = self.state.solver.pair_layout_used if self.state.solver is not None else "atoms"
+        solver = self.state.solver
+        used = solver.pair_layout_used if solver is not None else self.problem.layout_for("mixed")
         c = _MIXED_C_CLUSTERS if used == "clusters" else _MIXED_C
         return c * _FLOAT_ULP * math.sqrt(2.0 * max(self.state.pair_force2, 0.0) / n_atoms)
 
@@ -473,18 +476,25 @@ class Tuner:
             est = self.estimate(sum_q2, n_atoms)[0]
             return 0.25 * self.problem.tolerance * scale <= est <= self.problem.tolerance * scale, scale
 
-        if self.state.solver is not None:  # after set_box: keep the parameters while they meet the tolerance
+        seed, self.state.seed = self.state.seed, None
+        if seed is not None or self.state.solver is not None:
+            if seed is not None:  # cutoff="auto": another cutoff's order, differentiation and scale
+                self.state.pair_force2 = seed["pair_force2"]
+                self._use(self._choose(self._target(seed["scale"], n_atoms), sum_q2, n_atoms, scan,
+                                       differentiation=seed["differentiation"], order=seed["order"]))
+            # (else after set_box: keep the parameters while they meet the tolerance)
             raw = self.run(self.state.solver, pos, q, idv, ex)
             if not self.problem.real_space:
                 return raw
             scale = acceptable(raw)[1]
-            seeded, self.state.seeded = self.state.seeded, False
-            if seeded:
-                # Another cutoff's parameters, scaled (seed): they must meet what a choice aims
-                # at, and pass the checks that follow a choice (the energy, the measured errors).
+            if seed is not None:
+                # They must meet what a choice aims at, at the scale measured here, and pass
+                # the checks that follow a choice (the energy, the measured errors).
                 if self.estimate(sum_q2, n_atoms)[0] <= _MARGIN * self.problem.tolerance * scale:
+                    self.state.scale = scale
                     raw = energy_check.after_run(self, raw, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
                     return self._check_measured(raw, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+                self.from_seed = False  # missed: the full choice, from the scale measured here
             elif self.estimate(sum_q2, n_atoms)[0] <= self.problem.tolerance * scale:
                 return raw
         else:
@@ -502,10 +512,7 @@ class Tuner:
                 self._choose_precision(scale, n_atoms)
         checked = probe
         for _ in range(3):
-            # The mesh and real-space estimates share what the float rounding leaves.
-            target = _MARGIN * self.problem.tolerance * scale
-            target = math.sqrt(max(target ** 2 - self._float_error(n_atoms) ** 2, 0.25 * target ** 2))
-            self._use(self._choose(target, sum_q2, n_atoms, scan))
+            self._use(self._choose(self._target(scale, n_atoms), sum_q2, n_atoms, scan))
             if probe is not None:  # the energy check first, on reciprocal-only runs
                 checked = energy_check.before_run(self, probe, scale, scan, pos, q, idv, n_atoms, sum_q2)
             raw = self.run(self.state.solver, pos, q, idv, ex)
@@ -515,6 +522,7 @@ class Tuner:
             if ok or measured == scale:
                 break
             scale = measured
+        self.state.scale = scale
         raw = energy_check.after_run(self, raw, checked, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
                                      bound=self.state.mesh_target if probe is not None else None)
         if math.sqrt(raw["sum_force2"] / n_atoms) < _FORCE_FLOOR * typical:

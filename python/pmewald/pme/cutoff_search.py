@@ -60,7 +60,9 @@ _TIMED = 5
 # The walk's end: the two fastest candidates compared call by call, alternately, over this many
 # pairs of calls, the median of the ratios deciding (measurements taken one after another drift
 # by as much as flat candidates differ: 2 ranks, 1e-5, 63.5 ms in the walk, 79.3 ms after it).
-_DUEL = 3
+# Three pairs were too few on 2 ranks: at 1e-4 on 30k water they overruled a 9% difference of
+# the walk and kept a cutoff 7% slower.
+_DUEL = 5
 # The cutoff of start and of the default lower bound: the sphere holding this many atoms at the
 # system's mean density (water: ~7.8 and ~4.6 Angstrom).
 _START_NEIGHBOURS = 200
@@ -206,7 +208,7 @@ class CutoffTuning:
         self.comm, self.opts, self.make_tuner = comm, opts, make_tuner
         self.search = None
         self.kept = {}  # cutoff -> (problem, tuner) of the two fastest so far (their solvers and plans)
-        self.chosen = {}  # cutoff -> (parameters, precision) of the candidates chosen afresh
+        self.chosen = {}  # cutoff -> what Tuner.seed takes, of the candidates chosen afresh
         self.box = None  # the box the walk's measurements are of
         self.started = None
 
@@ -241,7 +243,7 @@ class CutoffTuning:
         here = s.current
         st = tuner.state
         if st.choice is not None and not tuner.from_seed:  # chosen afresh: what later candidates seed from
-            self.chosen.setdefault(here, (dict(st.params), st.precision, st.scale, st.pair_force2))
+            self.chosen.setdefault(here, (dict(st.params), st.precision, st.scale, st.pair_force2, st.mesh_target))
         nxt = s.record(seconds)
         if math.isfinite(s.seconds.get(here, math.inf)):  # the two fastest keep their solvers and plans
             self.kept[here] = (problem, tuner)

@@ -188,11 +188,12 @@ class Tuner:
         st.params = new
         st.cache_estimate = None
 
-    def seed(self, params, precision, scale, pair_force2):
+    def seed(self, params, precision, scale, pair_force2, mesh_target):
         """cutoff="auto" (cutoff_search.py): the next call chooses alpha and the mesh at this
         problem's cutoff with the order and differentiation of `params` (another cutoff's
-        choice) at that choice's force `scale` and mixed-kernel sum `pair_force2`, instead of
-        the full choice: no probe, and no search over orders and differentiations. Its result
+        choice) at that choice's force `scale`, mixed-kernel sum `pair_force2` and energy
+        check's mesh bound `mesh_target` (None: none), instead of the full choice: no probe,
+        and no search over orders and differentiations. Its result
         is checked as the end of a choice is: the estimate within the choice's margin of the
         tolerance at the force scale measured there, then the energy check and the measured
         errors; if it misses, the full choice follows. (Scaling the other cutoff's alpha and
@@ -200,7 +201,7 @@ class Tuner:
         makes, so every candidate but the start measured slower than it would run.)"""
         self.state.precision = precision
         self.state.seed = {"order": params["order"], "differentiation": params["differentiation"],
-                           "scale": scale, "pair_force2": pair_force2}
+                           "scale": scale, "pair_force2": pair_force2, "mesh_target": mesh_target}
         self.from_seed = True
 
     def _new_solver(self, mesh, order, alpha, differentiation, real_space, mode=None, skin=0.0):
@@ -481,7 +482,8 @@ class Tuner:
             if seed is not None:  # cutoff="auto": another cutoff's order, differentiation and scale
                 self.state.pair_force2 = seed["pair_force2"]
                 self._use(self._choose(self._target(seed["scale"], n_atoms), sum_q2, n_atoms, scan,
-                                       differentiation=seed["differentiation"], order=seed["order"]))
+                                       differentiation=seed["differentiation"], order=seed["order"],
+                                       mesh_target=seed["mesh_target"]))
             # (else after set_box: keep the parameters while they meet the tolerance)
             raw = self.run(self.state.solver, pos, q, idv, ex)
             if not self.problem.real_space:
@@ -492,7 +494,8 @@ class Tuner:
                 # the checks that follow a choice (the energy, the measured errors).
                 if self.estimate(sum_q2, n_atoms)[0] <= _MARGIN * self.problem.tolerance * scale:
                     self.state.scale = scale
-                    raw = energy_check.after_run(self, raw, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
+                    raw = energy_check.after_run(self, raw, None, scale, scan, pos, q, idv, n_atoms, sum_q2, ex,
+                                                 bound=seed["mesh_target"])
                     return self._check_measured(raw, scale, scan, pos, q, idv, n_atoms, sum_q2, ex)
                 self.from_seed = False  # missed: the full choice, from the scale measured here
             elif self.estimate(sum_q2, n_atoms)[0] <= self.problem.tolerance * scale:

@@ -36,6 +36,8 @@ def main():
     ap.add_argument("--cells", type=int, default=3, help="repetitions per axis")
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--balance", default="off", choices=["off", "once", "dynamic"])
+    ap.add_argument("--precision", default="double", choices=("double", "mixed", "auto"))
+    ap.add_argument("--pair-layout", default="auto", choices=("auto", "atoms", "clusters"))
     ap.add_argument("--json", help="write the result here (rank 0)")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
@@ -45,7 +47,7 @@ def main():
     mine = slice(rank * n // size, (rank + 1) * n // size)
     args = (s.positions[mine], s.charges[mine], s.ids[mine], s.exclusions)
     pme = pmewald.PME(s.box, 10.0, tolerance=a.tolerance, comm=comm, coulomb_constant=units.KCAL_MOL_ANGSTROM,
-                      balance=a.balance)
+                      balance=a.balance, precision=a.precision, pair_layout=a.pair_layout)
     pme.compute(*args)
     pme.compute(*args)
     pme.reset_timings()
@@ -53,7 +55,8 @@ def main():
     phases = comm.gather({k: pme.timings().get(k) for k in PHASES}, root=0)
     if rank == 0:
         p = pme.parameters
-        out = {"ranks": size, "atoms": n, "tolerance": a.tolerance, "mesh": list(p["mesh"]), "order": p["order"],
+        out = {"ranks": size, "atoms": n, "tolerance": a.tolerance, "precision": p["precision"],
+               "pair_layout": p["pair_layout_used"], "mesh": list(p["mesh"]), "order": p["order"],
                "alpha": p["alpha"], "median_s": statistics.median(times), "min_s": min(times), "phases": phases}
         print(f"{size} ranks, {n} atoms, tolerance {a.tolerance:g} ({p['differentiation']} p{p['order']} "
               f"{tuple(p['mesh'])}): median {1e3 * out['median_s']:.1f} ms, fastest {1e3 * out['min_s']:.1f} ms")

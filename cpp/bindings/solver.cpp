@@ -4,6 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+#include <utility>
+
 #include "solver/pme_solver.hpp"
 #include "solver/plan_census.hpp"
 #include "bindings/bindings.hpp"
@@ -18,11 +21,17 @@ namespace {
 using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using IArray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
-// "atoms" or "clusters" (pmewald.PME validates it first; this guards direct use).
-PairLayout parse_pair_layout(const std::string& l) {
-  if (l == "atoms") return PairLayout::Atoms;
-  if (l == "clusters") return PairLayout::Clusters;
-  throw py::value_error("pair_layout must be 'atoms' or 'clusters', got '" + l + "'");
+// "atoms", "clusters" or "auto" (clusters first, then the faster by a trial; pmewald.PME
+// validates it first; this guards direct use): (layout, choose).
+std::pair<PairLayout, bool> parse_pair_layout(const std::string& l) {
+  if (l == "atoms") return {PairLayout::Atoms, false};
+  if (l == "clusters") return {PairLayout::Clusters, false};
+  if (l == "auto") return {PairLayout::Clusters, true};
+  throw py::value_error("pair_layout must be 'atoms', 'clusters' or 'auto', got '" + l + "'");
+}
+
+std::string pair_layout_name(const PMESolver& s) {
+  return s.choose_layout() ? "auto" : layout_name(s.pair_layout());
 }
 
 // "double" or "mixed" (pmewald.PME validates it first; this guards direct use).
@@ -139,7 +148,7 @@ void bind_solver(py::module_& m, py::module_& testing) {
              o.real_space = real_space;
              o.skin = skin;
              o.precision = parse_precision(precision);
-             o.pair_layout = parse_pair_layout(pair_layout);
+             std::tie(o.pair_layout, o.choose_layout) = parse_pair_layout(pair_layout);
              o.ghost_exchange = parse_ghost_exchange(ghost_exchange);
              o.balance.mode = parse_balance(balance);
              if (balance_by != "pairs" && balance_by != "time")
@@ -234,11 +243,25 @@ void bind_solver(py::module_& m, py::module_& testing) {
       .def("set_pair_layout",
            [](PMESolver& s, const std::string& layout) {
              require_mpi_running();
-             const PairLayout l = parse_pair_layout(layout);
+             const auto [l, choose] = parse_pair_layout(layout);
              py::gil_scoped_release nogil;
-             s.set_pair_layout(l);
+             s.set_pair_layout(l, choose);
            })
-      .def_property_readonly("pair_layout", [](const PMESolver& s) { return std::string(layout_name(s.pair_layout())); })
+      .def_property_readonly("pair_layout", &pair_layout_name, "'atoms', 'clusters' or 'auto' (as set).")
+      .def_property_readonly(
+          "pair_layout_trial",
+          [](const PMESolver& s) -> py::object {
+            const LayoutTrial& t = s.layout_trial();
+            if (t.running()) return py::str("trying");
+            if (!t.measured()) return py::none();
+            py::dict d;
+            d["clusters"] = t.seconds()[0];
+            d["atoms"] = t.seconds()[1];
+            d["chosen"] = layout_name(t.best());
+            return std::move(d);
+          },
+          "pair_layout 'auto': 'trying' while the list's calls time the layouts, then the slowest rank's "
+          "evaluation seconds per layout (its faster call) and the one chosen; None without a trial.")
       .def_property_readonly("pair_layout_used",
                              [](const PMESolver& s) { return std::string(layout_name(s.pair_layout_used())); },
                              "The layout the pair list evaluated the last call with ('atoms' without a list).")

@@ -266,11 +266,12 @@ void PairList::build(const double* positions, const double* charges, const std::
   mig_.forward(positions, charges, ids, n, excl_offsets, excl_partners);
   mig_.exchange_ghosts(radius);
   builder_.record_pairs(mig_, radius, inner_radius, table_, list_kernel());
-  clusters_built_ = false;
-  if (layout_ == PairLayout::Clusters && table_.rows > 0) {
+  // (built for clusters on every rank alike, whether or not it holds atoms: set_layout
+  // then invalidates on every rank or on none)
+  clusters_built_ = layout_ == PairLayout::Clusters;
+  if (clusters_built_ && table_.rows > 0) {
     HalfPairKernel& kern = list_kernel();
     build_cluster_table(table_, kern.x.data(), kern.y.data(), kern.z.data(), clusters_);
-    clusters_built_ = true;
   }
   const std::size_t n_o = mig_.n_owned(), n_g = mig_.n_ghost();
   base_own_.resize(3 * n_o);
@@ -361,7 +362,9 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   sw.kern.ex_off = table_.ex_off.data();
   sw.kern.ex = table_.ex.data();
   sw.kern.rc2 = cutoff * cutoff;
-  active_layout_ = clusters_built_ && alpha * cutoff < kMaxAlphaR ? PairLayout::Clusters : PairLayout::Atoms;
+  active_layout_ = layout_ == PairLayout::Clusters && clusters_built_ && table_.rows > 0 && alpha * cutoff < kMaxAlphaR
+                       ? PairLayout::Clusters
+                       : PairLayout::Atoms;
   if (active_layout_ == PairLayout::Clusters) {
     begin_clusters(cutoff);
     return;

@@ -94,9 +94,11 @@ class PairList {
   void invalidate() { valid_ = false; }
   // The erfc pairs' kernel precision for the next begin() (pair_kernel.hpp). No MPI.
   void set_precision(PairPrecision p) { precision_ = p; }
-  // The evaluation's layout from the next build on (set_layout invalidates the list). No MPI.
+  // The evaluation's layout from the next call on. A list built for clusters holds the
+  // atoms' table too: it evaluates by either without a rebuild (until its next build,
+  // which builds for `l`); a list built for atoms is invalidated by Clusters. No MPI.
   void set_layout(PairLayout l) {
-    if (l != layout_) valid_ = false;
+    if (l == PairLayout::Clusters && !clusters_built_) valid_ = false;
     layout_ = l;
   }
   PairLayout layout() const { return layout_; }

@@ -51,7 +51,8 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   // comm_mode "auto": plain calls (one charge set, no potentials: the same on every
   // rank) are the trial's, each in the variant it asks for.
-  const bool trial = trial_.running() && !call.sets && !call.potentials;
+  // (after pair_layout "auto"'s trial, whose calls alternate the layouts)
+  const bool trial = trial_.running() && !layout_trial_.running() && !call.sets && !call.potentials;
   if (trial) use_variant(trial_.next());
   const double t_call = wall_seconds();
   double t = t_call;
@@ -65,6 +66,10 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   // searches afresh, and exclusions changed in it make the list's next call rebuild.
   s.use_list = list_skin_ > 0 && !call.potentials && !call.sets;
   if (list_skin_ > 0 && !s.use_list && exclusions_.changed()) list_stale_ = true;
+  // pair_layout "auto": the list's calls evaluate by each layout in turn (layout_choice.hpp).
+  const bool layout_trial = s.use_list && layout_trial_.running();
+  if (layout_trial) list_->set_layout(layout_trial_.next());
+  const double evaluated0 = layout_trial ? list_->stats().evaluate_seconds : 0.0;
   // Balancing serves the same calls (the list keeps its own migration); the pairs
   // leave the bricks for domains of their own once the cuts have moved.
   s.balancing = balancer_->on() && opt_.real_space && !call.potentials && !call.sets;
@@ -96,6 +101,8 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   return_forces(call, s, res, t);
   balance_after(call, s);
   timers_.count("calls");
+  if (layout_trial && layout_trial_.record(comm_.get(), list_->stats().evaluate_seconds - evaluated0))
+    list_->set_layout(layout_trial_.best());
   if (trial && trial_.record(comm_.get(), wall_seconds() - t_call)) use_variant(trial_.best());
   return res;
 }

@@ -69,7 +69,7 @@ std::vector<double> options_fingerprint(const SolverOptions& o) {
                      o.overlap_poll.poll_seconds, o.skin, double(static_cast<int>(o.precision)),
                      double(static_cast<int>(o.ghost_exchange)), double(static_cast<int>(o.balance.mode)),
                      double(static_cast<int>(o.balance.work)), o.balance.threshold, o.balance.relax,
-                     double(static_cast<int>(o.pair_layout))});
+                     double(static_cast<int>(o.pair_layout)), o.choose_layout ? 1.0 : 0.0});
   return v;
 }
 
@@ -170,7 +170,12 @@ void PMESolver::configure_list() {
   if (list_) {
     list_->set_geometry(cell_, opt_.mesh);
     list_->set_precision(opt_.precision);
-    list_->set_layout(opt_.pair_layout);
+    // choose_layout: a trial from the list's first call, unless one has run or runs
+    // (set_box and set_skin keep its winner), and only where clusters can evaluate.
+    if (opt_.choose_layout && !layout_trial_.running() && !layout_trial_.measured() &&
+        opt_.alpha * opt_.cutoff < kMaxAlphaR)
+      layout_trial_ = LayoutTrial::started();
+    list_->set_layout(layout_trial_.measured() ? layout_trial_.best() : opt_.pair_layout);
     list_->set_ghost_exchange(ghost_exchange_for(migration_.domains(), opt_.cutoff + list_skin_));
   }
   apply_domains();
@@ -242,11 +247,13 @@ void PMESolver::set_precision(PairPrecision precision) {
   if (list_) list_->set_precision(precision);
 }
 
-void PMESolver::set_pair_layout(PairLayout layout) {
+void PMESolver::set_pair_layout(PairLayout layout, bool choose) {
   SolverOptions next = opt_;
   next.pair_layout = layout;
+  next.choose_layout = choose;
   adopt(next, "set_pair_layout: the layout differs between ranks");
-  if (list_) list_->set_layout(layout);
+  layout_trial_ = LayoutTrial{};
+  configure_list();
 }
 
 void PMESolver::set_box(const Mat3& box) {

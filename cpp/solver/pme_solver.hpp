@@ -41,6 +41,7 @@
 #include "particles/migration.hpp"
 #include "realspace/pair_list.hpp"
 #include "realspace/realspace.hpp"
+#include "solver/layout_choice.hpp"
 #include "solver/mode_choice.hpp"
 #include "pme/kspace_solve.hpp"
 #include "pme/spread.hpp"
@@ -79,8 +80,11 @@ struct SolverOptions {
   // alpha * cutoff < 8. Potentials and fields are computed in double either way.
   PairPrecision precision = PairPrecision::Double;
   // How the reused pair list (skin > 0) evaluates its pairs (realspace/pair_list.hpp):
-  // atom by atom, or as 4 x 4 cluster blocks. The same pairs either way.
+  // atom by atom, or as 4 x 4 cluster blocks. The same pairs either way. With
+  // choose_layout (pair_layout "auto"), the faster of the two on the first list calls
+  // (layout_choice.hpp), from pair_layout.
   PairLayout pair_layout = PairLayout::Atoms;
+  bool choose_layout = false;
   // FFTW's planning rigour for the mesh FFTs (FFTW_MEASURE, or what
   // PMEWALD_FFTW_PLANNER says: base/fftw_planner.hpp). FFTW_ESTIMATE makes runs
   // reproducible bit for bit; each rank plans its own transforms.
@@ -161,9 +165,13 @@ class PMESolver {
   void set_skin(double skin);
   // Collective: another pair-kernel precision for the next calls (options.precision).
   void set_precision(PairPrecision precision);
-  // Collective: another pair-list layout for the next calls (options.pair_layout; the list is rebuilt).
-  void set_pair_layout(PairLayout layout);
+  // Collective: another pair-list layout for the next calls (options.pair_layout; the list is
+  // rebuilt); choose: the faster of the two by a trial on the next list calls (layout_choice.hpp).
+  void set_pair_layout(PairLayout layout, bool choose = false);
   PairLayout pair_layout() const { return opt_.pair_layout; }
+  bool choose_layout() const { return opt_.choose_layout; }
+  // choose_layout's trial (running() while it times the layouts; measured() once decided).
+  const LayoutTrial& layout_trial() const { return layout_trial_; }
   // The layout the pair list evaluated its last call with, and its lanes per pair (0 by atoms or
   // without a list).
   PairLayout pair_layout_used() const { return list_ ? list_->active_layout() : PairLayout::Atoms; }
@@ -320,6 +328,7 @@ class PMESolver {
   bool overlap_on_ = false;
   double hidden_mark_ = 0;            // overlap_'s work seconds at the last lap
   ModeTrial trial_;
+  LayoutTrial layout_trial_;
 };
 
 }  // namespace solver

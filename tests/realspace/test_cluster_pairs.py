@@ -210,3 +210,46 @@ def test_solver_switches_layout_between_calls(comm):
         _close(comm, np.asarray(r["forces"]), np.asarray(ref["forces"]), layout)
     with pytest.raises(ValueError, match="pair_layout"):
         s.set_pair_layout("rows")
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3])
+@pytest.mark.timeout(120)
+def test_auto_layout_times_both_and_keeps_the_faster(comm):
+    """pair_layout="auto" with the mixed kernel: the list's first four calls evaluate by
+    clusters, atoms, clusters, atoms (no rebuild between them), each call's result that of a
+    solver with its layout fixed (1e-12); then the layout whose slowest rank's faster call
+    was faster is kept, the same on every rank, and a comm_mode="auto" trial waits for it.
+    In double "auto" is atoms, without a trial."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    w = water_box(target_atoms=2000, seed=4)
+    mine = np.arange(len(w.charges))[rank::size]
+    pos, q, ids = w.positions[mine].copy(), w.charges[mine], mine.astype(np.int64)
+    kw = dict(alpha=0.34, mesh=(24, 24, 24), order=5, comm=comm, skin=1.0, precision="mixed")
+    auto = pmewald.PME(w.box, 8.0, pair_layout="auto", comm_mode="auto", **kw)
+    fixed = {lay: pmewald.PME(w.box, 8.0, pair_layout=lay, **kw) for lay in ("clusters", "atoms")}
+    rng = np.random.default_rng(10 + rank)
+    used = []
+    for call in range(6):
+        r = auto.compute(pos, q, ids)
+        p = auto.parameters
+        used.append(p["pair_layout_used"])
+        ref = fixed[used[-1]].compute(pos, q, ids)
+        _close(comm, r.forces, ref.forces, (call, used[-1]))
+        assert r.energy == pytest.approx(ref.energy, rel=1e-12)
+        assert p["pair_layout"] == "auto"
+        if call < 3:
+            assert p["pair_layout_trial"] == "trying" and (size == 1 or p["comm_mode_used"] is None)
+        pos += rng.normal(scale=0.01, size=pos.shape)  # within the skin: no rebuild
+    assert used[:4] == ["clusters", "atoms", "clusters", "atoms"]
+    trial = auto.parameters["pair_layout_trial"]
+    assert trial["chosen"] == ("atoms" if trial["atoms"] < trial["clusters"] else "clusters")
+    assert used[4:] == [trial["chosen"]] * 2
+    assert all(t == trial for t in comm.allgather(trial))
+    assert auto.timings()["pair_list_builds"] == 1
+    if size > 1:
+        assert auto.parameters["comm_mode_used"] is None  # the mode trial began after the layouts'
+    assert pmewald.PME(w.box, 8.0, alpha=0.34, mesh=(24, 24, 24), comm=comm, skin=1.0).parameters[
+        "pair_layout"] == "auto"
+    d = pmewald.PME(w.box, 8.0, alpha=0.34, mesh=(24, 24, 24), comm=comm, skin=1.0, precision="double")
+    d.compute(pos, q, ids)
+    assert d.parameters["pair_layout_used"] == "atoms" and d.parameters["pair_layout_trial"] is None

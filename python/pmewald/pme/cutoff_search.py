@@ -211,6 +211,7 @@ class CutoffTuning:
         self.chosen = {}  # cutoff -> what Tuner.seed takes, of the candidates chosen afresh
         self.box = None  # the box the walk's measurements are of
         self.started = None
+        self.layout_trial = False  # the call begun is one of the solver's layout trial
 
     def first_call(self, problem, n_atoms):
         """The setting (problem, tuner) to run the first call with: the start cutoff."""
@@ -222,8 +223,12 @@ class CutoffTuning:
         self.box = problem.box.copy()
         return self._setting(problem, None, self.search.current)
 
-    def begin(self):
-        """Collective (every rank calls it at the same point of the call): start the clock."""
+    def begin(self, tuner):
+        """Collective (every rank calls it at the same point of the call): start the clock,
+        and note whether `tuner`'s solver is still timing its pair list's layouts
+        (pair_layout="auto"): those calls are not timed (their layouts alternate)."""
+        solver = tuner.state.solver
+        self.layout_trial = solver is not None and solver.pair_layout_trial == "trying"
         self.started = time.perf_counter()
 
     def timed_seconds(self):
@@ -239,7 +244,7 @@ class CutoffTuning:
         s = self.search
         if s.done:
             return problem, tuner
-        seconds = self.timed_seconds() if timed else None
+        seconds = self.timed_seconds() if timed and not self.layout_trial else None
         here = s.current
         st = tuner.state
         if st.choice is not None and not tuner.from_seed:  # chosen afresh: what later candidates seed from

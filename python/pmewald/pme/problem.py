@@ -65,12 +65,13 @@ class Problem:
         return self.real_volume() or abs(float(np.linalg.det(self.box)))
 
     def layout_for(self, precision):
-        """The pair list's layout for a kernel `precision`: pair_layout, or with "auto" the
-        one measured faster there (docs/realspace.md, "Cluster pairs"): clusters in mixed
-        precision, atoms in double."""
+        """The pair list's layout for a kernel `precision`: pair_layout, or with "auto" atoms
+        in double (clusters in double measured 2x slower) and in mixed precision "auto", the
+        solver's trial of both on its first list calls (docs/realspace.md, "Cluster pairs":
+        clusters are faster on water, atoms on the LAMMPS peptide)."""
         if self.pair_layout != "auto":
             return self.pair_layout
-        return "clusters" if precision == "mixed" else "atoms"
+        return "auto" if precision == "mixed" else "atoms"
 
     def new_solver(self, mesh, order, alpha, differentiation, real_space, precision, mode=None, skin=0.0,
                    planner=None):

@@ -171,10 +171,10 @@ class PME:
         How the reused pair list (``skin`` > 0) evaluates its pairs: ``"atoms"``, each atom's
         partners gathered into the pair kernel, or ``"clusters"``, the same pairs as 4 x 4
         blocks of spatial clusters with masks (GROMACS's nbnxm layout). The same results to
-        rounding. ``"auto"`` (default): clusters with the mixed kernel (0.72x the atoms' pair
-        time on 30k water, AVX2), atoms in double (clusters 1.6x slower there); see
-        docs/realspace.md, "Cluster pairs". ``parameters["pair_layout_used"]`` says which
-        layout the last call used.
+        rounding. ``"auto"`` (default): in double atoms (clusters 1.6-1.8x slower); with the
+        mixed kernel both, timed on the list's first four calls, the faster kept (clusters
+        won on an AVX2 core, atoms with AVX-512); docs/realspace.md, "Cluster pairs".
+        ``parameters["pair_layout_used"]``: the last call's; ``["pair_layout_trial"]``.
 
     Notes
     -----
@@ -298,8 +298,8 @@ class PME:
                  ghost_exchange=o.ghost_exchange,
                  ghost_exchange_used=solver.ghost_exchange if solver is not None else None,
                  balance=o.balance, balance_by=o.balance_by, balance_threshold=o.balance_threshold,
-                 pair_layout=o.pair_layout,
-                 pair_layout_used=solver.pair_layout_used if solver is not None else None)
+                 pair_layout=o.pair_layout, pair_layout_used=solver.pair_layout_used if solver is not None else None,
+                 pair_layout_trial=solver.pair_layout_trial if solver is not None else None)
         p.update(self._last_estimate)
         return p
 
@@ -462,7 +462,7 @@ class PME:
         if cutoffs is not None:
             if cutoffs.search is None:  # the first call: the walk's start, from the atom density
                 self._problem, self._tuner = cutoffs.first_call(self._problem, n_atoms)
-            cutoffs.begin()
+            cutoffs.begin(self._tuner)
         pr, tuner = self._problem, self._tuner
         saved = tuner.state.copy()
         try:

@@ -305,7 +305,7 @@ class Tuner:
             return 0.0
         solver = self.state.solver
         used = solver.pair_layout_used if solver is not None else self.problem.layout_for("mixed")
-        c = _MIXED_C_CLUSTERS if used == "clusters" else _MIXED_C
+        c = _MIXED_C_CLUSTERS if used in ("clusters", "auto") else _MIXED_C
         return c * _FLOAT_ULP * math.sqrt(2.0 * max(self.state.pair_force2, 0.0) / n_atoms)
 
     def _choose_precision(self, scale, n_atoms):

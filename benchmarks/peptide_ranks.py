@@ -27,6 +27,7 @@ from pmewald.bench.mpi_timing import timed_compute
 
 PEPTIDE = "/usr/share/lammps/examples/peptide/data.peptide"
 PHASES = ["real_space", "pair_list_evaluate", "pair_list_refresh", "migrate", "exclusions", "spread", "fft",
+          "fft_1d", "fft_pack_unpack", "fft_comm_wait",
           "solve", "gather", "ghost", "reduce", "comm_wait", "real_space_imbalance", "real_space_pairs_imbalance"]
 
 

@@ -1,8 +1,9 @@
 // pair_layout "auto": which layout of the reused pair list -- atom by atom, or
 // 4 x 4 cluster blocks (realspace/pair_list.hpp) -- evaluates this solver's pairs
-// faster, measured on its own calls. Neither wins everywhere: on 30k water
-// atoms the mixed cluster kernel takes 0.71-0.77x the atoms' time, on the
-// LAMMPS peptide (54k atoms, many exclusions) 1.18-1.20x (docs/realspace.md).
+// faster, measured on its own calls. Neither wins everywhere: on an AVX2 core
+// the mixed cluster kernel took 0.71-0.77x the atoms' time on 30k water atoms;
+// on an AVX-512 core, whose atom kernel runs 16 float lanes, 1.22x there and
+// 1.18-1.20x on the LAMMPS peptide (docs/realspace.md, "Cluster pairs").
 //
 // A list built for clusters holds the atoms' table too, so the trial costs no
 // rebuild: its calls evaluate the same list by clusters, atoms, clusters, atoms

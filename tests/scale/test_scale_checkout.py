@@ -45,3 +45,18 @@ def test_the_simgrid_in_use_is_the_systems_or_the_one_named(tmp_path, monkeypatc
     monkeypatch.setenv(build.SIMGRID_ENV, str(tmp_path / "nothing"))
     with pytest.raises(RuntimeError, match="PMEWALD_SIMGRID.*bin/smpirun"):
         build.simgrid_tool("smpicxx")
+
+
+def test_run_of_is_the_plain_variant_of_a_mode():
+    """A result may hold a mode's variants in any order (scale_regime --variants merges one
+    simulation per variant): run_of(res, mode) is the one without overlap; a result from before
+    variants were named has one run per mode."""
+    from pmewald.bench.scale.simulate import run_of
+
+    res = {"runs": [{"mode": "collective", "variant": "collective+overlap", "step_s": 1.0},
+                    {"mode": "collective", "variant": "collective", "step_s": 2.0},
+                    {"mode": "nonblocking", "step_s": 3.0}]}
+    assert run_of(res, "collective")["step_s"] == 2.0
+    assert run_of(res, "nonblocking")["step_s"] == 3.0
+    with pytest.raises(StopIteration):
+        run_of({"runs": [{"mode": "pt2pt", "variant": "pt2pt+overlap"}]}, "pt2pt")

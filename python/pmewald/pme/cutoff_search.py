@@ -18,15 +18,17 @@ the cutoff itself, by measurement, over the first calls of a PME object:
   FFT sizes and keeping the start's split of the error, their meshes were 10-25% finer than a
   choice there, and every candidate but the start measured slower than it would run.)
 - At a candidate, its first call chooses the parameters and the next (``_WARMUP``) plans the
-  kept FFTs and builds the pair list; they are not timed. The ``_TIMED`` calls after them are,
-  as the slowest rank's wall seconds (every rank decides alike), and their median counts.
+  kept FFTs and builds the pair list; they are not timed, nor are the calls of the solver's
+  trial of its pair-list layouts (pair_layout="auto" with the mixed kernel). The ``_TIMED``
+  calls after them are, as the slowest rank's wall seconds (every rank decides alike), and
+  their median counts.
 - The walk goes down from ``start`` while a candidate is not more than ``SLOWER`` (12%, as
   GROMACS) slower than the best so far, then up from ``start`` the same way unless the start
   itself was more than ``SLOWER`` slower than the best below it (candidates a step apart differ
   by about as much as single measurements drift: where the start is near the best, going up is
-  worth one candidate); it ends at the bounds. The two fastest then run alternately, ``_DUEL`` calls
-  each, and the one the median of the call-by-call ratios says is faster is kept, with the
-  parameters it was measured with.
+  worth one candidate); it ends at the bounds. The two fastest then run alternately, ``_DUEL``
+  calls each, and the one the median of the call-by-call ratios says is faster is kept, with
+  the parameters it was measured with.
 - A candidate whose call fails (an excluded pair beyond a short cutoff, a mesh too large for
   memory) counts as infinitely slow: the call is run again (once) at the cutoff the walk goes
   on with.

@@ -193,12 +193,12 @@ class Tuner:
         problem's cutoff with the order and differentiation of `params` (another cutoff's
         choice) at that choice's force `scale`, mixed-kernel sum `pair_force2` and energy
         check's mesh bound `mesh_target` (None: none), instead of the full choice: no probe,
-        and no search over orders and differentiations. Its result
-        is checked as the end of a choice is: the estimate within the choice's margin of the
-        tolerance at the force scale measured there, then the energy check and the measured
-        errors; if it misses, the full choice follows. (Scaling the other cutoff's alpha and
-        mesh, as GROMACS scales its grid, gave meshes 10-25% finer than a choice at the cutoff
-        makes, so every candidate but the start measured slower than it would run.)"""
+        and no search over orders and differentiations. Its result is checked as the end of a
+        choice is: the estimate within the choice's margin of the tolerance at the force scale
+        measured there, then the energy check and the measured errors; if it misses, the full
+        choice follows. (Scaling the other cutoff's alpha and mesh, as GROMACS scales its grid,
+        gave meshes 10-25% finer than a choice at the cutoff makes, so every candidate but the
+        start measured slower than it would run.) No MPI: the next call builds the solver."""
         self.state.precision = precision
         self.state.seed = {"order": params["order"], "differentiation": params["differentiation"],
                            "scale": scale, "pair_force2": pair_force2, "mesh_target": mesh_target}
@@ -300,7 +300,7 @@ class Tuner:
     def _float_error(self, n_atoms):
         """The absolute RMS force error of the mixed kernel's float rounding at the last
         call (0 with double): _MIXED_C u sqrt(2 S / N) (_MIXED_C_CLUSTERS if that call's pairs
-        went by clusters)."""
+        went by clusters, or before a solver exists if they may: pair_layout "auto")."""
         if self.kernel_precision() != "mixed" or not self.problem.real_space:
             return 0.0
         solver = self.state.solver

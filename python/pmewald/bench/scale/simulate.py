@@ -180,5 +180,6 @@ def energy_error(ref_run: dict, run: dict) -> float:
 
 
 def run_of(res: dict, mode: str) -> dict:
-    """The run of one communication mode in a simulation's result."""
-    return next(r for r in res["runs"] if r["mode"] == mode)
+    """The run of one communication mode without overlap in a simulation's result (which may hold
+    several variants of a mode, in any order, or, from before variants, one run per mode)."""
+    return next(r for r in res["runs"] if r["mode"] == mode and r.get("variant", mode) == mode)

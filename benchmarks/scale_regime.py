@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -139,13 +140,21 @@ def study_balance(args):
 
 
 def _regime_runs(args, study, modes):
-    """water98k with modelled computation / K, for every platform, rank count and K asked for."""
+    """water98k with modelled computation / K, for every platform, rank count and K asked for; with
+    --variants, only those, each in a simulation of its own (names with _v<variant>, merged again by
+    the report and the model study)."""
     costs = costs_for(WATER98K, PARAMS["water98k"], args)
     for platform in args.platforms:
         for P in args.ranks:
             for k in args.speedup:
-                simulate(f"{study}_water98k_{platform}_P{P}_K{k:g}", P, platform, WATER98K, PARAMS["water98k"],
-                         args, modes=modes, costs=costs, speedup=k)
+                name = f"{study}_water98k_{platform}_P{P}_K{k:g}"
+                if args.variants:
+                    for v in args.variants:
+                        simulate(f"{name}_v{v}", P, platform, WATER98K, PARAMS["water98k"], args, modes=(v,),
+                                 costs=costs, speedup=k)
+                else:
+                    simulate(name, P, platform, WATER98K, PARAMS["water98k"], args, modes=modes, costs=costs,
+                             speedup=k)
 
 
 def study_regime(args):
@@ -169,17 +178,16 @@ def study_model(args):
     for k in args.speedup:
         runs = {}
         # the separate solvers' run where a one-solver run of the same ranks exists too
-        paths = sorted(RESULTS.glob(f"regime_water98k_fat_tree_P*_K{k:g}_percall*_simgrid*.json"),
-                       key=lambda p: "_onesolver" in p.stem)
-        for p in paths:
-            if "_poll" not in p.stem:
-                res = json.loads(p.read_text())
-                runs.setdefault(res["ranks"], res)
+        merged = _merged(f"regime_water98k_fat_tree_P*_K{k:g}_*.json")
+        for name in sorted(merged, key=lambda n: "_onesolver" in n):
+            if "_percall" in name and "_simgrid" in name and "_poll" not in name:
+                runs.setdefault(merged[name]["ranks"], merged[name])
         if 64 not in runs:
             sys.exit(f"no 64-rank regime run at K = {k:g} to calibrate on (run the regime study first)")
         cal = runs[64]
         allreduces = predict.allreduces_per_step([cal])
-        rows = [predict.model_row(res, cal, m, allreduces) for P, res in sorted(runs.items()) for m in MODES]
+        rows = [predict.model_row(res, cal, m, allreduces) for P, res in sorted(runs.items()) for m in MODES
+                if any(r["variant"] == m for r in res["runs"])]
         pred = predict.predictions(WATER98K, PARAMS["water98k"], "fat_tree", [1024, 4096, 16384, 65536], cal,
                                    allreduces)
         out["speedups"][f"{k:g}"] = {"validation": rows, "predictions": pred}
@@ -211,6 +219,28 @@ def study_strong(args):
 
 def _load(pattern):
     return {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob(pattern))}
+
+
+_VARIANT = re.compile(r"_v([a-z0-9+]+)(?=_|$)")
+
+
+def _merged(pattern):
+    """_load, with the simulations of one variant each (--variants: names with _v<variant>) merged
+    into one result per configuration, under the name without the variant; the simulation's wall
+    time is their sum and its memory their largest."""
+    out = {}
+    for name, res in _load(pattern).items():
+        base = _VARIANT.sub("", name)
+        if base == name:
+            out[name] = res
+            continue
+        have = out.setdefault(base, {**res, "runs": [], "simulation": {**res["simulation"], "wall_s": 0.0}})
+        have["runs"] += res["runs"]
+        sim = have["simulation"]
+        sim["wall_s"] += res["simulation"]["wall_s"]
+        rss = [m for m in (sim.get("max_rss_kb"), res["simulation"].get("max_rss_kb")) if m]
+        sim["max_rss_kb"] = max(rss) if rss else None
+    return out
 
 
 def _sim(res):
@@ -260,8 +290,11 @@ def report_variants(pattern):
     `auto` study ran it again (its trial of the variants on the calls), from that run."""
     rows = ["| run | mode | step plain ms | step overlap ms | comm share plain | exposed comm plain -> overlap ms "
             "| auto picked (its step) | sim. wall |", "|---|---|---:|---:|---:|---:|---|---:|"]
-    for name, res in _load(pattern).items():
+    for name, res in _merged(pattern).items():
         runs = {r["variant"]: r for r in res["runs"]}
+        if any(m not in runs or m + "+overlap" not in runs for m in MODES):
+            rows.append(f"| {name} | (variants run so far: {', '.join(sorted(runs))}) | | | | | | |")
+            continue
         again = RESULTS / f"{name.replace('regime_', 'regime-auto_', 1)}.json"
         auto = json.loads(again.read_text())["runs"][0] if again.exists() else runs.get("auto")
         wall, mem = _sim(res)
@@ -296,8 +329,11 @@ def report_model():
             "|---:|---:|" + "---|" * len(MODES)]
     for k, d in doc["speedups"].items():
         for P in sorted({r["ranks"] for r in d["validation"]}):
-            cells = [f"{r['simulated'] * 1e3:.3f} / {r['model'] * 1e3:.3f} ({r['ratio']:.3f})"
-                     for m in MODES for r in d["validation"] if r["ranks"] == P and r["mode"] == m]
+            cells = []
+            for m in MODES:  # (a mode not simulated at this rank count: -)
+                rs = [r for r in d["validation"] if r["ranks"] == P and r["mode"] == m]
+                cells.append(" ".join(f"{r['simulated'] * 1e3:.3f} / {r['model'] * 1e3:.3f} ({r['ratio']:.3f})"
+                                      for r in rs) or "-")
             rows.append(f"| {k} | {P:,} | " + " | ".join(cells) + " |")
     rows += ["", "| K | ranks | messages (max) | kB (max) | " + " | ".join(f"{m} ms" for m in MODES)
              + " | comm share (nonblocking) |", "|---:|---:|---:|---:|" + "---:|" * (len(MODES) + 1)]
@@ -342,6 +378,9 @@ def main():
                          "result names end in _onesolver)")
     ap.add_argument("--recalibrate", action="store_true",
                     help="measure the computation's costs again (else the committed compute-costs-<system>.json)")
+    ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=None,
+                    help="regime and auto studies: only these variants, each in a simulation of its own (cached "
+                         "apart: a 1,024-rank simulation of all of them did not finish in two hours)")
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ def calibration(res: dict, mode: str) -> dict:
     remap packing, halo packing, ghost-atom handling, the real space (per pair row: owned
     and ghost atoms), and the rest (per owned atom)."""
     from . import comm_model
-    run = next(r for r in res["runs"] if r["mode"] == mode)
+    run = run_of(res, mode)
     ph = {k: v["max"] for k, v in run["phases"].items()}
     total = run["compute_s"]["max"]
     remap = ph.get("fft_pack_unpack", 0.0)
@@ -63,7 +63,7 @@ def model_row(res: dict, calib_res: dict, mode: str, allreduces: float) -> dict:
     from . import comm_model
     net = comm_model.NETWORKS[res["simulation"]["platform"]]
     m = comm_model.step_time(census_of(res), net, mode, calibration(calib_res, mode), allreduces)
-    run = next(r for r in res["runs"] if r["mode"] == mode)
+    run = run_of(res, mode)
     return {"ranks": res["ranks"], "mode": mode, "simulated": run["step_s"], "model": m["total"],
             "model_comm": m["comm"], "simulated_mpi": run["mpi"]["seconds"]["max"],
             "ratio": m["total"] / run["step_s"]}

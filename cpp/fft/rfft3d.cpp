@@ -39,6 +39,8 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
   const int P = comm_.size();
   const int halved_axis = options.halved_axis;
   check_mesh_and_options(c, mesh, options);
+  if (!same_on_all_ranks(c, {double(halved_axis), options.contiguous_real_x ? 1.0 : 0.0}))
+    throw ValueError("the halved axis and contiguous_real_x must be the same on every rank");
   // (Every rank sees the same size, so every rank raises the same error.)
   if (halved_axis < 0 || halved_axis > 2)
     throw ValueError("halved_axis must be 0, 1 or 2, not " + std::to_string(halved_axis));
@@ -47,7 +49,8 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
                      " needs a single rank (across ranks the r2c runs in the first pencil stage, along x)");
   cmesh_ = fft::spectrum_mesh(mesh, halved_axis);
   const auto boxes = gather_boxes(c, inbox, mesh_, outbox, cmesh_);
-  const FFTStages stages = plan_stages(FFTKind::RealToComplex, mesh_, halved_axis, boxes.first, boxes.second);
+  const FFTStages stages =
+      plan_stages(FFTKind::RealToComplex, mesh_, halved_axis, boxes.first, boxes.second, options.contiguous_real_x);
   const RankStages& mine = stages.ranks[static_cast<size_t>(comm_.rank())];
   const Box3& in = mine.box[0];
   storage_ = options.in_storage ? *options.in_storage : in;

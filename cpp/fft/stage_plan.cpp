@@ -44,7 +44,7 @@ std::string RankStages::groups() const {
 }
 
 FFTStages plan_stages(FFTKind kind, const Int3& mesh, int halved_axis, const std::vector<Box3>& inboxes,
-                      const std::vector<Box3>& outboxes) {
+                      const std::vector<Box3>& outboxes, bool contiguous_real_x) {
   const int P = static_cast<int>(inboxes.size());
   if (static_cast<int>(outboxes.size()) != P) throw std::invalid_argument("plan_stages: one inbox and one outbox per rank");
   const bool real = kind == FFTKind::RealToComplex;
@@ -70,7 +70,7 @@ FFTStages plan_stages(FFTKind kind, const Int3& mesh, int halved_axis, const std
       // fresh array either way) is C order if the y stage joins it (so the group can
       // reach the C-order z-pencils), else x fastest for the x->y remap.
       s.real_x = pencil_of(0, mesh, P, r);
-      const bool in_x_skipped = s.real_x == s.box[0];
+      const bool in_x_skipped = s.real_x == s.box[0] && !contiguous_real_x;
       s.real_x_order = in_x_skipped ? kCOrder : kXFastest;
       s.order[1] = (in_x_skipped && s.box[2] == s.box[1]) ? kCOrder : kXFastest;
     } else {

@@ -72,8 +72,11 @@ struct FFTStages {
 // The stages of every rank. inboxes[r] / outboxes[r]: rank r's boxes of the (real)
 // mesh and of the spectrum mesh (complex: the same mesh); the caller checks that each
 // set tiles its mesh (tiling_problem). halved_axis: the real FFT's, 0 unless one rank.
+// contiguous_real_x (real FFT): remap 0 copies a rank's inbox into the x-fastest real
+// x-pencil even where the boxes are equal (a local transposing copy), so the r2c reads
+// contiguous x lines instead of the caller's C-order array.
 FFTStages plan_stages(FFTKind kind, const Int3& mesh, int halved_axis, const std::vector<Box3>& inboxes,
-                      const std::vector<Box3>& outboxes);
+                      const std::vector<Box3>& outboxes, bool contiguous_real_x = false);
 
 // The pencil of `rank` of `nranks` along `axis` (decomposition.hpp's pencil_box),
 // normalised: what plan_stages uses.

@@ -287,7 +287,11 @@ class PMESolver {
   std::vector<Box3> bricks_;
   std::unique_ptr<Halo> halo_;
   std::unique_ptr<RealFFT3d> fft_;
-  std::unique_ptr<RealFFT3d> make_fft(unsigned fftw_flags) const;  // the mesh's FFT, in the current mode
+  // The mesh's FFT, in the current mode. Planning by measurement on several ranks,
+  // where some rank's r2c would read its brick in place (x the strided axis), both that
+  // and an x-fastest copy first (RealFFTOptions::contiguous_real_x) are built and timed,
+  // and the faster kept (the slowest rank's time deciding): neither wins everywhere.
+  std::unique_ptr<RealFFT3d> make_fft(unsigned fftw_flags) const;
   // The r2c's halved axis: one rank, a single 3-D plan halving z (the contiguous axis:
   // measured faster); across ranks the r2c runs in the x-pencils, halving x.
   int halved_axis() const { return comm_.size() == 1 ? 2 : 0; }

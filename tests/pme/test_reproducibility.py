@@ -79,8 +79,13 @@ def test_the_tuning_plans_by_estimate_and_the_kept_solver_by_the_configured_plan
     pme = pmewald.PME(s.box, 6.0, tolerance=1e-5, comm=comm, skin=0.0, comm_mode="auto")
     first = pme.compute(*args)
     assert pme.parameters["fft_planner"] == "estimate"
+    assert pme.timings()["fft_contiguous_real_x"] == 0.0  # by estimate: no timing, the in-place read
     second = pme.compute(*args)
     assert pme.parameters["fft_planner"] == "measure"
+    # Measured on 2 ranks, the solver timed the r2c in place and after an x-fastest copy and
+    # kept one, the same on every rank (either gives the same results, below).
+    chosen = pme.timings()["fft_contiguous_real_x"]
+    assert chosen in (0.0, 1.0) and comm.allgather(chosen) == [chosen] * comm.Get_size()
     # "auto" is still trying the variants (one call each after a warm-up; one rank: nothing to try)
     assert pme.parameters["comm_mode_used"] == (None if comm.Get_size() > 1 else "nonblocking")
     scale = np.abs(first.forces).max()

@@ -78,7 +78,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     water_walk.add_arguments(ap, cutoff_help="the fixed object's cutoff (A)")  # --steps: calls after the walk
     ap.add_argument("--fixed", type=float, nargs="+", help="fixed cutoffs (A) to compare with, each its own object "
-                    "(default: --cutoff); the rows name the fastest, the ratio is auto over the fastest at each step")
+                    "(default: --cutoff); the rows name the fastest (lowest median), the ratio is auto over it, step by step")
     ap.add_argument("--precision", default="double", choices=("double", "mixed", "auto"))
     ap.add_argument("--lower", type=float, help="cutoff=('auto', LOWER)")
     args = ap.parse_args()

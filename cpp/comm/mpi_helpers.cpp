@@ -53,5 +53,15 @@ bool same_on_all_ranks(MPI_Comm comm, const std::vector<double>& value) {
   return all != 0;
 }
 
+std::size_t fastest_on_the_slowest_rank(MPI_Comm comm, const std::vector<double>& mine, std::vector<double>& slowest) {
+  slowest.assign(mine.size(), 0.0);
+  check_mpi(MPI_Allreduce(mine.data(), slowest.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX, comm),
+            "MPI_Allreduce");
+  std::size_t best = 0;
+  for (std::size_t c = 1; c < slowest.size(); ++c)
+    if (slowest[c] < slowest[best]) best = c;
+  return best;
+}
+
 }  // namespace comm
 }  // namespace pmewald

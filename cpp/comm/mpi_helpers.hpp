@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ void agree_or_throw(MPI_Comm comm, const std::string& local_error);
 
 // Collective: true on every rank when `value` is identical on all ranks.
 bool same_on_all_ranks(MPI_Comm comm, const std::vector<double>& value);
+
+// Collective: the measured choices' decision. `mine` holds this rank's seconds per
+// candidate; `slowest` receives the slowest rank's (MPI_MAX, one MPI_Allreduce), and the
+// index of the least of them is returned (a tie: the first), the same on every rank.
+std::size_t fastest_on_the_slowest_rank(MPI_Comm comm, const std::vector<double>& mine, std::vector<double>& slowest);
 
 }  // namespace comm
 }  // namespace pmewald

@@ -11,7 +11,7 @@ inline namespace solver {
 LayoutTrial LayoutTrial::started() {
   LayoutTrial t;
   t.running_ = true;
-  t.mine_.fill(std::numeric_limits<double>::infinity());
+  t.mine_.assign(2, std::numeric_limits<double>::infinity());
   return t;
 }
 
@@ -21,8 +21,7 @@ bool LayoutTrial::record(MPI_Comm comm, double seconds) {
   m = std::min(m, seconds);
   if (++pos_ < 2 * kRounds) return false;
   running_ = false;
-  check_mpi(MPI_Allreduce(mine_.data(), seconds_.data(), 2, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
-  best_ = seconds_[1] < seconds_[0] ? PairLayout::Atoms : PairLayout::Clusters;
+  best_ = fastest_on_the_slowest_rank(comm, mine_, seconds_) == 1 ? PairLayout::Atoms : PairLayout::Clusters;
   measured_ = true;
   return true;
 }

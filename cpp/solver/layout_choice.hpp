@@ -17,7 +17,7 @@
 
 #include <mpi.h>
 
-#include <array>
+#include <vector>
 
 #include "realspace/pair_list.hpp"
 
@@ -43,12 +43,12 @@ class LayoutTrial {
   bool measured() const { return measured_; }
   PairLayout best() const { return best_; }
   // The slowest rank's seconds per layout, clusters then atoms (after measured()).
-  const std::array<double, 2>& seconds() const { return seconds_; }
+  const std::vector<double>& seconds() const { return seconds_; }
 
  private:
   bool running_ = false, measured_ = false;
   int pos_ = 0;
-  std::array<double, 2> mine_{}, seconds_{};
+  std::vector<double> mine_, seconds_;
   PairLayout best_ = PairLayout::Clusters;
 };
 

@@ -50,12 +50,7 @@ bool ModeTrial::record(MPI_Comm comm, double seconds) {
   const int k = order_[pos_++];
   if (k >= 0) mine_[static_cast<std::size_t>(k)] = std::min(mine_[static_cast<std::size_t>(k)], seconds);
   if (running()) return false;
-  seconds_.assign(cand_.size(), 0.0);
-  check_mpi(MPI_Allreduce(mine_.data(), seconds_.data(), static_cast<int>(cand_.size()), MPI_DOUBLE, MPI_MAX, comm),
-            "MPI_Allreduce");
-  best_ = 0;
-  for (std::size_t c = 1; c < cand_.size(); ++c)
-    if (seconds_[c] < seconds_[static_cast<std::size_t>(best_)]) best_ = static_cast<int>(c);
+  best_ = static_cast<int>(fastest_on_the_slowest_rank(comm, mine_, seconds_));
   measured_ = true;
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -149,18 +150,16 @@ std::unique_ptr<RealFFT3d> PMESolver::make_fft(unsigned fftw_flags) const {
   // rounds after one untimed each; this rank's faster round counts.
   std::vector<double> real(static_cast<std::size_t>(std::max<std::int64_t>(fft->in_storage().volume(), 1)), 0.0);
   std::vector<Complex> spectrum(static_cast<std::size_t>(std::max<std::int64_t>(fft->outbox().volume(), 1)));
-  double best[2] = {1e300, 1e300};
+  std::vector<double> best(2, std::numeric_limits<double>::infinity()), slowest;
   for (int round = 0; round < 4; ++round)
-    for (int v = 0; v < 2; ++v) {
+    for (std::size_t v = 0; v < 2; ++v) {
       RealFFT3d& f = v == 0 ? *fft : *copied;
       const double t0 = wall_seconds();
       f.forward(real.data(), spectrum.data());
       f.backward_destroying_input(spectrum.data(), real.data(), false);
       if (round > 0) best[v] = std::min(best[v], wall_seconds() - t0);
     }
-  double slowest[2];
-  check_mpi(MPI_Allreduce(best, slowest, 2, MPI_DOUBLE, MPI_MAX, comm_.get()), "MPI_Allreduce");
-  auto& kept = slowest[1] < slowest[0] ? copied : fft;
+  auto& kept = fastest_on_the_slowest_rank(comm_.get(), best, slowest) == 1 ? copied : fft;
   kept->reset_stats();
   return std::move(kept);
 }

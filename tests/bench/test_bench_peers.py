@@ -1,7 +1,12 @@
-"""The side-by-side benchmark's command line parses (the benchmark itself is not run here)."""
+"""The side-by-side benchmark's command line parses, its report's arithmetic, and the files it
+writes for the peers (the benchmark itself is not run here)."""
 
+import os
 import subprocess
 import sys
+
+import numpy as np
+import pytest
 
 from pmewald.bench.peers import report as peers_report
 
@@ -79,3 +84,40 @@ def test_best_names_the_cutoffs_of_the_points_it_comes_from():
     out = {e["target_error"]: e["pmewald_best"] for e in peers_report.best_ratios(rows, [dict(name="s")], [1])}
     assert out[1e-4]["cutoff"] == 7.1
     assert out[1e-5]["cutoff"] == [7.8, 8.6]
+
+
+PEPTIDE = "/usr/share/lammps/examples/peptide/data.peptide"
+
+
+@pytest.mark.skipif(not os.path.exists(PEPTIDE), reason="Debian's lammps-examples is not installed")
+def test_peptide_bonds_survive_replicate_and_the_lammps_data_file(tmp_path):
+    """The peptide carries its bonds (System.bonds) through replicate into the LAMMPS data file
+    the peers benchmark writes, so LAMMPS's special_bonds 0 0 0 excludes exactly pmewald's pairs:
+    read back, the file gives the same charges, positions (modulo the box) and exclusions. The
+    exclusions cannot tell LAMMPS the bonds by distance (a bond graph from the pairs under 1.55 A
+    is not the peptide's), and bonds that disagree with the exclusions are refused."""
+    from pmewald import systems
+    from pmewald.bench.peers.lammps import bonds_of, write_lammps_data
+    from pmewald.bench.peers.sweep import make_system
+
+    one = systems.read_lammps_data(PEPTIDE)
+    assert one.n_atoms == 2004 and len(one.bonds) == 1365
+    s = make_system("peptide", 2 * 2 * 2 * 2004)
+    assert s.n_atoms == 8 * 2004 and len(s.bonds) == 8 * 1365 and len(s.exclusions) == 8 * len(one.exclusions)
+    np.testing.assert_array_equal(s.bonds[1365:2730], one.bonds + 2004)
+    assert len(bonds_of(s)) == len(s.bonds)
+    path = tmp_path / "peptide.data"
+    write_lammps_data(s, "peptide", path)
+    back = systems.read_lammps_data(str(path))
+    np.testing.assert_array_equal(back.charges, s.charges)
+    key = lambda ex: set(map(tuple, np.sort(ex, axis=1).tolist()))  # noqa: E731
+    assert key(back.exclusions) == key(s.exclusions)
+    L = np.diag(s.box)
+    d = back.positions - s.positions
+    np.testing.assert_allclose(d - L * np.round(d / L), 0.0, atol=1e-9)
+    no_bonds = systems.System(s.box, s.positions, s.charges, s.ids, s.exclusions, "no bonds")
+    with pytest.raises(ValueError, match="bond graph"):
+        bonds_of(no_bonds)
+    wrong = systems.System(s.box, s.positions, s.charges, s.ids, s.exclusions, "wrong", bonds=s.bonds[1:])
+    with pytest.raises(ValueError, match="bond graph"):
+        bonds_of(wrong)

@@ -16,7 +16,8 @@ def read_lammps_data(path, special_depth=3):
     Orthorhombic or triclinic (``xy xz yz``) boxes; positions are taken as written (the
     solver wraps them); ids are renumbered ``0..n-1`` in the file's id order. Exclusions:
     every pair at most ``special_depth`` bonds apart (3: 1-2, 1-3 and 1-4, LAMMPS's
-    ``special_bonds lj/coul 0 0 0``; 0: none).
+    ``special_bonds lj/coul 0 0 0``; 0: none). The bonds themselves are kept as
+    ``System.bonds`` (ids), so the system can be written back for LAMMPS.
     """
     lines = open(path).read().splitlines()
     bounds, tilt = {}, (0.0, 0.0, 0.0)
@@ -47,4 +48,4 @@ def read_lammps_data(path, special_depth=3):
     bonds = [(index[int(w[2])], index[int(w[3])]) for w in sections.get("Bonds", [])]
     ex = _bond_exclusions(len(q), bonds, special_depth) if special_depth > 0 else _no_exclusions()
     return System(box=box, positions=pos, charges=q, ids=np.arange(len(q), dtype=np.int64), exclusions=ex,
-                  name=f"lammps data {path}")
+                  name=f"lammps data {path}", bonds=np.array(bonds, dtype=np.int64).reshape(-1, 2))

@@ -32,6 +32,10 @@ class System:
         Nearest cation-anion distance ``r0`` (crystals only).
     madelung_reference : float or None
         Literature Madelung constant (crystals only).
+    bonds : numpy.ndarray of int64, shape (b, 2), or None
+        Bonded pairs by id, where the system has a bond graph (:func:`read_lammps_data`):
+        what a peer that derives exclusions from bonds (LAMMPS's ``special_bonds``) needs.
+        ``None`` where the exclusions are all there is.
     """
 
     box: np.ndarray
@@ -42,6 +46,7 @@ class System:
     name: str
     nearest_neighbor_distance: Optional[float] = None
     madelung_reference: Optional[float] = None
+    bonds: Optional[np.ndarray] = None
 
     @property
     def n_atoms(self) -> int:
@@ -93,6 +98,7 @@ def displace(system, sigma, seed=0):
     return replace(system, box=system.box.copy(), positions=pos,
                    charges=system.charges.copy(), ids=system.ids.copy(),
                    exclusions=system.exclusions.copy(),
+                   bonds=None if system.bonds is None else system.bonds.copy(),
                    name=f"{system.name} displaced(sigma={sigma}, seed={seed})",
                    nearest_neighbor_distance=None, madelung_reference=None)
 
@@ -107,7 +113,7 @@ def replicate(system, n_cells):
     placed at the minimum image of the partner they are reached from, so a molecule that
     crossed a face of the small cell is not torn apart by the larger one. Copy ``c`` (in C
     order over the cells) holds atoms ``c n .. c n + n - 1`` with ids ``c n + i`` (``i`` the
-    atom's index), and its own copy of every exclusion. Crystal data (``r0``, the Madelung
+    atom's index), and its own copy of every exclusion and bond. Crystal data (``r0``, the Madelung
     constant) carry over.
 
     Parameters
@@ -127,16 +133,21 @@ def replicate(system, n_cells):
         raise ValueError(f"n_cells must be a positive int or three of them, got {n_cells!r}")
     n, box = system.n_atoms, np.asarray(system.box, dtype=float)
     order = np.argsort(system.ids, kind="stable")
-    index = order[np.searchsorted(system.ids, system.exclusions, sorter=order)] if len(system.exclusions) else \
-        np.zeros((0, 2), dtype=np.int64)
+
+    def index_of(pairs):
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        return order[np.searchsorted(system.ids, pairs, sorter=order)] if len(pairs) else pairs
+
+    index = index_of(system.exclusions)
     whole = _whole_molecules(system.positions, box, index)
     shifts = np.array([(a, b, c) for a in range(reps[0]) for b in range(reps[1]) for c in range(reps[2])], float)
     copies = len(shifts)
     positions = (whole[None, :, :] + (shifts @ box)[:, None, :]).reshape(-1, 3)
     offsets = (np.arange(copies, dtype=np.int64) * n)[:, None, None]
+    bonds = None if system.bonds is None else (index_of(system.bonds)[None, :, :] + offsets).reshape(-1, 2)
     return replace(system, box=box * np.array(reps, dtype=float)[:, None], positions=positions,
                    charges=np.tile(system.charges, copies), ids=np.arange(copies * n, dtype=np.int64),
-                   exclusions=(index[None, :, :] + offsets).reshape(-1, 2),
+                   exclusions=(index[None, :, :] + offsets).reshape(-1, 2), bonds=bonds,
                    name=f"{system.name} x {reps[0]}x{reps[1]}x{reps[2]}")
 
 

@@ -4,7 +4,8 @@
 ``lmp``, ``mpirun -n P lmp`` and ``mpirun -n P python`` workers itself).
 
 For every system (a displaced rock-salt crystal, an SPC/E-like water box and, with
-``--systems chains``, peptide-like chains in water, per ``--sizes`` entry) and every rank
+``--systems chains``, peptide-like chains in water, with ``--systems peptide`` LAMMPS's
+solvated peptide repeated to about the size, per ``--sizes`` entry) and every rank
 count it runs, in rounds (``--rounds``), one after the other in each round so every code
 sees the same stretch of machine time:
 
@@ -43,7 +44,8 @@ these 2 cores the pair ranks are the bottleneck, which tuning (the cutoff only g
 help; the cutoff sweep is the search it would make.
 
 Physics is identical in all codes: point charges, Ewald sum, for water the three
-intramolecular pairs excluded (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exceptions).
+intramolecular pairs excluded, for the chains and the peptide every pair at most three bonds
+apart (LAMMPS: bonds + ``special_bonds`` 0; OpenMM: exceptions; GROMACS: ``[ exclusions ]``).
 Units: LAMMPS ``real``; errors are unit-free.
 
 ``--mode md`` times an MD loop instead (:mod:`pmewald.bench.peers.md`: a random walk of
@@ -256,8 +258,9 @@ def add_parser(sub):
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[3000, 30000],
                    help="target atom counts (the crystal is rounded to whole cells: 30000 -> 32768 ions)")
-    p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water", "chains"],
-                   help="chains: peptide-like chains with partial charges in water (systems.solvated_chains)")
+    p.add_argument("--systems", nargs="+", default=["nacl", "water"], choices=["nacl", "water", "chains", "peptide"],
+                   help="chains: peptide-like chains with partial charges in water (systems.solvated_chains); "
+                        "peptide: LAMMPS's data.peptide (lammps-examples) repeated n x n x n to about --sizes atoms")
     p.add_argument("--tolerances", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5],
                    help="pmewald tolerances")
     # Defaults chosen so every code's *measured* errors bracket 1e-4 and 1e-5: pmewald delivers

@@ -14,19 +14,26 @@ from pathlib import Path
 import numpy as np
 
 K_REAL = 332.06371           # LAMMPS's qqr2e for units real (kcal/mol A e^-2)
+MOLECULAR = ("water", "chains", "peptide")     # systems with bonds (bond_style zero, special_bonds 0 0 0)
 
 
 def bonds_of(s, max_bond=1.55):
-    """The bonds behind ``s.exclusions`` (the excluded pairs closer than ``max_bond``: bonds are
-    1.0-1.45 A, 1-3 pairs 1.63 A and more in the water and chain builders), checked: the pairs at
-    most three bonds apart must be exactly ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0``
-    excludes what pmewald does."""
+    """The bonds behind ``s.exclusions``: ``s.bonds`` where the system carries them (a LAMMPS
+    data file, :func:`pmewald.systems.read_lammps_data`), else the excluded pairs closer than
+    ``max_bond`` (bonds are 1.0-1.45 A, 1-3 pairs 1.63 A and more in the water and chain
+    builders). Checked either way: the pairs at most three bonds apart must be exactly
+    ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0`` excludes what pmewald does."""
     from ...geometry.cell import minimum_image
     from ...systems.chains import _bond_exclusions
 
     ex = np.asarray(s.exclusions, dtype=np.int64).reshape(-1, 2)
-    d = minimum_image(s.box, s.positions[ex[:, 0]] - s.positions[ex[:, 1]])
-    bonds = ex[np.einsum("ij,ij->i", d, d) < max_bond ** 2]
+    if getattr(s, "bonds", None) is not None:
+        order = np.argsort(s.ids, kind="stable")
+        bonds = order[np.searchsorted(s.ids, np.asarray(s.bonds, dtype=np.int64).reshape(-1, 2), sorter=order)]
+        ex = order[np.searchsorted(s.ids, ex, sorter=order)] if len(ex) else ex
+    else:
+        d = minimum_image(s.box, s.positions[ex[:, 0]] - s.positions[ex[:, 1]])
+        bonds = ex[np.einsum("ij,ij->i", d, d) < max_bond ** 2]
     again = _bond_exclusions(len(s.charges), bonds.tolist())
     if {tuple(sorted(p)) for p in ex.tolist()} != set(map(tuple, again.tolist())):
         raise ValueError("the exclusions are not the 1-2/1-3/1-4 pairs of a bond graph: LAMMPS cannot express them")
@@ -42,7 +49,7 @@ def write_lammps_data(s, kind, path):
     pos = np.mod(s.positions, L)
     pos[pos >= L] = 0.0
     n = len(s.charges)
-    water = kind in ("water", "chains")
+    water = kind in MOLECULAR
     if water:
         bonds = bonds_of(s)
         types = np.where(s.charges < 0, 1, 2)
@@ -152,7 +159,7 @@ def run_lammps(job, ranks, workdir, steps, want_forces, env):
     inp = workdir / f"in.{tag}"
     dump = workdir / f"forces.{tag}.dump" if want_forces else None
     inp.write_text(_lammps_input(job["data"], job["cutoff"], job["acc"], job["diff"], steps, dump,
-                                 job["kind"] in ("water", "chains"), job.get("md_sigma"), job.get("order")))
+                                 job["kind"] in MOLECULAR, job.get("md_sigma"), job.get("order")))
     log = workdir / f"log.{tag}"
     cmd = ["lmp", "-in", str(inp), "-log", str(log), "-screen", "none"]
     if ranks > 1:

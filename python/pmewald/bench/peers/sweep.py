@@ -20,6 +20,8 @@ from . import md
 from . import report
 from .lammps import run_lammps, write_lammps_data
 
+PEPTIDE = "/usr/share/lammps/examples/peptide/data.peptide"     # Debian's lammps-examples
+
 # GROMACS thread layouts per core count: (thread-MPI ranks, OpenMP threads, variant name).
 GMX_LAYOUTS = {1: [(1, 1, "gromacs")], 2: [(2, 1, "gromacs-tmpi"), (1, 2, "gromacs-omp")]}
 
@@ -79,6 +81,11 @@ def make_system(kind, size, seed=0):
             except RuntimeError:
                 continue
         raise RuntimeError(f"could not build {size} atoms of chains in water")
+    if kind == "peptide":
+        # LAMMPS's solvated peptide (2,004 atoms, CHARMM charges, 1-2/1-3/1-4 pairs excluded) repeated
+        # n x n x n, n the nearest to size / 2004 atoms (30000 -> 2 (16,032), 54000 -> 3 (54,108)).
+        n = max(1, int(round((size / 2004.0) ** (1.0 / 3.0))))
+        return systems.replicate(systems.read_lammps_data(PEPTIDE), n)
     raise ValueError(kind)
 
 
@@ -195,7 +202,8 @@ class Sweep:
     def _check_reference(self):
         """pmewald at the reference settings against pmewald.reference.ewald on small copies."""
         args = self.args
-        for kind, size in (("nacl", 512), ("water", 810)):
+        small = [("nacl", 512), ("water", 810)] + ([("peptide", 2004)] if "peptide" in args.systems else [])
+        for kind, size in small:
             s = make_system(kind, size, seed=args.seed + 1)
             npz = self.work / f"validate_{kind}.npz"
             save_system(s, npz)

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "base/errors.hpp"
 #include "base/timers.hpp"
 #include "comm/mpi_helpers.hpp"
 #include "realspace/cluster_sweep.hpp"
+#include "realspace/list_gather.hpp"
 #include "realspace/listed_exclusions.hpp"
 #include "realspace/pair_kernel.hpp"
 #include "realspace/pair_search.hpp"
@@ -117,6 +119,22 @@ void RealSpace::record_pairs(Migration& mig, double radius, double inner_radius,
 
 namespace {
 
+// The n x 3 array a scatter view adds into directly: its own (Serial's
+// non-duplicated view); nullptr for a duplicating or atomic backend.
+template <class SV>
+double* raw_force_array(const SV&) {
+  return nullptr;
+}
+template <class D, class L, class X, class Op, class C>
+double* raw_force_array(const Kokkos::Experimental::ScatterView<D, L, X, Op, Kokkos::Experimental::ScatterNonDuplicated, C>& v) {
+  if constexpr (std::is_same_v<C, Kokkos::Experimental::ScatterNonAtomic>) {
+    const auto u = v.subview();
+    return u.stride(0) == 3 && u.stride(1) == 1 ? u.data() : nullptr;
+  } else {
+    return nullptr;
+  }
+}
+
 struct ListKernel {
   using value_type = double[];
   unsigned value_count = 11;  // as HalfPairKernel's
@@ -125,6 +143,10 @@ struct ListKernel {
   const int *row_off = nullptr, *row_mid = nullptr, *js = nullptr, *ex_off = nullptr;
   const PairTable::Excluded* ex = nullptr;
   const double* xyzq = nullptr;  // the sorted atoms' x, y, z, q interleaved (one cache line per partner)
+  // The forces' own n x 3 array where the scatter view writes straight into it (a
+  // backend that does not duplicate per thread, e.g. Serial): the batch's partner
+  // forces go in without the view's accessor. nullptr: through the accessor.
+  double* raw_forces = nullptr;
   double rc2 = 0;
 
   void operator()(const int a, double* acc) const {
@@ -132,9 +154,11 @@ struct ListKernel {
     const double xi = kern.x(a), yi = kern.y(a), zi = kern.z(a);
     const double kqi = kern.k * kern.q(a);
     auto access = kern.sforces.access();
-    int sel[kBatch];
+    // Room for the vector gather's stores past the count (list_gather.hpp).
+    alignas(64) int sel[kBatch + 8];
     double bfx[kBatch], bfy[kBatch], bfz[kBatch];
-    alignas(64) double bx[kBatch], by[kBatch], bz[kBatch], bq[kBatch];
+    alignas(64) double bx[kBatch + 8], by[kBatch + 8], bz[kBatch + 8], bq[kBatch + 8];
+    const ListBatch batch{sel, bx, by, bz, bq};
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double e_excl = 0, evaluated = 0;
@@ -142,38 +166,20 @@ struct ListKernel {
     if (kern.pairs) {
       for (int c0 = b0; c0 < b1; c0 += kBatch) {
         const int c1 = std::min(b1, c0 + kBatch), cm = std::max(c0, std::min(bm, c1));
-        int n = 0;
-        // The inner partners, within the cutoff by construction: gathered as they are.
-        for (int b = c0; b < cm; ++b, ++n) {
-          const int j = js[b];
-          const double* pj = xyzq + 4 * static_cast<std::size_t>(j);
-          sel[n] = j;
-          bx[n] = pj[0];
-          by[n] = pj[1];
-          bz[n] = pj[2];
-          bq[n] = pj[3];
-        }
-        // Branch-free: the shell's pairs now within the cutoff.
-        for (int b = cm; b < c1; ++b) {
-          const int j = js[b];
-          const double* pj = xyzq + 4 * static_cast<std::size_t>(j);
-          const double xj = pj[0], yj = pj[1], zj = pj[2];
-          const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
-          sel[n] = j;
-          bx[n] = xj;
-          by[n] = yj;
-          bz[n] = zj;
-          bq[n] = pj[3];
-          n += dx * dx + dy * dy + dz * dz < rc2;
-        }
+        // The inner partners as they are, the shell's within the cutoff now.
+        const int n = gather_listed(js, c0, cm, c1, xyzq, xi, yi, zi, rc2, batch);
         if (n == 0) continue;
         evaluated += n;
         if (kern.kernels.block) {
           kern.kernels.block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
-          for (int b = 0; b < n; ++b) {
-            access(sel[b], 0) -= bfx[b];
-            access(sel[b], 1) -= bfy[b];
-            access(sel[b], 2) -= bfz[b];
+          if (raw_forces) {
+            scatter_listed(sel, n, bfx, bfy, bfz, raw_forces);
+          } else {
+            for (int b = 0; b < n; ++b) {
+              access(sel[b], 0) -= bfx[b];
+              access(sel[b], 1) -= bfy[b];
+              access(sel[b], 2) -= bfz[b];
+            }
           }
         } else {
           kern.evaluate_batch(sel, n, xi, yi, zi, kqi, bfx, bfy, bfz, sums, access);
@@ -351,6 +357,7 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   HalfPairKernel& kern = list_kernel();
   for (std::size_t e = 0; e < mig_.owned_payload().size(); ++e) kern.found(e) = 0;  // the builder's found_
   kern.sforces = ScatterForces(sforce);
+  sw.kern.raw_forces = raw_force_array(kern.sforces);
   kern.alpha = alpha;
   kern.k = coulomb_constant;
   kern.pairs = true;

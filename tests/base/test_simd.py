@@ -1,9 +1,9 @@
 """Every instruction-set version of the hand-vectorised kernels (cpp/base/simd.hpp): the
-real-space selection and pair kernel, the cluster-pair kernels (double and mixed), B-spline
-spreading and gathering (ad and ik, orders with one masked AVX-512 row and beyond). The
-versions below the one this CPU gets run in subprocesses capped with PMEWALD_SIMD, and must
-reproduce this process's results (1e-12 relative; the mixed cluster kernel, whose float sums
-run over other lane counts, 1e-5).
+real-space selection and pair kernel, the atom layout's reused list (its gather and the shell's
+selection), the cluster-pair kernels (double and mixed), B-spline spreading and gathering (ad and
+ik, orders with one masked AVX-512 row and beyond). The versions below the one this CPU gets run
+in subprocesses capped with PMEWALD_SIMD, and must reproduce this process's results (1e-12
+relative; the mixed kernels, whose float sums run over other lane counts, 1e-5).
 """
 
 from __future__ import annotations
@@ -54,6 +54,16 @@ def isa_results():
         out[f"clusters/{precision}/forces"] = r.forces
         out[f"clusters/{precision}/energy"] = np.array([r.energy])
         out[f"clusters/{precision}/virial"] = r.virial
+        # The atom layout's reused list (list_gather.cpp): the atoms moved within half the skin, so
+        # the call gathers the inner partners and selects the shell's within the cutoff.
+        p = pmewald.PME(box, cutoff, alpha=3.0 / cutoff, mesh=mesh, skin=0.1 * cutoff, comm=MPI.COMM_SELF,
+                        pair_layout="atoms", precision=precision)
+        p.compute(pos, q, ids)
+        moved = pos + np.random.default_rng(12).uniform(-0.015 * cutoff, 0.015 * cutoff, pos.shape)
+        r = p.compute(moved, q, ids)
+        assert p.timings()["pair_list_builds"] == 1
+        out[f"list/{precision}/forces"] = r.forces
+        out[f"list/{precision}/energy"] = np.array([r.energy])
     rng = np.random.default_rng(11)
     rj = rng.uniform(-5, 5, (37, 3))
     out["batch/forces"], out["batch/acc"] = rs.pair_batch(np.zeros(3), 1.0, rj, rng.uniform(-1, 1, 37), 0.35)
@@ -89,7 +99,7 @@ def test_every_simd_version_gives_the_same_results(tmp_path):
         seen.add(str(got["isa"]))
         for key, ref in here.items():
             scale = np.abs(ref).max()
-            tol = 1e-5 if key.startswith("clusters/mixed") else 1e-12
+            tol = 1e-5 if key.startswith(("clusters/mixed", "list/mixed")) else 1e-12
             assert np.abs(got[key] - ref).max() <= tol * scale, (isa, key)
     # On an AVX-512 machine all three versions ran.
     assert len(seen) == 3 or not mine.startswith("x86-64-v4"), seen

@@ -4,8 +4,8 @@
 #include "realspace/pair_lanes.hpp"  // PMEWALD_INLINE
 
 // The reused list's batch (list_gather.hpp), one source for several instruction
-// sets: AVX-512 intrinsics in functions compiled for x86-64-v4, the scalar loops
-// (compiled for x86-64-v3 and the baseline) elsewhere.
+// sets: AVX-512 and AVX2 intrinsics in functions compiled for x86-64-v4 and -v3,
+// the scalar loops for the baseline (and every version's force scatter).
 //
 // Why: on the LAMMPS peptide (54,108 atoms, 10 A, 1 rank) the scalar gather, the
 // shell's selection and the force scatter around the block kernel took 32% of a
@@ -67,9 +67,86 @@ void scatter_base(const int* sel, int n, const double* fx, const double* fy, con
 }
 
 #if PMEWALD_X86_DISPATCH
-PMEWALD_TARGET_V3 int gather_v3(const int* js, int c0, int cm, int c1, const double* xyzq, double xi, double yi,
-                                double zi, double rc2, const ListBatch& o) {
-  return gather_scalar(js, c0, cm, c1, xyzq, xi, yi, zi, rc2, o);
+// The AVX2 form of compress: for each 4-lane mask, the lanes kept moved to the
+// front, as 32-bit indices of doubles (8 per register) and of ints (4).
+struct CompressTables {
+  alignas(32) int dbl[16][8];
+  alignas(16) int one[16][4];
+  CompressTables() {
+    for (int m = 0; m < 16; ++m) {
+      int k = 0;
+      for (int l = 0; l < 4; ++l)
+        if (m & (1 << l)) {
+          dbl[m][2 * k] = 2 * l;
+          dbl[m][2 * k + 1] = 2 * l + 1;
+          one[m][k++] = l;
+        }
+      for (; k < 4; ++k) {
+        dbl[m][2 * k] = dbl[m][2 * k + 1] = 0;
+        one[m][k] = 0;
+      }
+    }
+  }
+};
+const CompressTables kTables;
+
+// Four partners' x, y, z, q (one 32-byte load each, lanes past `count` repeat the
+// first partner) transposed into four registers, partner k in lane k.
+PMEWALD_TARGET_V3 PMEWALD_INLINE void load4(const int* __restrict js, int count, const double* __restrict xyzq,
+                                            __m128i& idx, __m256d& x, __m256d& y, __m256d& z, __m256d& q) {
+  int j[4];
+  for (int k = 0; k < 4; ++k) j[k] = js[k < count ? k : 0];
+  idx = _mm_loadu_si128(reinterpret_cast<const __m128i*>(j));
+  const __m256d r0 = _mm256_loadu_pd(xyzq + 4 * static_cast<long>(j[0]));
+  const __m256d r1 = _mm256_loadu_pd(xyzq + 4 * static_cast<long>(j[1]));
+  const __m256d r2 = _mm256_loadu_pd(xyzq + 4 * static_cast<long>(j[2]));
+  const __m256d r3 = _mm256_loadu_pd(xyzq + 4 * static_cast<long>(j[3]));
+  const __m256d xz01 = _mm256_unpacklo_pd(r0, r1), yq01 = _mm256_unpackhi_pd(r0, r1);  // [x0 x1 z0 z1], [y0 y1 q0 q1]
+  const __m256d xz23 = _mm256_unpacklo_pd(r2, r3), yq23 = _mm256_unpackhi_pd(r2, r3);
+  x = _mm256_permute2f128_pd(xz01, xz23, 0x20);
+  z = _mm256_permute2f128_pd(xz01, xz23, 0x31);
+  y = _mm256_permute2f128_pd(yq01, yq23, 0x20);
+  q = _mm256_permute2f128_pd(yq01, yq23, 0x31);
+}
+
+PMEWALD_TARGET_V3 int gather_v3(const int* __restrict js, int c0, int cm, int c1, const double* __restrict xyzq,
+                                double xi, double yi, double zi, double rc2, const ListBatch& o) {
+  int* __restrict sel = o.sel;
+  double *__restrict bx = o.x, *__restrict by = o.y, *__restrict bz = o.z, *__restrict bq = o.q;
+  int n = 0;
+  __m128i idx;
+  __m256d x, y, z, q;
+  for (int b = c0; b < cm; b += 4) {
+    const int count = cm - b < 4 ? cm - b : 4;
+    load4(js + b, count, xyzq, idx, x, y, z, q);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sel + n), idx);
+    _mm256_storeu_pd(bx + n, x);
+    _mm256_storeu_pd(by + n, y);
+    _mm256_storeu_pd(bz + n, z);
+    _mm256_storeu_pd(bq + n, q);
+    n += count;
+  }
+  const __m256d vx = _mm256_set1_pd(xi), vy = _mm256_set1_pd(yi), vz = _mm256_set1_pd(zi);
+  const __m256d vrc2 = _mm256_set1_pd(rc2);
+  for (int b = cm; b < c1; b += 4) {
+    const int count = c1 - b < 4 ? c1 - b : 4;
+    load4(js + b, count, xyzq, idx, x, y, z, q);
+    const __m256d dx = _mm256_sub_pd(vx, x), dy = _mm256_sub_pd(vy, y), dz = _mm256_sub_pd(vz, z);
+    const __m256d r2 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)), _mm256_mul_pd(dz, dz));
+    const int m = _mm256_movemask_pd(_mm256_cmp_pd(r2, vrc2, _CMP_LT_OQ)) & ((1 << count) - 1);
+    const __m256i pd = _mm256_load_si256(reinterpret_cast<const __m256i*>(kTables.dbl[m]));
+    const __m128i pi = _mm_load_si128(reinterpret_cast<const __m128i*>(kTables.one[m]));
+#define compress(v) _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(v), pd))
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sel + n),
+                     _mm_castps_si128(_mm_permutevar_ps(_mm_castsi128_ps(idx), pi)));
+    _mm256_storeu_pd(bx + n, compress(x));
+    _mm256_storeu_pd(by + n, compress(y));
+    _mm256_storeu_pd(bz + n, compress(z));
+    _mm256_storeu_pd(bq + n, compress(q));
+#undef compress
+    n += __builtin_popcount(static_cast<unsigned>(m));
+  }
+  return n;
 }
 PMEWALD_TARGET_V3 void scatter_v3(const int* sel, int n, const double* fx, const double* fy, const double* fz,
                                   double* f) {

@@ -22,29 +22,6 @@ Box3 extended_box(const Box3& brick, int order) {
 
 namespace {
 
-// Scaled fractional coordinate of one axis; fl in [0, K), w in [0, 1).
-KOKKOS_INLINE_FUNCTION void scaled_coord(double s, int K, int& fl, double& w) {
-  const double f = s - kfloor(s);  // in [0, 1] (1 only by rounding)
-  const double u = K * f;
-  double flu = kfloor(u);
-  w = u - flu;
-  if (w < 0.0) w = 0.0;
-  int c = static_cast<int>(flu);
-  // u rounded up to K: the point is just below the top of the cell, so stay in
-  // cell K-1 at w = 1 (same weights as cell 0 at w = 0, and the same owner as
-  // Migration, which clamps).
-  if (c >= K) { c = K - 1; w = 1.0; }
-  if (c < 0) c += K;
-  fl = c;
-}
-
-// Mesh cell and in-cell offset along axis d of the Cartesian point (x, y, z):
-// s_d = r @ recip[:, d], then scaled_coord.
-KOKKOS_INLINE_FUNCTION void mesh_coord(const Mat3& R, const Int3& K, double x, double y, double z, int d, int& fl,
-                                       double& w) {
-  scaled_coord(x * R[d] + y * R[3 + d] + z * R[6 + d], K[d], fl, w);
-}
-
 // The serial spreading loop on raw pointers (stencil arrays are contiguous,
 // n x 3 and n x 3 x P; grid rows contiguous along the last index).
 // index: the atoms' order (nullptr: 0, 1, ...); a call spreads atoms k0..k1-1 of it.
@@ -159,98 +136,7 @@ void spread_coloured(const SpreadArgs& a, const int* base, const Int3& shape) {
   }
 }
 
-void check_common(const Int3& mesh, int order, std::size_t n_pos) {
-  (void)n_pos;
-  if (order < kMinOrder || order > kMaxOrder)
-    throw ValueError("B-spline order must be in [3, 10], got " + std::to_string(order));
-  for (int d = 0; d < 3; ++d)
-    if (mesh[d] < order)
-      throw ValueError("mesh size " + std::to_string(mesh[d]) + " is smaller than the order " +
-                       std::to_string(order));
-}
-
 }  // namespace
-
-void mesh_cells(const Mat3& recip, const Int3& mesh, View2<const double> positions,
-                View2<int> cells) {
-  const Mat3 R = recip;
-  const Int3 K = mesh;
-  Kokkos::parallel_for(
-      "pmewald::mesh_cells", Range(0, positions.extent(0)), KOKKOS_LAMBDA(const int i) {
-        const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
-        for (int d = 0; d < 3; ++d) {
-          int fl;
-          double w;
-          mesh_coord(R, K, x, y, z, d, fl, w);
-          cells(i, d) = fl;
-        }
-      });
-  Kokkos::fence();
-}
-
-void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
-                      View2<const double> positions, const Box3& brick, bool derivatives,
-                      Stencil& out) {
-  const std::size_t n = positions.extent(0);
-  check_common(mesh, order, n);
-  out.order = order;
-  if (out.base.extent(0) != n) {
-    out.base = View2<int>("stencil_base", n, 3);
-    out.cell = View2<int>("stencil_cell", n, 3);
-  }
-  if (out.w.extent(0) != n || out.w.extent(2) != static_cast<std::size_t>(order))
-    out.w = View3<double>("stencil_w", n, 3, order);
-  const std::size_t nd = derivatives ? n : 0;
-  if (out.dw.extent(0) != nd || out.dw.extent(2) != static_cast<std::size_t>(order))
-    out.dw = View3<double>("stencil_dw", nd, 3, order);
-
-  const Mat3 R = recip;
-  const Int3 K = mesh;
-  const Int3 lo = brick.lo, hi = brick.hi;
-  auto base = out.base;
-  auto cell = out.cell;
-  auto W = out.w;
-  auto dW = out.dw;
-  int bad = 0;
-  auto run = [&](auto order, auto with_derivatives) {
-    constexpr int P = decltype(order)::value;
-    constexpr bool D = decltype(with_derivatives)::value;
-    parallel_reduce_locked(
-        "pmewald::compute_stencils", Range(0, n),
-        KOKKOS_LAMBDA(const int i, int& nbad) {
-          const double x = positions(i, 0), y = positions(i, 1), z = positions(i, 2);
-          for (int d = 0; d < 3; ++d) {
-            int fl;
-            double w;
-            mesh_coord(R, K, x, y, z, d, fl, w);
-            // periodic image of the cell in [lo, hi): smallest fl + jK >= lo
-            // (fl in [0, K) and lo in [0, K) for a brick: at most one step)
-            int c = fl;
-            while (c < lo[d]) c += K[d];
-            while (c - K[d] >= lo[d]) c -= K[d];
-            if (c >= hi[d]) nbad += 1;
-            cell(i, d) = c;
-            base(i, d) = c - P + 1;
-            double M[P], dM[P];
-            bspline_weights_fixed<P, D>(w, M, dM);
-            for (int j = 0; j < P; ++j) W(i, d, j) = M[j];
-            if (D)
-              for (int j = 0; j < P; ++j) dW(i, d, j) = dM[j];
-          }
-        },
-        bad);
-  };
-  with_order(order, [&](auto o) {
-    if (derivatives)
-      run(o, std::true_type{});
-    else
-      run(o, std::false_type{});
-  });
-  if (bad > 0)
-    throw ValueError("compute_stencils: " + std::to_string(bad) +
-                     " atom coordinate(s) fall outside the brick " + brick.str() +
-                     " (atoms must be migrated to their owning rank first)");
-}
 
 void spread(const Stencil& st, View1<const double> charges, const Box3& ext_box,
             View3<double> grid, bool zero_first, SpreadMode mode) {

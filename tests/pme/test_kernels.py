@@ -182,6 +182,28 @@ def test_translation_invariance():
 # ----------------------------------------------------------------------------
 # pieces the distributed solver uses: bricks, sub-box k-space, storage order
 # ----------------------------------------------------------------------------
+@pytest.mark.parametrize("p", ORDERS)
+def test_spread_weights_are_the_scalar_bsplines(p):
+    """The stencils' weights, computed eight atoms at a time (cpp/pme/stencils.cpp), spread 13
+    atoms (a block and a partial one) exactly as the scalar B-splines of each atom's own
+    fractional offset put them on the mesh (bspline_weights, one atom at a time)."""
+    box = np.diag([10.0, 11.0, 12.5])
+    mesh = (20, 21, 23)
+    rng = np.random.default_rng(p)
+    pos = rng.uniform(0.0, 1.0, (13, 3)) * np.diag(box)
+    q = rng.uniform(-1.0, 1.0, 13)
+    grid, eb, _ = K.spread_brick(box, pos, q, mesh, p, ((0, 0, 0), mesh))
+    ref = np.zeros_like(grid)
+    u = pos / np.diag(box) * np.array(mesh)
+    cell = np.floor(u).astype(int)
+    for i in range(13):
+        w = [K.bspline_weights(p, np.array([u[i, d] - cell[i, d]]))[0][0] for d in range(3)]
+        # the extended box starts p - 1 below the brick: the stencil's first point is the cell
+        sl = tuple(slice(cell[i, d], cell[i, d] + p) for d in range(3))
+        ref[sl] += q[i] * np.einsum("a,b,c->abc", *w)
+    assert np.abs(grid - ref).max() <= 1e-14 * np.abs(ref).max()
+
+
 def test_spread_bricks_sum_to_full_mesh():
     box = BOXES["triclinic"]
     pos, q = random_system(70, box, seed=2)

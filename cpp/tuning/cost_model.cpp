@@ -8,21 +8,20 @@ inline namespace tuning {
 
 // Calibrated with `python -m pmewald.bench cost` (its defaults: 20000 random charges in
 // cell order, 60 A box, meshes 64^3..160^3, orders 4..8, 1 rank, Serial Kokkos, FFTW
-// real-to-complex transforms, FFTW_MEASURE) on the 2-core development VM (AMD EPYC,
-// AVX-512) at main e2e1649 (the stencils' weights eight atoms at a time),
-// 2026-12-07 17:25 UTC: model / measured 0.78..1.15 over the 40 settings, where the
-// previous constants (main 4204f75, 2026-11-30, an AVX2 core) gave 0.83..1.40 and
-// overestimated the per-atom costs against the FFT by 20-28%. Re-run it after changing
-// the FFT, solve, spread or gather kernels and paste its output here.
+// real-to-complex transforms, FFTW_MEASURE) on the 2-core development VM at main 4204f75
+// (AVX-512 spread/gather, unrolled stencils), 2026-11-30 19:50 UTC (model / measured
+// 0.77..1.18 over the 40 settings; the previous constants, from 28653f1, overestimated
+// high orders up to 2.35x after that change). Re-run it after changing the FFT,
+// solve, spread or gather kernels and paste its output here.
 CostModel default_cost_model() {
   CostModel c;
-  c.fft = 1.85e-10;
-  c.mesh_ad = 4.04e-09;
-  c.mesh_ik = 6.65e-09;
-  c.atom_ad = 4.28e-08;
-  c.atom_ik = 1.06e-07;
-  c.point_ad = 3.97e-10;
-  c.point_ik = 5.69e-10;
+  c.fft = 1.91e-10;
+  c.mesh_ad = 4.59e-09;
+  c.mesh_ik = 6.99e-09;
+  c.atom_ad = 5.27e-08;
+  c.atom_ik = 1.43e-07;
+  c.point_ad = 5.49e-10;
+  c.point_ik = 6.81e-10;
   c.transforms_ad = 2;
   c.transforms_ik = 4;
   return c;

@@ -1,11 +1,13 @@
 #include "pme/kspace_solve.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "pme/bspline.hpp"
 #include "base/compute_model.hpp"
 #include "base/errors.hpp"
+#include "base/simd.hpp"
 
 namespace pmewald {
 inline namespace pme {
@@ -43,6 +45,89 @@ struct IndexMap {
     }
   }
 };
+
+// One run of a row's points whose frequency along the fastest axis is m0, m0 + 1, ...
+// with no Nyquist or zero component there and no wrap (KSpaceSolver::run splits the
+// rows so): the energy, the virial and (Mode 1) the scaled spectrum, with kLanes
+// partial sums per quantity so the loops vectorise, added to acc[0..6] at the end.
+// data: the complex values as re, im pairs (Mode 1 scales them in place).
+struct SolveRun {
+  double* data;
+  const double *g, *vc;
+  int n;
+  double w, m0, N2;
+  double base[3], step[3];
+  bool virial;
+};
+using SolveRunFn = void (*)(const SolveRun&, double* acc);
+
+template <int Mode, bool kVirial>
+__attribute__((always_inline)) inline void solve_run_lanes(const SolveRun& r, double* acc) {
+  constexpr int L = 8;
+  double* __restrict d = r.data;
+  const double* __restrict g = r.g;
+  const double* __restrict vc = r.vc;
+  const double w = r.w, N2 = r.N2, m0 = r.m0;
+  const double b0 = r.base[0], b1 = r.base[1], b2 = r.base[2], t0 = r.step[0], t1 = r.step[1], t2 = r.step[2];
+  double s[7][L] = {};
+  auto point = [&](int k, int l) __attribute__((always_inline)) {
+    const double re = d[2 * k], im = d[2 * k + 1], gt = g[k];
+    const double em = w * gt * (re * re + im * im);
+    s[0][l] += em;
+    if (kVirial) {
+      const double m2 = m0 + k;
+      const double mt0 = b0 + t0 * m2, mt1 = b1 + t1 * m2, mt2 = b2 + t2 * m2;
+      const double c = vc[k];
+      s[1][l] += em * (1.0 - c * mt0 * mt0);
+      s[2][l] += em * (1.0 - c * mt1 * mt1);
+      s[3][l] += em * (1.0 - c * mt2 * mt2);
+      s[4][l] -= em * c * mt0 * mt1;
+      s[5][l] -= em * c * mt0 * mt2;
+      s[6][l] -= em * c * mt1 * mt2;
+    }
+    if (Mode == 1) {
+      const double f = N2 * gt;
+      d[2 * k] = re * f;
+      d[2 * k + 1] = im * f;
+    }
+  };
+  const int n = r.n;
+  int i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l) point(i + l, l);
+  for (int l = 0; i < n; ++i, ++l) point(i, l);
+  for (int q = 0; q < 7; ++q) {
+    double sum = 0;
+    for (int l = 0; l < L; ++l) sum += s[q][l];
+    acc[q] += sum;
+  }
+}
+
+template <int Mode, bool kVirial>
+void solve_run_base(const SolveRun& r, double* acc) {
+  solve_run_lanes<Mode, kVirial>(r, acc);
+}
+#if PMEWALD_X86_DISPATCH
+template <int Mode, bool kVirial>
+PMEWALD_TARGET_V4 void solve_run_v4(const SolveRun& r, double* acc) {
+  solve_run_lanes<Mode, kVirial>(r, acc);
+}
+template <int Mode, bool kVirial>
+PMEWALD_TARGET_V3 void solve_run_v3(const SolveRun& r, double* acc) {
+  solve_run_lanes<Mode, kVirial>(r, acc);
+}
+#endif
+
+template <int Mode, bool kVirial>
+SolveRunFn solve_run_fn() {
+  const SolveRunFn base = solve_run_base<Mode, kVirial>;
+#if PMEWALD_X86_DISPATCH
+  const SolveRunFn v4 = solve_run_v4<Mode, kVirial>, v3 = solve_run_v3<Mode, kVirial>;
+  return simd::choose<SolveRunFn>(PMEWALD_SIMD_VERSIONS(v4, v3, base));
+#else
+  return simd::choose<SolveRunFn>(PMEWALD_SIMD_VERSIONS(base, base, base));
+#endif
+}
 
 IndexMap make_map(const Box3& kbox, const Int3& perm, const Int3& K) {
   IndexMap im;
@@ -209,10 +294,11 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
     if (gg < 0) gg += k;
     return (2 * gg > k) ? gg - k : gg;
   };
+  const SolveRunFn run_fn = want_vir ? solve_run_fn<Mode, true>() : solve_run_fn<Mode, false>();
   Acc7 acc;
   parallel_reduce_locked(
       "pmewald::kspace_solve", Range(0, rows),
-      KOKKOS_LAMBDA(const std::int64_t row, Acc7& a) {
+      [=](const std::int64_t row, Acc7& a) {
         const int i0 = static_cast<int>(row / s1), i1 = static_cast<int>(row % s1);
         int m[3];
         m[d0] = wrap_signed(im.lo[d0] + i0, K[d0]);
@@ -232,7 +318,8 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
         auto weight = [&](int mh) { return (half && mh != 0 && 2 * mh != K[h]) ? 2.0 : 1.0; };
         const double w_row = d2 == h ? 1.0 : weight(m[h]);
         const bool row_nyq = half && (nyq(d0, m[d0]) || nyq(d1, m[d1]));
-        for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) {
+        // One point, every case (the Nyquist pairs, the half spectrum's weights, ik).
+        auto one = [&](const int i2, const int gk) {
           const std::int64_t t = t0 + i2;
           const int m2 = (2 * gk > K[d2]) ? gk - K[d2] : gk;
           const Complex q = in[t];
@@ -290,6 +377,44 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
             ey[t] = Complex(k[1] * sq.imag(), -k[1] * sq.real());
             ez[t] = Complex(k[2] * sq.imag(), -k[2] * sq.real());
           }
+        };
+        if (Mode != 2 && !row_nyq) {
+          // Runs of points between the row's special ones (m2 = 0: the half spectrum's weight;
+          // 2 m2 = K: the Nyquist pair and weight), where m2 grows by one: the vectorised
+          // runs (solve_run_lanes); the special points one at a time.
+          const double w_run = d2 == h ? (half ? 2.0 : 1.0) : w_row;
+          int i2 = 0;
+          while (i2 < s2) {
+            if (gk == 0 || 2 * gk == K[d2]) {
+              one(i2, gk);
+              ++i2;
+              gk = gk + 1 == K[d2] ? 0 : gk + 1;
+              continue;
+            }
+            const bool positive = 2 * gk < K[d2];
+            const int end = positive ? (K[d2] + 1) / 2 : K[d2];  // the sign change, or the wrap
+            const int len = std::min(s2 - i2, end - gk);
+            SolveRun run;
+            run.data = Mode == 1 ? reinterpret_cast<double*>(data + t0 + i2)
+                                 : const_cast<double*>(reinterpret_cast<const double*>(in + t0 + i2));
+            run.g = g.data() + t0 + i2;
+            run.vc = vc.data() + t0 + i2;
+            run.n = len;
+            run.w = w_run;
+            run.m0 = positive ? gk : gk - K[d2];
+            run.N2 = N2;
+            for (int r = 0; r < 3; ++r) {
+              run.base[r] = base[r];
+              run.step[r] = step[r];
+            }
+            run.virial = want_vir;
+            run_fn(run, a.v);
+            i2 += len;
+            gk += len;
+            if (gk == K[d2]) gk = 0;
+          }
+        } else {
+          for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) one(i2, gk);
         }
       },
       Kokkos::Sum<Acc7>(acc));

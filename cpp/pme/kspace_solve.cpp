@@ -129,6 +129,35 @@ SolveRunFn solve_run_fn() {
 #endif
 }
 
+// A row of s2 points whose first has index gk (of K) along the fastest axis: the runs
+// between its special points (m = 0: the half spectrum's weight; 2 m = K: the Nyquist
+// pair and weight), where m grows by one, through fn; those points through one(i2, gk).
+// row: the row's fields (data, g and vc at its first point, w, N2, base, step, virial).
+template <class One>
+void solve_row_in_runs(int s2, int gk, int K, const SolveRun& row, SolveRunFn fn, double* acc, One&& one) {
+  int i2 = 0;
+  while (i2 < s2) {
+    if (gk == 0 || 2 * gk == K) {
+      one(i2, gk);
+      ++i2;
+      gk = gk + 1 == K ? 0 : gk + 1;
+      continue;
+    }
+    const bool positive = 2 * gk < K;
+    const int end = positive ? (K + 1) / 2 : K;  // the sign change, or the wrap
+    SolveRun run = row;
+    run.n = std::min(s2 - i2, end - gk);
+    run.data += 2 * i2;
+    run.g += i2;
+    run.vc += i2;
+    run.m0 = positive ? gk : gk - K;
+    fn(run, acc);
+    i2 += run.n;
+    gk += run.n;
+    if (gk == K) gk = 0;
+  }
+}
+
 IndexMap make_map(const Box3& kbox, const Int3& perm, const Int3& K) {
   IndexMap im;
   for (int a = 0; a < 3; ++a) {
@@ -379,40 +408,19 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
           }
         };
         if (Mode != 2 && !row_nyq) {
-          // Runs of points between the row's special ones (m2 = 0: the half spectrum's weight;
-          // 2 m2 = K: the Nyquist pair and weight), where m2 grows by one: the vectorised
-          // runs (solve_run_lanes); the special points one at a time.
-          const double w_run = d2 == h ? (half ? 2.0 : 1.0) : w_row;
-          int i2 = 0;
-          while (i2 < s2) {
-            if (gk == 0 || 2 * gk == K[d2]) {
-              one(i2, gk);
-              ++i2;
-              gk = gk + 1 == K[d2] ? 0 : gk + 1;
-              continue;
-            }
-            const bool positive = 2 * gk < K[d2];
-            const int end = positive ? (K[d2] + 1) / 2 : K[d2];  // the sign change, or the wrap
-            const int len = std::min(s2 - i2, end - gk);
-            SolveRun run;
-            run.data = Mode == 1 ? reinterpret_cast<double*>(data + t0 + i2)
-                                 : const_cast<double*>(reinterpret_cast<const double*>(in + t0 + i2));
-            run.g = g.data() + t0 + i2;
-            run.vc = vc.data() + t0 + i2;
-            run.n = len;
-            run.w = w_run;
-            run.m0 = positive ? gk : gk - K[d2];
-            run.N2 = N2;
-            for (int r = 0; r < 3; ++r) {
-              run.base[r] = base[r];
-              run.step[r] = step[r];
-            }
-            run.virial = want_vir;
-            run_fn(run, a.v);
-            i2 += len;
-            gk += len;
-            if (gk == K[d2]) gk = 0;
+          SolveRun r;
+          r.data = Mode == 1 ? reinterpret_cast<double*>(data + t0)
+                             : const_cast<double*>(reinterpret_cast<const double*>(in + t0));
+          r.g = g.data() + t0;
+          r.vc = vc.data() + t0;
+          r.w = d2 == h ? (half ? 2.0 : 1.0) : w_row;
+          r.N2 = N2;
+          for (int q = 0; q < 3; ++q) {
+            r.base[q] = base[q];
+            r.step[q] = step[q];
           }
+          r.virial = want_vir;
+          solve_row_in_runs(s2, gk, K[d2], r, run_fn, a.v, one);
         } else {
           for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) one(i2, gk);
         }

@@ -48,7 +48,7 @@ struct IndexMap {
 
 // One run of a row's points whose frequency along the fastest axis is m0, m0 + 1, ...
 // with no Nyquist or zero component there and no wrap (KSpaceSolver::run splits the
-// rows so): the energy, the virial and (Mode 1) the scaled spectrum, with kLanes
+// rows so): the energy, the virial and (Mode 1) the scaled spectrum, with eight
 // partial sums per quantity so the loops vectorise, added to acc[0..6] at the end.
 // data: the complex values as re, im pairs (Mode 1 scales them in place).
 struct SolveRun {

@@ -57,7 +57,6 @@ struct SolveRun {
   int n;
   double w, m0, N2;
   double base[3], step[3];
-  bool virial;
 };
 using SolveRunFn = void (*)(const SolveRun&, double* acc);
 
@@ -132,7 +131,7 @@ SolveRunFn solve_run_fn() {
 // A row of s2 points whose first has index gk (of K) along the fastest axis: the runs
 // between its special points (m = 0: the half spectrum's weight; 2 m = K: the Nyquist
 // pair and weight), where m grows by one, through fn; those points through one(i2, gk).
-// row: the row's fields (data, g and vc at its first point, w, N2, base, step, virial).
+// row: the row's fields (data, g and vc at its first point, w, N2, base, step).
 template <class One>
 void solve_row_in_runs(int s2, int gk, int K, const SolveRun& row, SolveRunFn fn, double* acc, One&& one) {
   int i2 = 0;
@@ -419,7 +418,6 @@ double KSpaceSolver::run(Complex* data, const Complex* in, Complex* ex, Complex*
             r.base[q] = base[q];
             r.step[q] = step[q];
           }
-          r.virial = want_vir;
           solve_row_in_runs(s2, gk, K[d2], r, run_fn, a.v, one);
         } else {
           for (int i2 = 0; i2 < s2; ++i2, gk = (gk + 1 == K[d2]) ? 0 : gk + 1) one(i2, gk);

@@ -166,7 +166,6 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
   auto W = out.w;
   auto dW = out.dw;
   int bad = 0;
-  const bool contiguous = positions.span_is_contiguous() && W.span_is_contiguous() && (!derivatives || dW.span_is_contiguous());
   const std::size_t nblocks = (n + kLanes - 1) / kLanes;
   auto run = [&](auto order, auto with_derivatives) {
     constexpr int P = decltype(order)::value;
@@ -200,18 +199,7 @@ void compute_stencils(const Mat3& recip, const Int3& mesh, int order,
               wl[d][l] = w;
             }
           }
-          if (contiguous) {
-            weights(wl, count, Wp + 3 * P * i0, D ? dWp + 3 * P * i0 : nullptr);
-          } else {
-            for (int l = 0; l < count; ++l)
-              for (int d = 0; d < 3; ++d) {
-                double M[P], dM[P];
-                bspline_weights_fixed<P, D>(wl[d][l], M, dM);
-                for (int j = 0; j < P; ++j) W(i0 + l, d, j) = M[j];
-                if (D)
-                  for (int j = 0; j < P; ++j) dW(i0 + l, d, j) = dM[j];
-              }
-          }
+          weights(wl, count, Wp + 3 * P * i0, D ? dWp + 3 * P * i0 : nullptr);
         },
         bad);
   };

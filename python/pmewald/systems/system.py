@@ -132,23 +132,27 @@ def replicate(system, n_cells):
     if len(reps) != 3 or min(reps) < 1:
         raise ValueError(f"n_cells must be a positive int or three of them, got {n_cells!r}")
     n, box = system.n_atoms, np.asarray(system.box, dtype=float)
-    order = np.argsort(system.ids, kind="stable")
-
-    def index_of(pairs):
-        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        return order[np.searchsorted(system.ids, pairs, sorter=order)] if len(pairs) else pairs
-
-    index = index_of(system.exclusions)
+    index = index_pairs(system.ids, system.exclusions)
     whole = _whole_molecules(system.positions, box, index)
     shifts = np.array([(a, b, c) for a in range(reps[0]) for b in range(reps[1]) for c in range(reps[2])], float)
     copies = len(shifts)
     positions = (whole[None, :, :] + (shifts @ box)[:, None, :]).reshape(-1, 3)
     offsets = (np.arange(copies, dtype=np.int64) * n)[:, None, None]
-    bonds = None if system.bonds is None else (index_of(system.bonds)[None, :, :] + offsets).reshape(-1, 2)
+    bonds = None if system.bonds is None else \
+        (index_pairs(system.ids, system.bonds)[None, :, :] + offsets).reshape(-1, 2)
     return replace(system, box=box * np.array(reps, dtype=float)[:, None], positions=positions,
                    charges=np.tile(system.charges, copies), ids=np.arange(copies * n, dtype=np.int64),
                    exclusions=(index[None, :, :] + offsets).reshape(-1, 2), bonds=bonds,
                    name=f"{system.name} x {reps[0]}x{reps[1]}x{reps[2]}")
+
+
+def index_pairs(ids, pairs):
+    """Pairs of atom ids (exclusions, bonds) as pairs of storage indices into ``ids``."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if len(pairs) == 0:
+        return pairs
+    order = np.argsort(ids, kind="stable")
+    return order[np.searchsorted(ids, pairs, sorter=order)]
 
 
 def _whole_molecules(positions, box, pairs):

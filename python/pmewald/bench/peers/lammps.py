@@ -25,12 +25,11 @@ def bonds_of(s, max_bond=1.55):
     ``s.exclusions``, so LAMMPS's ``special_bonds 0 0 0`` excludes what pmewald does."""
     from ...geometry.cell import minimum_image
     from ...systems.chains import _bond_exclusions
+    from ...systems.system import index_pairs
 
     ex = np.asarray(s.exclusions, dtype=np.int64).reshape(-1, 2)
     if getattr(s, "bonds", None) is not None:
-        order = np.argsort(s.ids, kind="stable")
-        bonds = order[np.searchsorted(s.ids, np.asarray(s.bonds, dtype=np.int64).reshape(-1, 2), sorter=order)]
-        ex = order[np.searchsorted(s.ids, ex, sorter=order)] if len(ex) else ex
+        bonds, ex = index_pairs(s.ids, s.bonds), index_pairs(s.ids, ex)
     else:
         d = minimum_image(s.box, s.positions[ex[:, 0]] - s.positions[ex[:, 1]])
         bonds = ex[np.einsum("ij,ij->i", d, d) < max_bond ** 2]

@@ -223,12 +223,13 @@ void bind_fft(py::module_& m, py::module_& testing) {
                         "Distributed 3-D real-to-complex FFT (C++ core of pmewald.DistributedRealFFT).")
       .def(py::init([](py::object comm, const Int3& mesh, py::handle inbox, py::handle outbox,
                        const std::string& mode, const std::string& planner, py::object in_storage,
-                       int halved_axis, bool self_via_mpi, bool contiguous_real_x) {
+                       int halved_axis, bool self_via_mpi, bool contiguous_real_x, bool pair_real_lines) {
              MPI_Comm c = comm_from_python(comm, "comm");
              const Box3 in = box_from_python(inbox, "inbox");
              const Box3 out = box_from_python(outbox, "outbox");
              RealFFTOptions o;
              o.contiguous_real_x = contiguous_real_x;
+             o.pair_real_lines = pair_real_lines;
              if (!in_storage.is_none()) o.in_storage = box_from_python(in_storage, "in_storage");
              options_from_python(c, mode, planner, o.mode, o.fftw_flags);
              o.halved_axis = halved_axis;
@@ -238,8 +239,10 @@ void bind_fft(py::module_& m, py::module_& testing) {
            }),
            py::arg("comm"), py::arg("mesh"), py::arg("inbox"), py::arg("outbox"), py::arg("comm_mode"),
            py::arg("planner"), py::arg("in_storage") = py::none(), py::arg("halved_axis") = 0,
-           py::arg("collective_self_via_mpi") = kCollectiveSelfViaMpi, py::arg("contiguous_real_x") = false)
+           py::arg("collective_self_via_mpi") = kCollectiveSelfViaMpi, py::arg("contiguous_real_x") = false,
+           py::arg("pair_real_lines") = true)
       .def_property_readonly("contiguous_real_x", [](const RealFFT3d& f) { return f.options().contiguous_real_x; })
+      .def_property_readonly("paired_real_lines", &RealFFT3d::paired_real_lines)
       .def_property_readonly("inbox", [](const RealFFT3d& f) { return box_to_python(f.inbox()); })
       .def_property_readonly("in_storage", [](const RealFFT3d& f) { return box_to_python(f.in_storage()); })
       .def_property_readonly("outbox", [](const RealFFT3d& f) { return box_to_python(f.outbox()); })

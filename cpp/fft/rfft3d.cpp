@@ -94,7 +94,15 @@ RealFFT3d::RealFFT3d(MPI_Comm comm, const Int3& mesh, const Box3& inbox, const B
     const auto rs = storage ? strides_of(storage_, kCOrder) : strides_of(rx, mine.real_x_order);
     const auto cs = strides_of(mine.box[1], mine.order[1]);
     double* r = rbuf_ + (storage ? in_offset_ : 0);
-    for (int d = 0; d < 2; ++d) {
+    // In place with x halved (the strided axis): paired z lines where they apply
+    // (rbuf_, at least the storage's size, holds the packed inbox).
+    if (storage && halved_axis == 0 && options.pair_real_lines &&
+        PairedRealTransform::applies(rx.shape(), mine.group_last[1])) {
+      paired_ = std::make_unique<PairedRealTransform>(rx.shape(), mine.group_last[1] == 2, rs, cs, rbuf_,
+                                                      options.fftw_flags);
+      if (!paired_->ok()) err = "FFTW could not plan the paired real transforms";
+    }
+    for (int d = 0; d < 2 && !paired_; ++d) {
       real_plans_[d] = detail::plan_real_axes(rx.shape(), rs, cs, mine.group_last[1] - 1, halved_axis, r,
                                               pipeline_->buffer(0), d == 0, options.fftw_flags);
       if (!real_plans_[d]) err = "FFTW could not plan the real-to-complex transforms";
@@ -146,6 +154,12 @@ void RealFFT3d::scale_inbox(double* data, double s) const {
 }
 
 void RealFFT3d::r2c(const double* src, bool from_storage, Complex* dst) {
+  if (paired_) {  // any alignment: it reads and writes through its own loops
+    ScopedTimer timer(pipeline_->fft_seconds(Direction::Forward));
+    paired_->forward(src, dst);
+    charge(Work::FFT, real_work_);
+    return;
+  }
   const fftw_plan p = real_plans_[0];
   if (!p) return;
   Complex* const work = pipeline_->buffer(0);
@@ -171,6 +185,12 @@ void RealFFT3d::r2c(const double* src, bool from_storage, Complex* dst) {
 }
 
 void RealFFT3d::c2r(Complex* src, double* dst, bool to_storage) {
+  if (paired_) {  // preserves src
+    ScopedTimer timer(pipeline_->fft_seconds(Direction::Reverse));
+    paired_->backward(src, dst);
+    charge(Work::FFT, real_work_);
+    return;
+  }
   const fftw_plan p = real_plans_[1];
   if (!p) return;
   Complex* const work = pipeline_->buffer(0);
@@ -233,9 +253,10 @@ void RealFFT3d::backward_impl(const Complex* in, double* out, bool normalise, bo
                               Overlap* overlap) {
   ensure_kokkos_initialized();  // this thread may run kernels (base/kokkos_runtime.hpp)
   const auto [cur, user] = pipeline_->backward(in, nullptr, overlap);
-  // c2r overwrites its input: the caller's array only when allowed.
+  // FFTW's c2r overwrites its input: the caller's array only when allowed (the
+  // paired transform preserves it).
   Complex* src = cur;
-  if (user && !may_destroy) {
+  if (user && !may_destroy && !paired_) {
     copy_elements(cur, pipeline_->buffer(0), x_pencil().volume());
     src = pipeline_->buffer(0);
   }

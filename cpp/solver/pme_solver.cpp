@@ -336,6 +336,7 @@ std::map<std::string, double> PMESolver::timings() const {
   out["fft_unaligned_copies"] = static_cast<double>(fft_->unaligned_copies());
   // 1 where make_fft timed the x-fastest copy before the r2c faster (and kept it).
   out["fft_contiguous_real_x"] = fft_->options().contiguous_real_x ? 1.0 : 0.0;
+  out["fft_paired_real_lines"] = fft_->paired_real_lines() ? 1.0 : 0.0;
   for (Direction d : {Direction::Forward, Direction::Reverse}) {
     const ExchangeStats& s = halo_->executor().stats(d);
     out["ghost_comm_wait"] += s.wait_seconds;

@@ -290,7 +290,9 @@ class PMESolver {
   // The mesh's FFT, in the current mode. Planning by measurement on several ranks,
   // where some rank's r2c would read its brick in place (x the strided axis), both that
   // and an x-fastest copy first (RealFFTOptions::contiguous_real_x) are built and timed,
-  // and the faster kept (the slowest rank's time deciding): neither wins everywhere.
+  // and the faster kept (the slowest rank's time deciding). The in-place read runs as
+  // paired z lines where the brick has an even number of z points (paired_real.hpp),
+  // measured faster than the copy on every mesh tried; without pairing neither wins everywhere.
   std::unique_ptr<RealFFT3d> make_fft(unsigned fftw_flags) const;
   // The r2c's halved axis: one rank, a single 3-D plan halving z (the contiguous axis:
   // measured faster); across ranks the r2c runs in the x-pencils, halving x.

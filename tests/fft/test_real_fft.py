@@ -126,10 +126,20 @@ def test_real_storage_box_reads_and_writes_only_the_inbox(comm):
 
 
 @pytest.mark.mpi(ranks=[1, 2])
-def test_real_misaligned_arrays_go_through_a_copy(comm):
+@pytest.mark.parametrize("paired", [True, False])
+def test_real_misaligned_arrays_go_through_a_copy(comm, paired):
+    """FFTW's plans are alignment specific: misaligned caller arrays go through a copy where
+    FFTW reads or writes them (its r2c in place, on two ranks without paired lines); the
+    paired transform reads and writes through its own loops and needs none."""
     mesh = (8, 10, 12)  # bricks split z on 2 ranks: the r2c reads the caller's array
     g = real_array(mesh, 2)
-    fft = pmewald.DistributedRealFFT(mesh, comm=comm, planner="estimate")
+    P, rank = comm.Get_size(), comm.Get_rank()
+    inbox = geometry.brick_box(P, mesh, rank)
+    outbox = pmewald.DistributedRealFFT.z_pencil_box(mesh, comm, 2 if P == 1 else 0)
+    fft = _core.RealFFT3d(comm, mesh, inbox, outbox, "nonblocking", "estimate", halved_axis=2 if P == 1 else 0,
+                          pair_real_lines=paired)
+    in_place = not fft.remap_active(0)
+    assert fft.paired_real_lines == (paired and P == 2 and in_place)
 
     def misaligned(shape, dtype):
         n = int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -137,17 +147,19 @@ def test_real_misaligned_arrays_go_through_a_copy(comm):
         off = 8 if raw.ctypes.data % 16 == 0 else 0
         return raw[off:off + n].view(dtype).reshape(shape)
 
-    a = misaligned(fft.inshape, np.float64)
-    a[...] = part(g, fft.inbox)
-    b = misaligned(fft.outshape, np.complex128)
-    fft.forward(a, out=b)
+    shape = tuple(h - l for l, h in zip(*inbox))
+    a = misaligned(shape, np.float64)
+    a[...] = part(g, inbox)
+    b = misaligned(tuple(h - l for l, h in zip(*outbox)), np.complex128)
+    fft.forward(a, b)
+    ref = np.fft.rfftn(g) if P == 1 else rfft_ref(g)
     if b.size:
-        assert np.abs(b - part(rfft_ref(g), fft.outbox)).max() < 1e-12 * np.abs(b).max()
-    a2 = misaligned(fft.inshape, np.float64)
-    fft.backward(b, out=a2)
+        assert np.abs(b - part(ref, outbox)).max() < 1e-12 * np.abs(b).max()
+    a2 = misaligned(shape, np.float64)
+    fft.backward(b, a2)
     assert np.abs(a2 - a).max() < 1e-12
-    if a.size and not fft._fft.remap_active(0):
-        assert fft.stats()["fft"]["unaligned_copies"] > 0
+    copies = fft.stats()["fft"]["unaligned_copies"]
+    assert (copies > 0) == (a.size > 0 and not fft.paired_real_lines), copies
 
 
 @pytest.mark.mpi(ranks=[1, 2, 3, 4])
@@ -339,3 +351,56 @@ def test_real_contiguous_x_copy_gives_the_same_transform(comm):
             assert np.all(back[mask] == -7.0)
             got[contiguous] = b
         assert np.allclose(got[True], got[False], rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.mpi(ranks=[2, 3, 4])
+def test_real_paired_lines_match_fftw_r2c_and_c2r(comm):
+    """Paired z lines (pair_real_lines, where the r2c reads the caller's storage in place, x
+    halved): the same transforms as FFTW's r2c and c2r to 1e-12, forward, and backward for a
+    spectrum that is not Hermitian too (both keep its Hermitian part on the planes kx = 0
+    and K_x/2), with K_x even and odd, y in the group or not, in the PME layout (ghosted
+    storage, bricks to z-pencils); ghosts untouched, the backward's input preserved."""
+    P, rank = comm.Get_size(), comm.Get_rank()
+    paired, groups = 0, set()
+    for mesh, ghost in [((16, 16, 16), 3), ((15, 12, 20), 2), ((9, 7, 8), 1), ((12, 10, 18), 2)]:
+        g = real_array(mesh, 9)
+        spec = pmewald.DistributedRealFFT.spectrum_shape_of(mesh)
+        brick = geometry.brick_box(P, mesh, rank)
+        lo, hi = brick
+        storage = (tuple(v - ghost for v in lo), tuple(v + 1 for v in hi))
+        shape = tuple(h - l for l, h in zip(*storage))
+        inner = tuple(slice(ghost, ghost + h - l) for l, h in zip(lo, hi))
+        out_box = geometry.pencil_box(2, P, spec, rank)
+        f = {p: _core.RealFFT3d(comm, mesh, brick, out_box, "nonblocking", "estimate", in_storage=storage,
+                                pair_real_lines=p) for p in (True, False)}
+        assert not f[False].paired_real_lines
+        if f[True].paired_real_lines:
+            paired += 1
+            groups.add(f[True].fft_groups.split(",")[0])
+        a = np.full(shape, np.nan)  # a ghost read would poison the result
+        a[inner] = part(g, brick)
+        b = {p: np.asarray(f[p].forward(a)) for p in f}
+        scale = np.abs(rfft_ref(g)).max()
+        if b[True].size:
+            assert np.abs(b[True] - b[False]).max() < 1e-12 * scale, mesh
+            assert np.abs(b[True] - part(rfft_ref(g), out_box)).max() < 1e-12 * scale, mesh
+        rng = np.random.default_rng(rank + 31)
+        s = rng.standard_normal(b[True].shape) + 1j * rng.standard_normal(b[True].shape)  # not Hermitian
+        kept = s.copy()
+        back = {}
+        for p in f:
+            back[p] = np.full(shape, -7.0)
+            f[p].backward(s, back[p], normalise=False)
+            assert np.array_equal(s, kept)
+        mask = np.ones(shape, bool)
+        mask[inner] = False
+        assert np.all(back[True][mask] == -7.0)
+        if a.size:
+            assert np.abs(back[True][inner] - back[False][inner]).max() < 1e-12 * np.abs(back[False]).max(), mesh
+    # somewhere on some rank the paired transform ran, over x and y and over x alone
+    all_groups = set().union(*comm.allgather(groups))
+    assert comm.allreduce(paired) > 0
+    if P == 2:
+        assert "xy" in all_groups  # bricks split z: the x-pencil group joins y
+    if P == 4:
+        assert "x" in all_groups  # bricks split y and z: x alone

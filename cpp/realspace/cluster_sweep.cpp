@@ -34,12 +34,12 @@ void detail::ClusterListKernel::operator()(const int c, double* acc) const {
   }
   for (int k = 0; k < 3 * K; ++k) cf[3 * K * c + k] += fi[k];
   token.release(t);
-  double e_excl = 0, excl_w[Virial::kComponents] = {};
+  double e_excl = 0, beyond = 0, excl_w[Virial::kComponents] = {};
   for (int l = 0; l < K; ++l) {
     const int a = atom[K * c + l];
     if (a < 0) continue;
     double excl_sums[PairBatchAcc::kSize] = {};
-    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, access);
+    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, beyond, access);
     if (kern.sowner(a) >= 0)
       for (int d = 0; d < 3; ++d) access(a, d) += excl_sums[7 + d];
     for (int v = 0; v < Virial::kComponents; ++v) excl_w[v] += excl_sums[PairBatchAcc::kVirial + v];
@@ -50,6 +50,7 @@ void detail::ClusterListKernel::operator()(const int c, double* acc) const {
   acc[8] += row_pairs[c];
   acc[9] += s.evaluated;
   acc[10] += s.f2;
+  acc[11] += beyond;
 }
 
 void PairList::ClusterSweep::add_forces(const View2<double>& sforce, double* w) {

@@ -28,7 +28,7 @@ namespace detail {
 
 struct ClusterListKernel {
   using value_type = double[];
-  unsigned value_count = 11;         // as HalfPairKernel's (the virial entries: the excluded pairs' only)
+  unsigned value_count = 12;         // as the atom rows' (the virial entries: the excluded pairs' only)
   static constexpr int kChunk = 64;  // cluster pairs per kernel call (bounds its float sums)
   HalfPairKernel kern;               // the search state: positions, exclusions, forces on atoms (exclusions)
   View3<double> cforce;              // threads x C x 12: the pair forces by cluster slot
@@ -46,7 +46,7 @@ struct ClusterListKernel {
 
 }  // namespace detail
 
-class PairList::ClusterSweep final : public detail::RowBlocks<detail::ClusterListKernel, 11> {
+class PairList::ClusterSweep final : public detail::RowBlocks<detail::ClusterListKernel, 12> {
  public:
   std::vector<double> data, centres;  // per cluster: 16 values (Double), or 3 centres (Mixed)
   std::vector<float> fdata;           // Mixed: 16 per cluster, positions relative to the centre

@@ -137,7 +137,7 @@ double* raw_force_array(const Kokkos::Experimental::ScatterView<D, L, X, Op, Kok
 
 struct ListKernel {
   using value_type = double[];
-  unsigned value_count = 11;  // as HalfPairKernel's
+  unsigned value_count = 12;  // as HalfPairKernel's, and the excluded pairs beyond the cutoff
   static constexpr int kBatch = HalfPairKernel::kBatch;
   HalfPairKernel kern;  // the build's sorted atoms (positions refreshed), exclusions, constants
   const int *row_off = nullptr, *row_mid = nullptr, *js = nullptr, *ex_off = nullptr;
@@ -161,7 +161,7 @@ struct ListKernel {
     const ListBatch batch{sel, bx, by, bz, bq};
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    double e_excl = 0, evaluated = 0;
+    double e_excl = 0, evaluated = 0, beyond = 0;
     const int b0 = row_off[a], bm = row_mid[a], b1 = row_off[a + 1];
     if (kern.pairs) {
       for (int c0 = b0; c0 < b1; c0 += kBatch) {
@@ -186,7 +186,7 @@ struct ListKernel {
         }
       }
     }
-    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, access);
+    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, beyond, access);
     for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
     acc[0] += sums[0];
     acc[1] += e_excl;
@@ -195,6 +195,7 @@ struct ListKernel {
     acc[8] += b1 - b0;
     acc[9] += evaluated;
     acc[10] += sums[PairBatchAcc::kPairForce2];
+    acc[11] += beyond;
   }
 };
 
@@ -205,7 +206,7 @@ const char* layout_name(PairLayout l) { return l == PairLayout::Clusters ? "clus
 // The evaluation of one call (row_blocks.hpp: fixed blocks of kPairBlockRows rows,
 // sums added in block order, so the result does not depend on when the pieces run
 // nor on the number of threads).
-class PairList::Sweep final : public detail::RowBlocks<ListKernel, 11> {
+class PairList::Sweep final : public detail::RowBlocks<ListKernel, 12> {
  public:
   static_assert(kBlockRows == RealSpace::kPairBlockRows, "one block size for every pair loop");
   View2<double> sforce{"pair_list_forces", 0, 3};
@@ -272,6 +273,7 @@ void PairList::build(const double* positions, const double* charges, const std::
   mig_.forward(positions, charges, ids, n, excl_offsets, excl_partners);
   mig_.exchange_ghosts(radius);
   builder_.record_pairs(mig_, radius, inner_radius, table_, list_kernel());
+  exclusions_recorded_once_ = count_exclusions(-1.0);
   // (built for clusters on every rank alike, whether or not it holds atoms: set_layout
   // then invalidates on every rank or on none)
   clusters_built_ = layout_ == PairLayout::Clusters;
@@ -355,7 +357,6 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   auto sforce = Kokkos::subview(sw.sforce, std::make_pair(std::size_t(0), N), Kokkos::ALL());
   Kokkos::deep_copy(sforce, 0.0);
   HalfPairKernel& kern = list_kernel();
-  for (std::size_t e = 0; e < mig_.owned_payload().size(); ++e) kern.found(e) = 0;  // the builder's found_
   kern.sforces = ScatterForces(sforce);
   sw.kern.raw_forces = raw_force_array(kern.sforces);
   kern.alpha = alpha;
@@ -394,6 +395,43 @@ BackgroundWork& PairList::pairs() {
   return *sweep_;
 }
 
+// The stored excluded pairs closer than sqrt(rc2) (all of them: rc2 < 0) counted per
+// owned exclusion entry into the builder's found_; whether each entry counts once.
+bool PairList::count_exclusions(double rc2) {
+  HalfPairKernel& kern = list_kernel();
+  const std::size_t n_entries = mig_.owned_payload().size();
+  for (std::size_t e = 0; e < n_entries; ++e) kern.found(e) = 0;
+  for (std::size_t a = 0; a < table_.rows; ++a)
+    for (int k = table_.ex_off[a]; k < table_.ex_off[a + 1]; ++k) {
+      const PairTable::Excluded& e = table_.ex[static_cast<std::size_t>(k)];
+      const int i = static_cast<int>(a);
+      const double dx = kern.x(i) - kern.x(e.j), dy = kern.y(i) - kern.y(e.j), dz = kern.z(i) - kern.z(e.j);
+      if (rc2 >= 0 && !(dx * dx + dy * dy + dz * dz < rc2)) continue;
+      kern.found(e.e1) += 1;
+      if (e.e2 >= 0) kern.found(e.e2) += 1;
+    }
+  for (std::size_t e = 0; e < n_entries; ++e)
+    if (kern.found(e) != 1) return false;
+  return true;
+}
+
+// The first owned exclusion (in owned order) that this call did not see exactly once at
+// `cutoff`, as the error every rank raises (the slow path: only when something is wrong).
+std::string PairList::exclusion_problem(double cutoff) {
+  count_exclusions(cutoff * cutoff);
+  const std::vector<std::int64_t>& off = mig_.owned_payload_offsets();
+  const std::vector<std::int64_t>& partners = mig_.owned_payload();
+  const auto own_id = mig_.owned_ids();
+  const auto& found = list_kernel().found;
+  for (std::size_t i = 0; i < mig_.n_owned(); ++i)
+    for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+      if (found(e) != 1)
+        return "excluded pair (" + std::to_string(own_id(i)) + ", " +
+               std::to_string(partners[static_cast<std::size_t>(e)]) + ") is not closer than the cutoff (" +
+               std::to_string(cutoff) + "); excluded pairs must lie within the cutoff";
+  return "";
+}
+
 RealSpaceTerms PairList::finish(double* forces_out) {
   Sweep& sw = *sweep_;
   if (!sw.active) throw std::logic_error("PairList::finish: no begin");
@@ -429,18 +467,7 @@ RealSpaceTerms PairList::finish(double* forces_out) {
     t.candidates = sums[8];
     t.pairs = sums[9];
     t.pair_force2 = sums[10];
-    const std::vector<std::int64_t>& off = mig_.owned_payload_offsets();
-    const std::vector<std::int64_t>& partners = mig_.owned_payload();
-    const auto own_id = mig_.owned_ids();
-    const auto& found = sw.kern.kern.found;  // (the cluster sweep's copy shares the view)
-    for (std::size_t i = 0; i < n_o && err.empty(); ++i)
-      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
-        if (found(e) != 1) {
-          err = "excluded pair (" + std::to_string(own_id(i)) + ", " +
-                std::to_string(partners[static_cast<std::size_t>(e)]) + ") is not closer than the cutoff (" +
-                std::to_string(sw.cutoff) + "); excluded pairs must lie within the cutoff";
-          break;
-        }
+    if (sums[11] > 0 || !exclusions_recorded_once_) err = exclusion_problem(sw.cutoff);
   }
   stats_.evaluate_seconds += seconds + (wall_seconds() - t0);
   mig_.reverse_ghosts(f_ghost_.data(), f_owned_.data());

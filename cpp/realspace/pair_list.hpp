@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/kokkos_types.hpp"
@@ -149,6 +150,11 @@ class PairList {
              const std::int64_t* excl_offsets, const std::int64_t* excl_partners, double radius,
              double inner_radius);
   void refresh(const double* charges, std::size_t n);
+  // The exclusion check: a call counts only the stored excluded pairs beyond the cutoff;
+  // the build checks that each owned exclusion was recorded once. These two are the
+  // exact per-entry count (found == 1), at the build and where a call found a problem.
+  bool count_exclusions(double rc2);
+  std::string exclusion_problem(double cutoff);
 
   MPI_Comm comm_;
   Migration mig_;
@@ -159,6 +165,7 @@ class PairList {
   PairLayout layout_ = PairLayout::Atoms, active_layout_ = PairLayout::Atoms;
   ClusterTable clusters_;
   bool clusters_built_ = false;
+  bool exclusions_recorded_once_ = false;  // at the last build (count_exclusions)
   bool valid_ = false, have_geometry_ = false;
   PairPrecision precision_ = PairPrecision::Double;
   PeriodicCell cell_;

@@ -198,3 +198,56 @@ def test_exclusion_changes_between_reused_calls(comm):
         if name in ("none", "empty"):
             assert np.all(np.asarray(r.terms["exclusion"]) == 0), what
     assert reused.timings()["pair_list_builds"] >= 8  # the list was in use, and rebuilt
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("layout", ["atoms", "clusters"])
+def test_excluded_pair_beyond_the_cutoff_is_named_on_every_rank(comm, layout):
+    """A reused list counts the stored excluded pairs beyond the cutoff (the build checked
+    that each exclusion was recorded once): an excluded pair that drifts past the cutoff
+    while the list is reused (within half the skin, no rebuild) raises ValueError naming it
+    on every rank, as one beyond cutoff + skin at a build does; the next good call gives the
+    fresh search's result."""
+    from pmewald import systems
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    w = systems.water_box(120, seed=5)  # 360 atoms
+    cutoff, skin = 0.35 * float(np.min(np.diag(w.box))), 1.0  # cutoff + skin within half the box
+    mine = np.arange(rank, w.n_atoms, size)
+    others = np.arange(3, w.n_atoms)  # not in atom 0's molecule
+    d = np.linalg.norm(_min_image(w.box, w.positions[others] - w.positions[0]), axis=1)
+    near = int(others[(d > cutoff - 0.35) & (d < cutoff - 0.05)][0])  # just inside the cutoff
+    far = int(others[np.argmax(d)])                                   # beyond cutoff + skin
+    assert np.linalg.norm(_min_image(w.box, w.positions[far] - w.positions[0])) > cutoff + skin
+
+    def exclusions(extra):
+        e = np.concatenate([w.exclusions, [[w.ids[0], w.ids[extra]]]]).astype(np.int64)
+        return np.ascontiguousarray(e[rank::size])
+
+    def call(pme, positions, extra):
+        return pme.compute(positions[mine], w.charges[mine], ids=w.ids[mine], exclusions=exclusions(extra))
+
+    def solver(s):
+        return pmewald.PME(w.box, cutoff, alpha=3.0 / cutoff, mesh=(20, 20, 20), comm=comm, skin=s,
+                           pair_layout=layout)
+
+    pme = solver(skin)
+    r = call(pme, w.positions, near)
+    r0 = call(solver(0), w.positions, near)
+    assert np.allclose(r.energy, r0.energy, rtol=1e-12, atol=0)
+    builds = pme.timings()["pair_list_builds"]
+    # Drift the near partner 0.4 A (< skin / 2) outwards: past the cutoff, the list reused.
+    moved = w.positions.copy()
+    u = _min_image(w.box, w.positions[near] - w.positions[0])
+    moved[near] += 0.4 * u / np.linalg.norm(u)
+    with pytest.raises(ValueError, match=rf"excluded pair \({w.ids[0]}, {w.ids[near]}\) is not closer than the cutoff"):
+        call(pme, moved, near)
+    assert pme.timings()["pair_list_builds"] == builds  # it was the reused list that saw it
+    # Beyond cutoff + skin at a build (a new object builds its list).
+    with pytest.raises(ValueError, match=rf"excluded pair \({w.ids[0]}, {w.ids[far]}\) is not closer than the cutoff"):
+        call(solver(skin), w.positions, far)
+    # The next good call is right.
+    r = call(pme, w.positions, near)
+    assert np.allclose(r.energy, r0.energy, rtol=1e-12, atol=0)
+    _close(comm, r.forces, r0.forces, "forces after the error")

@@ -26,7 +26,7 @@ using namespace lanes;  // pair_lanes.hpp, pair_math.hpp: constants, splat, gath
 // up to L: the lanes past n are padded here with a zero charge 1 / alpha away,
 // which contributes nothing, whatever the units), so the vector loop only does
 // whole-register loads and stores.
-template <int L>
+template <int L, bool Virial = true>
 PMEWALD_INLINE void block(int n, double* __restrict bx, double* __restrict by, double* __restrict bz,
                           double* __restrict bq, double xi, double yi, double zi, double kqi, double alpha,
                           double* __restrict fx, double* __restrict fy, double* __restrict fz,
@@ -35,7 +35,7 @@ PMEWALD_INLINE void block(int n, double* __restrict bx, double* __restrict by, d
   using VL = typename Vec<L>::I;
   const double a_tsp = alpha * kTwoOverSqrtPi;
   const double tiny2 = coincident2(alpha);
-  lanes::PairSums<V, L> sums;
+  lanes::PairSums<V, L, Virial> sums;
   const int padded = lanes::pad<L>(n, bx, by, bz, bq, xi, yi, zi, alpha);
   for (int b0 = 0; b0 < padded; b0 += L) {
     V xj, yj, zj, qj;
@@ -128,6 +128,8 @@ PMEWALD_TARGET_V4 void batch_v4(PMEWALD_BATCH_ARGS) { batch<8>(PMEWALD_BATCH_PAS
 PMEWALD_TARGET_V3 void batch_v3(PMEWALD_BATCH_ARGS) { batch<4>(PMEWALD_BATCH_PASS); }
 PMEWALD_TARGET_V4 void block_v4(PMEWALD_BLOCK_ARGS) { block<8>(PMEWALD_BLOCK_PASS); }
 PMEWALD_TARGET_V3 void block_v3(PMEWALD_BLOCK_ARGS) { block<4>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V4 void block_nv_v4(PMEWALD_BLOCK_ARGS) { block<8, false>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V3 void block_nv_v3(PMEWALD_BLOCK_ARGS) { block<4, false>(PMEWALD_BLOCK_PASS); }
 PMEWALD_TARGET_V4 void unit_v4(PMEWALD_UNIT_ARGS) { unit_batch<8>(PMEWALD_UNIT_PASS); }
 PMEWALD_TARGET_V3 void unit_v3(PMEWALD_UNIT_ARGS) { unit_batch<4>(PMEWALD_UNIT_PASS); }
 
@@ -135,11 +137,13 @@ PMEWALD_TARGET_V3 void unit_v3(PMEWALD_UNIT_ARGS) { unit_batch<4>(PMEWALD_UNIT_P
 
 void batch_base(PMEWALD_BATCH_ARGS) { batch<2>(PMEWALD_BATCH_PASS); }
 void block_base(PMEWALD_BLOCK_ARGS) { block<2>(PMEWALD_BLOCK_PASS); }
+void block_nv_base(PMEWALD_BLOCK_ARGS) { block<2, false>(PMEWALD_BLOCK_PASS); }
 void unit_base(PMEWALD_UNIT_ARGS) { unit_batch<2>(PMEWALD_UNIT_PASS); }
 
 struct Dispatch {
   BatchFn fn = simd::choose<BatchFn>(PMEWALD_SIMD_VERSIONS(batch_v4, batch_v3, batch_base));
   BlockFn blk = simd::choose<BlockFn>(PMEWALD_SIMD_VERSIONS(block_v4, block_v3, block_base));
+  BlockFn blk_nv = simd::choose<BlockFn>(PMEWALD_SIMD_VERSIONS(block_nv_v4, block_nv_v3, block_nv_base));
   UnitFn unit = simd::choose<UnitFn>(PMEWALD_SIMD_VERSIONS(unit_v4, unit_v3, unit_base));
 };
 
@@ -153,6 +157,7 @@ const Dispatch& dispatch() {
 void erfc_pair_batch(PMEWALD_BATCH_ARGS) { dispatch().fn(PMEWALD_BATCH_PASS); }
 
 void erfc_pair_block(PMEWALD_BLOCK_ARGS) { dispatch().blk(PMEWALD_BLOCK_PASS); }
+void erfc_pair_block_no_virial(PMEWALD_BLOCK_ARGS) { dispatch().blk_nv(PMEWALD_BLOCK_PASS); }
 void erfc_unit_batch(PMEWALD_UNIT_ARGS) { dispatch().unit(PMEWALD_UNIT_PASS); }
 
 void erfc_pair_batch_scalar(PMEWALD_BATCH_ARGS) {
@@ -186,10 +191,10 @@ PairKernels pair_kernels(PairPrecision precision, double alpha_cutoff) {
   const bool vector = alpha_cutoff < kMaxAlphaR;
   if (precision == PairPrecision::Mixed) {
     if (!vector) throw std::invalid_argument("the mixed-precision pair kernel needs alpha * cutoff < 8");
-    return {erfc_pair_batch_mixed, erfc_pair_block_mixed};
+    return {erfc_pair_batch_mixed, erfc_pair_block_mixed, erfc_pair_block_mixed_no_virial};
   }
   if (!vector) return {erfc_pair_batch_scalar, nullptr};
-  return {erfc_pair_batch, erfc_pair_block};
+  return {erfc_pair_batch, erfc_pair_block, erfc_pair_block_no_virial};
 }
 
 }  // namespace realspace

@@ -68,6 +68,10 @@ void erfc_pair_batch(int n, const int* js, double xi, double yi, double zi, doub
 // while selecting the pairs within the cutoff.
 void erfc_pair_block(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi, double zi,
                      double kqi, double alpha, double* fx, double* fy, double* fz, double* acc);
+// The same without the pairs' virial (acc[1..6] untouched): the reused list forms it
+// from the forces on its atoms instead (pair_list.cpp), 6 multiply-adds a pair fewer.
+void erfc_pair_block_no_virial(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi,
+                               double zi, double kqi, double alpha, double* fx, double* fy, double* fz, double* acc);
 
 // Potentials (on request): the unit-charge terms of the same pairs, for any
 // charges, s[b] = k erfc(alpha r)/r and g[b] = (s[b] + k (2 alpha/sqrt(pi))
@@ -111,12 +115,16 @@ void erfc_pair_batch_mixed(int n, const int* js, double xi, double yi, double zi
                            double* fy, double* fz, double* acc);
 void erfc_pair_block_mixed(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi, double zi,
                            double kqi, double alpha, double* fx, double* fy, double* fz, double* acc);
+void erfc_pair_block_mixed_no_virial(int n, double* bx, double* by, double* bz, double* bq, double xi, double yi,
+                                     double zi, double kqi, double alpha, double* fx, double* fy, double* fz,
+                                     double* acc);
 // The mixed kernels' erfc(x) and exp(-x^2) for x in [0, kMaxAlphaR) (x^2 reduced
 // in double, x rounded to float), for tests and the accuracy table.
 void erfc_mixed(int n, const double* x, double* erfc, double* exp_mx2);
 
 // The kernels one evaluation runs: batch (partners by index) and block (gathered
-// partners; nullptr for the scalar table kernel, which takes indices only).
+// partners; nullptr for the scalar table kernel, which takes indices only), and
+// block_no_virial (block without the pairs' virial; nullptr with block).
 struct PairKernels {
   using Batch = void (*)(int, const int*, double, double, double, double, const double*, const double*,
                          const double*, const double*, double, double*, double*, double*, double*);
@@ -124,6 +132,7 @@ struct PairKernels {
                          double*, double*, double*, double*);
   Batch batch = nullptr;
   Block block = nullptr;
+  Block block_no_virial = nullptr;
 };
 // For alpha * cutoff: the vector kernels of `precision` below kMaxAlphaR, the
 // scalar table kernel at and above it (Double only: Mixed there is refused by

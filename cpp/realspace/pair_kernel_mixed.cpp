@@ -111,8 +111,8 @@ struct HalfIn {
 };
 
 // Sums over lanes (double, H per register).
-template <int L>
-struct HalfSums : lanes::PairSums<typename VecF<L>::D, VecF<L>::H> {
+template <int L, bool Virial = true>
+struct HalfSums : lanes::PairSums<typename VecF<L>::D, VecF<L>::H, Virial> {
   using D = typename VecF<L>::D;
   // Pair terms e' and g' (converted) of lanes [b, b + H), the differences formed
   // again from the positions: stores fr d into (ox, oy, oz).
@@ -130,7 +130,7 @@ struct HalfSums : lanes::PairSums<typename VecF<L>::D, VecF<L>::H> {
   }
 };
 
-template <int L>
+template <int L, bool Virial = true>
 PMEWALD_INLINE void block_mixed(int n, double* __restrict bx, double* __restrict by, double* __restrict bz,
                                 double* __restrict bq, double xi, double yi, double zi, double kqi, double alpha,
                                 double* __restrict fx, double* __restrict fy, double* __restrict fz,
@@ -140,7 +140,7 @@ PMEWALD_INLINE void block_mixed(int n, double* __restrict bx, double* __restrict
   const float alpha_f = static_cast<float>(alpha);
   const float a_tsp = static_cast<float>(alpha * kTwoOverSqrtPi);
   const double alpha2 = alpha * alpha, tiny2 = coincident2(alpha);
-  HalfSums<L> sums;  // both halves' lanes (one set: 22 accumulators spill on AVX2's 16 registers)
+  HalfSums<L, Virial> sums;  // both halves' lanes (one set: 22 accumulators spill on AVX2's 16 registers)
   const int padded = lanes::pad<L>(n, bx, by, bz, bq, xi, yi, zi, alpha);
   for (int b0 = 0; b0 < padded; b0 += L) {
     HalfIn<L> a, c;
@@ -197,11 +197,14 @@ PMEWALD_TARGET_V4 void mixed_batch_v4(PMEWALD_BATCH_ARGS) { batch_mixed<16>(PMEW
 PMEWALD_TARGET_V3 void mixed_batch_v3(PMEWALD_BATCH_ARGS) { batch_mixed<8>(PMEWALD_BATCH_PASS); }
 PMEWALD_TARGET_V4 void mixed_block_v4(PMEWALD_BLOCK_ARGS) { block_mixed<16>(PMEWALD_BLOCK_PASS); }
 PMEWALD_TARGET_V3 void mixed_block_v3(PMEWALD_BLOCK_ARGS) { block_mixed<8>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V4 void mixed_block_nv_v4(PMEWALD_BLOCK_ARGS) { block_mixed<16, false>(PMEWALD_BLOCK_PASS); }
+PMEWALD_TARGET_V3 void mixed_block_nv_v3(PMEWALD_BLOCK_ARGS) { block_mixed<8, false>(PMEWALD_BLOCK_PASS); }
 PMEWALD_TARGET_V4 void mixed_erfc_v4(int n, const double* x, double* e, double* g) { erfc_lanes<16>(n, x, e, g); }
 PMEWALD_TARGET_V3 void mixed_erfc_v3(int n, const double* x, double* e, double* g) { erfc_lanes<8>(n, x, e, g); }
 #endif
 void mixed_batch_base(PMEWALD_BATCH_ARGS) { batch_mixed<4>(PMEWALD_BATCH_PASS); }
 void mixed_block_base(PMEWALD_BLOCK_ARGS) { block_mixed<4>(PMEWALD_BLOCK_PASS); }
+void mixed_block_nv_base(PMEWALD_BLOCK_ARGS) { block_mixed<4, false>(PMEWALD_BLOCK_PASS); }
 void mixed_erfc_base(int n, const double* x, double* e, double* g) { erfc_lanes<4>(n, x, e, g); }
 
 using ErfcFn = void (*)(int, const double*, double*, double*);
@@ -211,6 +214,8 @@ struct MixedDispatch {
       simd::choose<PairKernels::Batch>(PMEWALD_SIMD_VERSIONS(mixed_batch_v4, mixed_batch_v3, mixed_batch_base));
   PairKernels::Block block =
       simd::choose<PairKernels::Block>(PMEWALD_SIMD_VERSIONS(mixed_block_v4, mixed_block_v3, mixed_block_base));
+  PairKernels::Block block_nv = simd::choose<PairKernels::Block>(
+      PMEWALD_SIMD_VERSIONS(mixed_block_nv_v4, mixed_block_nv_v3, mixed_block_nv_base));
   ErfcFn erfc = simd::choose<ErfcFn>(PMEWALD_SIMD_VERSIONS(mixed_erfc_v4, mixed_erfc_v3, mixed_erfc_base));
 };
 
@@ -223,6 +228,7 @@ const MixedDispatch& mixed_dispatch() {
 
 void erfc_pair_batch_mixed(PMEWALD_BATCH_ARGS) { mixed_dispatch().batch(PMEWALD_BATCH_PASS); }
 void erfc_pair_block_mixed(PMEWALD_BLOCK_ARGS) { mixed_dispatch().block(PMEWALD_BLOCK_PASS); }
+void erfc_pair_block_mixed_no_virial(PMEWALD_BLOCK_ARGS) { mixed_dispatch().block_nv(PMEWALD_BLOCK_PASS); }
 void erfc_mixed(int n, const double* x, double* erfc, double* exp_mx2) { mixed_dispatch().erfc(n, x, erfc, exp_mx2); }
 
 }  // namespace realspace

@@ -69,8 +69,9 @@ PMEWALD_INLINE int pad(int n, double* __restrict bx, double* __restrict by, doub
   return padded;
 }
 
-// The sums of PairBatchAcc over the lanes of double vectors V (W lanes).
-template <class V, int W>
+// The sums of PairBatchAcc over the lanes of double vectors V (W lanes); without
+// Virial the pairs' virial is left to the caller (it stays zero).
+template <class V, int W, bool Virial = true>
 struct PairSums {
   V e = splat<V>(0.0), w00 = e, w01 = e, w02 = e, w11 = e, w12 = e, w22 = e, fx = e, fy = e, fz = e, f2 = e;
   // One register of pairs: energy, force on i (fr d) and virial (fr d_a d_b); stores
@@ -85,12 +86,14 @@ struct PairSums {
     fx += fxb;
     fy += fyb;
     fz += fzb;
-    w00 += fxb * dx;
-    w01 += fxb * dy;
-    w02 += fxb * dz;
-    w11 += fyb * dy;
-    w12 += fyb * dz;
-    w22 += fzb * dz;
+    if constexpr (Virial) {
+      w00 += fxb * dx;
+      w01 += fxb * dy;
+      w02 += fxb * dz;
+      w11 += fyb * dy;
+      w12 += fyb * dz;
+      w22 += fzb * dz;
+    }
   }
   // Adds the first `count` sums (PairBatchAcc's order) to acc.
   PMEWALD_INLINE void into(double* acc, int count) const {

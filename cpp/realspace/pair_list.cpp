@@ -137,7 +137,9 @@ double* raw_force_array(const Kokkos::Experimental::ScatterView<D, L, X, Op, Kok
 
 struct ListKernel {
   using value_type = double[];
-  unsigned value_count = 12;  // as HalfPairKernel's, and the excluded pairs beyond the cutoff
+  // As HalfPairKernel's, the excluded pairs beyond the cutoff, and (virial_from_forces)
+  // the exclusions' share of sum_a F_a (r_a - centre) (add_listed_exclusions' `applied`).
+  unsigned value_count = 18;
   static constexpr int kBatch = HalfPairKernel::kBatch;
   HalfPairKernel kern;  // the build's sorted atoms (positions refreshed), exclusions, constants
   const int *row_off = nullptr, *row_mid = nullptr, *js = nullptr, *ex_off = nullptr;
@@ -148,6 +150,10 @@ struct ListKernel {
   // forces go in without the view's accessor. nullptr: through the accessor.
   double* raw_forces = nullptr;
   double rc2 = 0;
+  // The block kernel without the pairs' virial: PairList::finish forms it from the
+  // forces on the sorted atoms, sum_a F_a (r_a - centre), less the exclusions' share.
+  bool virial_from_forces = false;
+  double centre[3] = {0, 0, 0};
 
   void operator()(const int a, double* acc) const {
     const bool a_owned = kern.sowner(a) >= 0;
@@ -161,7 +167,8 @@ struct ListKernel {
     const ListBatch batch{sel, bx, by, bz, bq};
     double sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double excl_sums[PairBatchAcc::kSize] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    double e_excl = 0, evaluated = 0, beyond = 0;
+    double e_excl = 0, evaluated = 0, beyond = 0, applied[Virial::kComponents] = {0, 0, 0, 0, 0, 0};
+    const PairKernels::Block block = virial_from_forces ? kern.kernels.block_no_virial : kern.kernels.block;
     const int b0 = row_off[a], bm = row_mid[a], b1 = row_off[a + 1];
     if (kern.pairs) {
       for (int c0 = b0; c0 < b1; c0 += kBatch) {
@@ -170,8 +177,8 @@ struct ListKernel {
         const int n = gather_listed(js, c0, cm, c1, xyzq, xi, yi, zi, rc2, batch);
         if (n == 0) continue;
         evaluated += n;
-        if (kern.kernels.block) {
-          kern.kernels.block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
+        if (block) {
+          block(n, bx, by, bz, bq, xi, yi, zi, kqi, kern.alpha, bfx, bfy, bfz, sums);
           if (raw_forces) {
             scatter_listed(sel, n, bfx, bfy, bfz, raw_forces);
           } else {
@@ -186,7 +193,8 @@ struct ListKernel {
         }
       }
     }
-    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, beyond, access);
+    add_listed_exclusions(kern, ex + ex_off[a], ex + ex_off[a + 1], a, rc2, e_excl, excl_sums, beyond, access,
+                          centre, virial_from_forces ? applied : nullptr);
     for (int d = 0; d < 3; ++d) access(a, d) += sums[7 + d] + (a_owned ? excl_sums[7 + d] : 0.0);
     acc[0] += sums[0];
     acc[1] += e_excl;
@@ -196,6 +204,7 @@ struct ListKernel {
     acc[9] += evaluated;
     acc[10] += sums[PairBatchAcc::kPairForce2];
     acc[11] += beyond;
+    for (int v = 0; v < Virial::kComponents; ++v) acc[12 + v] += applied[v];
   }
 };
 
@@ -206,7 +215,7 @@ const char* layout_name(PairLayout l) { return l == PairLayout::Clusters ? "clus
 // The evaluation of one call (row_blocks.hpp: fixed blocks of kPairBlockRows rows,
 // sums added in block order, so the result does not depend on when the pieces run
 // nor on the number of threads).
-class PairList::Sweep final : public detail::RowBlocks<ListKernel, 12> {
+class PairList::Sweep final : public detail::RowBlocks<ListKernel, 18> {
  public:
   static_assert(kBlockRows == RealSpace::kPairBlockRows, "one block size for every pair loop");
   View2<double> sforce{"pair_list_forces", 0, 3};
@@ -370,6 +379,10 @@ void PairList::begin(bool rebuild, const double* positions, const double* charge
   sw.kern.ex_off = table_.ex_off.data();
   sw.kern.ex = table_.ex.data();
   sw.kern.rc2 = cutoff * cutoff;
+  sw.kern.virial_from_forces = kern.kernels.block_no_virial != nullptr;
+  sw.kern.centre[0] = kern.x(0);  // any atom of the rank's: the sum's terms stay domain-sized
+  sw.kern.centre[1] = kern.y(0);
+  sw.kern.centre[2] = kern.z(0);
   active_layout_ = layout_ == PairLayout::Clusters && clusters_built_ && table_.rows > 0 && alpha * cutoff < kMaxAlphaR
                        ? PairLayout::Clusters
                        : PairLayout::Atoms;
@@ -393,6 +406,28 @@ BackgroundWork& PairList::pairs() {
   if (!sweep_->active) throw std::logic_error("PairList::pairs: no begin");
   if (active_layout_ == PairLayout::Clusters) return *csweep_;
   return *sweep_;
+}
+
+// The pairs' virial of an atom-layout evaluation by the kernel without it: sum over the
+// sorted atoms (owned and ghost) of F_a (r_a - centre), F_a the forces the pairs put on a
+// (each pair +f on i, -f on j: sum_pairs f (r_i - r_j)), less the excluded pairs' share
+// (`applied`, summed by the rows; their own virial is in the rows' sums). One pass in
+// atom order, so the sum does not depend on the threads. Added to w (Virial's order).
+void PairList::pair_virial_from_forces(const View2<double>& sforce, const double* applied, double* w) {
+  const HalfPairKernel& kern = list_kernel();
+  const double* c = sweep_->kern.centre;
+  double s[Virial::kComponents] = {0, 0, 0, 0, 0, 0};
+  for (std::size_t a = 0; a < table_.rows; ++a) {
+    const double fx = sforce(a, 0), fy = sforce(a, 1), fz = sforce(a, 2);
+    const double rx = kern.x(a) - c[0], ry = kern.y(a) - c[1], rz = kern.z(a) - c[2];
+    s[Virial::XX] += fx * rx;
+    s[Virial::YY] += fy * ry;
+    s[Virial::ZZ] += fz * rz;
+    s[Virial::XY] += fx * ry;
+    s[Virial::XZ] += fx * rz;
+    s[Virial::YZ] += fy * rz;
+  }
+  for (int k = 0; k < Virial::kComponents; ++k) w[k] += s[k] - applied[k];
 }
 
 // The stored excluded pairs closer than sqrt(rc2) (all of them: rc2 < 0) counted per
@@ -463,6 +498,7 @@ RealSpaceTerms PairList::finish(double* forces_out) {
       for (int d = 0; d < 3; ++d) f_ghost_[3 * g + d] = sforce(static_cast<std::size_t>(table_.slot[n_o + g]), d);
     t.real = sums[0];
     t.exclusion = sums[1];
+    if (!by_clusters && sw.kern.virial_from_forces) pair_virial_from_forces(sforce, sums + 12, w);
     for (int k = 0; k < Virial::kComponents; ++k) t.virial[k] = sums[2 + k] + w[k];
     t.candidates = sums[8];
     t.pairs = sums[9];

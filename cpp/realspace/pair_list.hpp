@@ -154,6 +154,7 @@ class PairList {
   // the build checks that each owned exclusion was recorded once. These two are the
   // exact per-entry count (found == 1), at the build and where a call found a problem.
   bool count_exclusions(double rc2);
+  void pair_virial_from_forces(const View2<double>& sforce, const double* applied, double* w);
   std::string exclusion_problem(double cutoff);
 
   MPI_Comm comm_;

@@ -452,7 +452,8 @@ struct HalfPairKernel {
   // The erf correction of the excluded pair (a, j) (weight 1/2 per owned side;
   // the force on j if owned here; a's force left in excl_sums[7..9]).
   template <class Access>
-  void add_excluded(int a, int j, double own_a, double& e_excl, double* excl_sums, Access& access) const {
+  void add_excluded(int a, int j, double own_a, double& e_excl, double* excl_sums, Access& access,
+                    double* f_out = nullptr) const {
     const double dx = x(a) - x(j), dy = y(a) - y(j), dz = z(a) - z(j);
     double epair, fr;
     excluded_pair(k * q(a) * q(j), dx * dx + dy * dy + dz * dz, epair, fr);
@@ -462,6 +463,8 @@ struct HalfPairKernel {
     PairBatchAcc::add_pair(w, fr, dx, dy, dz, excl_sums, f);
     if (own(j) != 0.0)
       for (int d = 0; d < 3; ++d) access(j, d) -= f[d];
+    if (f_out)
+      for (int d = 0; d < 3; ++d) f_out[d] = f[d];
   }
 };
 

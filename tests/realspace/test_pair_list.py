@@ -251,3 +251,52 @@ def test_excluded_pair_beyond_the_cutoff_is_named_on_every_rank(comm, layout):
     r = call(pme, w.positions, near)
     assert np.allclose(r.energy, r0.energy, rtol=1e-12, atol=0)
     _close(comm, r.forces, r0.forces, "forces after the error")
+
+
+@pytest.mark.mpi(ranks=[1, 2, 3, 4])
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("precision", ["double", "mixed"])
+def test_list_virial_from_forces_matches_the_pairs_virial(comm, precision):
+    """The reused list's atom rows run the kernel without the pairs' virial and form it from
+    the forces on the sorted atoms (sum_a F_a (r_a - centre), less the excluded pairs' share
+    of it): the same virial as the fresh search's pair-by-pair sum to 1e-12, in both kernel
+    precisions, with excluded pairs split across ranks (owned-ghost ones among them) and the
+    atoms passed unwrapped; and (double) the virial is the energy's strain derivative (a
+    finite difference of the list's energy under a small homogeneous strain, to 1e-6)."""
+    from pmewald import systems
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    w = systems.water_box(120, seed=7)  # 360 atoms, 240 excluded pairs
+    cutoff = 0.35 * float(np.min(np.diag(w.box)))
+    mine = np.arange(rank, w.n_atoms, size)
+    shift = np.where((np.arange(w.n_atoms) % 5 == 0)[:, None], w.box[0] + w.box[2], 0.0)  # some atoms an image away
+    pos = (w.positions + shift)[mine]
+    ex = np.ascontiguousarray(w.exclusions[(rank + 1) % size::size])  # given away from their atoms' ranks
+
+    def solver(skin, box=w.box):  # alpha rc = 5: no pair crossing the cutoff under strain matters
+        return pmewald.PME(box, cutoff, alpha=5.0 / cutoff, mesh=(20, 20, 20), comm=comm, skin=skin,
+                           precision=precision, pair_layout="atoms")
+
+    listed, fresh = solver(1.0), solver(0)
+    for _ in range(2):  # the build's call and a reuse
+        r = listed.compute(pos, w.charges[mine], ids=w.ids[mine], exclusions=ex)
+    r0 = fresh.compute(pos, w.charges[mine], ids=w.ids[mine], exclusions=ex)
+    assert listed.timings()["pair_list_builds"] == 1
+    _close(comm, r.forces, r0.forces, (precision, "forces"))
+    _close(comm, r.virial, r0.virial, (precision, "virial"))
+    # The virial against the strain derivative of the energy (double: the mixed kernel's
+    # energies carry float rounding far above a 1e-6 strain's change).
+    if precision != "double":
+        return
+    h = 1e-6
+    e = []
+    for sign in (1, -1):
+        strain = np.eye(3) + sign * h * np.array([[1.0, 0.3, 0.0], [0.3, -0.5, 0.2], [0.0, 0.2, 0.7]])
+        box_s = w.box @ strain
+        p = solver(1.0, box_s)
+        e.append(p.compute(pos @ strain, w.charges[mine], ids=w.ids[mine], exclusions=ex).energy)
+    # dE/dh = -sum_ab W_ab eps_ab (pmewald's convention, tests/pme/test_pme.py: W = -dE/d eps)
+    eps = np.array([[1.0, 0.3, 0.0], [0.3, -0.5, 0.2], [0.0, 0.2, 0.7]])
+    full = np.asarray(r.virial)
+    dE = (e[0] - e[1]) / (2 * h)
+    assert dE == pytest.approx(-np.sum(full * eps), rel=1e-6), (dE, full)

@@ -26,6 +26,19 @@ def rfft_ref(g):
     return np.fft.rfftn(g, axes=(1, 2, 0))
 
 
+def pme_layout(mesh, ghost, P, rank):
+    """The PME solver's layout of rank `rank` of P: its brick inside a storage box with `ghost`
+    layers below and one above, the storage's shape, the brick's slices in it, and its z-pencil
+    of the half spectrum (the outbox). (brick, storage, shape, inner, out_box)."""
+    spec = pmewald.DistributedRealFFT.spectrum_shape_of(mesh)
+    brick = geometry.brick_box(P, mesh, rank)
+    lo, hi = brick
+    storage = (tuple(v - ghost for v in lo), tuple(v + 1 for v in hi))
+    shape = tuple(h - l for l, h in zip(*storage))
+    inner = tuple(slice(ghost, ghost + h - l) for l, h in zip(lo, hi))
+    return brick, storage, shape, inner, geometry.pencil_box(2, P, spec, rank)
+
+
 def real_box_cases(mesh, P, rank):
     """(name, inbox, outbox) cases: the inboxes tile the real mesh, the outboxes the half spectrum."""
     spec = pmewald.DistributedRealFFT.spectrum_shape_of(mesh)
@@ -324,13 +337,7 @@ def test_real_contiguous_x_copy_gives_the_same_transform(comm):
     for mesh, ghost in [((16, 16, 16), 3), ((12, 10, 18), 2)]:
         g = real_array(mesh, 5)
         ref = rfft_ref(g)
-        spec = pmewald.DistributedRealFFT.spectrum_shape_of(mesh)
-        brick = geometry.brick_box(P, mesh, rank)
-        lo, hi = brick
-        storage = (tuple(v - ghost for v in lo), tuple(v + 1 for v in hi))
-        shape = tuple(h - l for l, h in zip(*storage))
-        inner = tuple(slice(ghost, ghost + h - l) for l, h in zip(lo, hi))
-        out_box = geometry.pencil_box(2, P, spec, rank)
+        brick, storage, shape, inner, out_box = pme_layout(mesh, ghost, P, rank)
         got = {}
         for contiguous in (False, True):
             f = _core.RealFFT3d(comm, mesh, brick, out_box, "nonblocking", "estimate", in_storage=storage,
@@ -364,13 +371,7 @@ def test_real_paired_lines_match_fftw_r2c_and_c2r(comm):
     paired, groups = 0, set()
     for mesh, ghost in [((16, 16, 16), 3), ((15, 12, 20), 2), ((9, 7, 8), 1), ((12, 10, 18), 2)]:
         g = real_array(mesh, 9)
-        spec = pmewald.DistributedRealFFT.spectrum_shape_of(mesh)
-        brick = geometry.brick_box(P, mesh, rank)
-        lo, hi = brick
-        storage = (tuple(v - ghost for v in lo), tuple(v + 1 for v in hi))
-        shape = tuple(h - l for l, h in zip(*storage))
-        inner = tuple(slice(ghost, ghost + h - l) for l, h in zip(lo, hi))
-        out_box = geometry.pencil_box(2, P, spec, rank)
+        brick, storage, shape, inner, out_box = pme_layout(mesh, ghost, P, rank)
         f = {p: _core.RealFFT3d(comm, mesh, brick, out_box, "nonblocking", "estimate", in_storage=storage,
                                 pair_real_lines=p) for p in (True, False)}
         assert not f[False].paired_real_lines

@@ -26,7 +26,9 @@
 // the whole transform is one FFTW plan) another axis may be halved instead
 // (`halved_axis`); z is what FFTW's own r2c halves, and on C-order data it is
 // measured 1.3-2x faster than halving the strided x (docs/fft.md). The spectrum
-// mesh is then K with K_h -> K_h/2 + 1.
+// mesh is then K with K_h -> K_h/2 + 1. Across ranks, where stage 1 reads the
+// caller's storage in place (x halved, the strided axis: e.g. two ranks' bricks),
+// the r2c / c2r run as complex transforms of paired z lines (paired_real.hpp).
 //
 // backward() scales by 1/N when asked (backward(forward(a)) == a); unscaled,
 // backward(forward(a)) == N a, which lets a caller fold 1/N into its own factors.

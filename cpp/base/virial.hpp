@@ -35,6 +35,16 @@ struct Virial {
     c[YY] += v;
     c[ZZ] += v;
   }
+  // w (kComponents entries, this order) += f_a r_b: the outer product of a force and a
+  // position (or separation), f first, as every pair virial here is summed.
+  static void add_outer(double* w, const double f[3], const double r[3]) {
+    w[XX] += f[0] * r[0];
+    w[YY] += f[1] * r[1];
+    w[ZZ] += f[2] * r[2];
+    w[XY] += f[0] * r[1];
+    w[XZ] += f[0] * r[2];
+    w[YZ] += f[1] * r[2];
+  }
   // The full 3x3 matrix, row-major.
   std::array<double, 9> matrix() const {
     return {c[XX], c[XY], c[XZ], c[XY], c[YY], c[YZ], c[XZ], c[YZ], c[ZZ]};

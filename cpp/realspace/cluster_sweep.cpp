@@ -67,12 +67,7 @@ void PairList::ClusterSweep::add_forces(const View2<double>& sforce, double* w) 
         for (int d = 0; d < 3; ++d) f[d] += cforce(t, static_cast<std::size_t>(c), 4 * d + l);
       const double r[3] = {k.x(a), k.y(a), k.z(a)};
       for (int d = 0; d < 3; ++d) sforce(static_cast<std::size_t>(a), d) += f[d];
-      sum[0] += f[0] * r[0];
-      sum[1] += f[1] * r[1];
-      sum[2] += f[2] * r[2];
-      sum[3] += f[0] * r[1];
-      sum[4] += f[0] * r[2];
-      sum[5] += f[1] * r[2];
+      Virial::add_outer(sum, f, r);
     }
   for (int v = 0; v < Virial::kComponents; ++v) w[v] += sum[v];
 }

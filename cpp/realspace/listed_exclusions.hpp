@@ -47,12 +47,7 @@ void add_listed_exclusions(const HalfPairKernel& kern, const PairTable::Excluded
       r[1] -= kern.y(e->j) - centre[1];
       r[2] -= kern.z(e->j) - centre[2];
     }
-    applied[Virial::XX] += f[0] * r[0];
-    applied[Virial::YY] += f[1] * r[1];
-    applied[Virial::ZZ] += f[2] * r[2];
-    applied[Virial::XY] += f[0] * r[1];
-    applied[Virial::XZ] += f[0] * r[2];
-    applied[Virial::YZ] += f[1] * r[2];
+    Virial::add_outer(applied, f, r);
   }
 }
 

@@ -418,14 +418,9 @@ void PairList::pair_virial_from_forces(const View2<double>& sforce, const double
   const double* c = sweep_->kern.centre;
   double s[Virial::kComponents] = {0, 0, 0, 0, 0, 0};
   for (std::size_t a = 0; a < table_.rows; ++a) {
-    const double fx = sforce(a, 0), fy = sforce(a, 1), fz = sforce(a, 2);
-    const double rx = kern.x(a) - c[0], ry = kern.y(a) - c[1], rz = kern.z(a) - c[2];
-    s[Virial::XX] += fx * rx;
-    s[Virial::YY] += fy * ry;
-    s[Virial::ZZ] += fz * rz;
-    s[Virial::XY] += fx * ry;
-    s[Virial::XZ] += fx * rz;
-    s[Virial::YZ] += fy * rz;
+    const double f[3] = {sforce(a, 0), sforce(a, 1), sforce(a, 2)};
+    const double r[3] = {kern.x(a) - c[0], kern.y(a) - c[1], kern.z(a) - c[2]};
+    Virial::add_outer(s, f, r);
   }
   for (int k = 0; k < Virial::kComponents; ++k) w[k] += s[k] - applied[k];
 }

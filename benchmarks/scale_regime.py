@@ -227,15 +227,19 @@ _VARIANT = re.compile(r"_v([a-z0-9+]+)(?=_|$)")
 def _merged(pattern):
     """_load, with the simulations of one variant each (--variants: names with _v<variant>) merged
     into one result per configuration, under the name without the variant; the simulation's wall
-    time is their sum and its memory their largest."""
+    time is their sum and its memory their largest. A variant simulated on its own replaces the
+    same variant of a whole run (a rerun of one variant after a change that touched it alone)."""
     out = {}
-    for name, res in _load(pattern).items():
+    loaded = _load(pattern)
+    for name in sorted(loaded, key=lambda n: _VARIANT.search(n) is not None):  # whole runs first
+        res = loaded[name]
         base = _VARIANT.sub("", name)
         if base == name:
             out[name] = res
             continue
         have = out.setdefault(base, {**res, "runs": [], "simulation": {**res["simulation"], "wall_s": 0.0}})
-        have["runs"] += res["runs"]
+        mine = {r["variant"] for r in res["runs"]}
+        have["runs"] = [r for r in have["runs"] if r["variant"] not in mine] + res["runs"]
         sim = have["simulation"]
         sim["wall_s"] += res["simulation"]["wall_s"]
         rss = [m for m in (sim.get("max_rss_kb"), res["simulation"].get("max_rss_kb")) if m]

@@ -1,6 +1,8 @@
 #include "mpi_profile.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -44,7 +46,7 @@ const char* mpi_call_name(int c) {
                                          "Iprobe",    "Test",      "Testall",   "Wait",      "Waitany",
                                          "Waitall",   "Ibarrier",  "Barrier",   "Allreduce", "Allgather",
                                          "Allgatherv", "Alltoallv", "Bcast",    "Comm_split", "Comm_dup",
-                                         "Testsome"};
+                                         "Testsome", "Ialltoallv"};
   return c >= 0 && c < kNumCalls ? names[c] : "?";
 }
 
@@ -95,6 +97,91 @@ int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* s
   return MPI_SUCCESS;
 }
 
+// The requests of one ialltoallv_linear, behind the handle it returned.
+namespace {
+struct NbcAlltoallv {
+  std::vector<MPI_Request> reqs;
+};
+std::vector<NbcAlltoallv*> g_live;  // this rank's handles not yet completed
+
+NbcAlltoallv* live_handle(MPI_Request r) {
+  if (g_live.empty()) return nullptr;
+  for (NbcAlltoallv* h : g_live)
+    if (reinterpret_cast<MPI_Request>(h) == r) return h;
+  return nullptr;
+}
+
+void release(MPI_Request* r, NbcAlltoallv* h) {
+  g_live.erase(std::find(g_live.begin(), g_live.end(), h));
+  delete h;
+  *r = MPI_REQUEST_NULL;
+}
+}  // namespace
+
+int ialltoallv_linear(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
+                      void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request* request) {
+  constexpr int kTag = 0x7a2c;  // not the blocking one's: both may share a communicator
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  MPI_Aint lb = 0, sext = 0, rext = 0;
+  PMPI_Type_get_extent(sendtype, &lb, &sext);
+  PMPI_Type_get_extent(recvtype, &lb, &rext);
+  int ssize = 0;
+  PMPI_Type_size(sendtype, &ssize);
+  if (sendcounts[rank] > 0)
+    std::memcpy(static_cast<char*>(recvbuf) + rdispls[rank] * rext,
+                static_cast<const char*>(sendbuf) + sdispls[rank] * sext,
+                static_cast<std::size_t>(sendcounts[rank]) * static_cast<std::size_t>(ssize));
+  auto* h = new NbcAlltoallv;
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    if (sendcounts[i] > 0) {
+      h->reqs.emplace_back();
+      count_send(sendcounts[i], sendtype);
+      PMPI_Isend(static_cast<const char*>(sendbuf) + sdispls[i] * sext, sendcounts[i], sendtype, i, kTag, comm,
+                 &h->reqs.back());
+    }
+    if (recvcounts[i] > 0) {
+      h->reqs.emplace_back();
+      PMPI_Irecv(static_cast<char*>(recvbuf) + rdispls[i] * rext, recvcounts[i], recvtype, i, kTag, comm,
+                 &h->reqs.back());
+    }
+  }
+  if (h->reqs.empty()) {  // the local piece was all: complete already
+    delete h;
+    *request = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+  }
+  g_live.push_back(h);
+  *request = reinterpret_cast<MPI_Request>(h);
+  return MPI_SUCCESS;
+}
+
+bool test_or_wait_linear(MPI_Request* r, int* flag, bool wait) {
+  NbcAlltoallv* h = live_handle(*r);
+  if (!h) return false;
+  const int n = static_cast<int>(h->reqs.size());
+  int done = 1;
+  if (wait)
+    PMPI_Waitall(n, h->reqs.data(), MPI_STATUSES_IGNORE);
+  else
+    PMPI_Testall(n, h->reqs.data(), &done, MPI_STATUSES_IGNORE);
+  if (flag) *flag = done;
+  if (done) release(r, h);
+  return true;
+}
+
+void forbid_linear_in(int n, const MPI_Request* r, const char* call) {
+  for (int i = 0; i < n && !g_live.empty(); ++i)
+    if (live_handle(r[i])) {
+      std::fprintf(stderr, "pmewald_scale: %s on an MPI_Ialltoallv request (only MPI_Test and MPI_Wait take one)\n",
+                   call);
+      std::abort();
+    }
+}
+
 }  // namespace pmewald_scale
 
 using pmewald_scale::count_send;
@@ -132,32 +219,38 @@ int MPI_Iprobe(int s, int tag, MPI_Comm comm, int* f, MPI_Status* st) {
 }
 int MPI_Test(MPI_Request* r, int* f, MPI_Status* st) {
   Timed x(pmewald_scale::kTest);
-  const int rc = PMPI_Test(r, f, st);
+  int rc = MPI_SUCCESS;
+  if (!pmewald_scale::test_or_wait_linear(r, f, false)) rc = PMPI_Test(r, f, st);
   pmewald_scale::charge_progress_call();
   return rc;
 }
 int MPI_Testall(int n, MPI_Request* r, int* f, MPI_Status* st) {
   Timed x(pmewald_scale::kTestall);
+  pmewald_scale::forbid_linear_in(n, r, "MPI_Testall");
   const int rc = PMPI_Testall(n, r, f, st);
   pmewald_scale::charge_progress_call();
   return rc;
 }
 int MPI_Testsome(int n, MPI_Request* r, int* k, int* idx, MPI_Status* st) {
   Timed x(pmewald_scale::kTestsome);
+  pmewald_scale::forbid_linear_in(n, r, "MPI_Testsome");
   const int rc = PMPI_Testsome(n, r, k, idx, st);
   pmewald_scale::charge_progress_call();
   return rc;
 }
 int MPI_Wait(MPI_Request* r, MPI_Status* st) {
   Timed x(pmewald_scale::kWait);
+  if (pmewald_scale::test_or_wait_linear(r, nullptr, true)) return MPI_SUCCESS;
   return PMPI_Wait(r, st);
 }
 int MPI_Waitany(int n, MPI_Request* r, int* i, MPI_Status* st) {
   Timed x(pmewald_scale::kWaitany);
+  pmewald_scale::forbid_linear_in(n, r, "MPI_Waitany");
   return PMPI_Waitany(n, r, i, st);
 }
 int MPI_Waitall(int n, MPI_Request* r, MPI_Status* st) {
   Timed x(pmewald_scale::kWaitall);
+  pmewald_scale::forbid_linear_in(n, r, "MPI_Waitall");
   return PMPI_Waitall(n, r, st);
 }
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request* r) {
@@ -188,6 +281,15 @@ int MPI_Alltoallv(const void* a, const int* c, const int* d, MPI_Datatype t, voi
   return pmewald_scale::alltoallv_scattered(a, c, d, t, b, c2, d2, t2, comm);
 #else
   return PMPI_Alltoallv(a, c, d, t, b, c2, d2, t2, comm);
+#endif
+}
+int MPI_Ialltoallv(const void* a, const int* c, const int* d, MPI_Datatype t, void* b, const int* c2, const int* d2,
+                   MPI_Datatype t2, MPI_Comm comm, MPI_Request* r) {
+  Timed x(pmewald_scale::kIalltoallv);
+#ifdef PMEWALD_SMPI
+  return pmewald_scale::ialltoallv_linear(a, c, d, t, b, c2, d2, t2, comm, r);
+#else
+  return PMPI_Ialltoallv(a, c, d, t, b, c2, d2, t2, comm, r);
 #endif
 }
 int MPI_Bcast(void* b, int c, MPI_Datatype t, int root, MPI_Comm comm) {

@@ -15,6 +15,18 @@
 // each block completed by MPI_Waitall, the local piece copied. So the simulated
 // collective mode costs what it would under MPICH. With a real MPI the library's
 // MPI_Alltoallv is used as it is.
+//
+// The same holds for MPI_Ialltoallv (the collective mode with overlap): SimGrid 4.1's
+// posts a receive and a send for every other rank of the communicator, zero counts
+// included, while Open MPI's libnbc (a2av_sched_linear) and MPICH skip them. Under
+// SMPI the driver's MPI_Ialltoallv posts libnbc's linear schedule on the
+// point-to-point layer (pmewald_scale::ialltoallv_linear: the non-zero counts'
+// receives and sends at once, the local piece copied) behind a handle of its own,
+// which the driver's MPI_Test and MPI_Wait complete (MPI_Testall over its requests,
+// one progress call's charge). The zero-sized messages cost latency in the network
+// model and, at 1,024 ranks, made the simulator's flow solver ~10x slower than the
+// nonblocking mode's (docs/scaling.md). The library passes such a request to
+// MPI_Test and MPI_Wait only; the array calls abort if handed one.
 #pragma once
 
 #include <mpi.h>
@@ -27,7 +39,7 @@ namespace pmewald_scale {
 enum MpiCall : int {
   kSend, kIsend, kIrecv, kRecv, kIssend, kIprobe, kTest, kTestall, kWait, kWaitany, kWaitall,
   kIbarrier, kBarrier, kAllreduce, kAllgather, kAllgatherv, kAlltoallv, kBcast, kCommSplit, kCommDup,
-  kTestsome, kNumCalls
+  kTestsome, kIalltoallv, kNumCalls
 };
 const char* mpi_call_name(int call);
 
@@ -54,5 +66,15 @@ void set_progress_call_seconds(double seconds);
 int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
                         void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
                         MPI_Comm comm);
+
+// libnbc's linear MPI_Ialltoallv on point-to-point calls (see above), and its
+// completion: true when *r is such a handle (then tested, or waited for, and set to
+// MPI_REQUEST_NULL when complete); false for any other request.
+int ialltoallv_linear(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
+                      void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request* request);
+bool test_or_wait_linear(MPI_Request* r, int* flag, bool wait);
+// Aborts when one of r[0..n) is such a handle (the array calls do not take one).
+void forbid_linear_in(int n, const MPI_Request* r, const char* call);
 
 }  // namespace pmewald_scale

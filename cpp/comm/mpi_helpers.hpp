@@ -21,6 +21,16 @@ void check_mpi(int err, const char* what);
 // later collective. Returns normally on every rank when all are fine.
 void agree_or_throw(MPI_Comm comm, const std::string& local_error);
 
+// Collective, agree_or_throw's second half: `first` is the lowest failing rank
+// (every rank knows it); its message goes to every rank, which throws ValueError.
+[[noreturn]] void throw_error_of_rank(MPI_Comm comm, int first, const std::string& local_error);
+
+// Collective, one MPI_Allreduce: `sums` summed and `maxima` maximised over the
+// ranks, in place (a user-defined operation over one buffer; the sums' order of
+// addition is the library's, as with MPI_SUM). Calls that need both pay one
+// latency-bound reduction instead of two: at 1,024 ranks each costs ~15 us.
+void allreduce_sums_and_maxima(MPI_Comm comm, std::vector<double>& sums, std::vector<double>& maxima);
+
 // Collective: true on every rank when `value` is identical on all ranks.
 bool same_on_all_ranks(MPI_Comm comm, const std::vector<double>& value);
 

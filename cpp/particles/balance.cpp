@@ -43,9 +43,7 @@ Balancer::Balancer(MPI_Comm comm, const Int3& grid, const Int3& mesh, const Bala
 
 bool Balancer::after_call(const Work& w, const WorkSample* where) {
   const double pairs = w.pairs, seconds = w.seconds;
-  // The slowest rank's measures (the sums came with the caller's reduction).
-  double mx[2] = {seconds, pairs};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce");
+  const double mx[2] = {w.max_seconds, w.max_pairs};  // the slowest rank's (the caller's reduction)
   const int P = domains_.ranks();
   const double mean_t = w.sum_seconds / P, mean_p = w.sum_pairs / P;
   stats_.calls += 1;

@@ -32,9 +32,9 @@
 //     ranks: slowest / mean 1.05-1.24 over ten calls at 0.5, 1.04 at 0.25).
 //
 // The imbalance itself (slowest / mean of the pair loop's seconds and of the
-// candidate pairs) is measured after every call in every mode (one Allreduce of
-// two maxima; the sums ride on the solver's result reduction), so the solver's
-// timings report it with balancing off too.
+// candidate pairs) is measured after every call in every mode (the sums and the
+// maxima ride on the solver's result reduction), so the solver's timings report
+// it with balancing off too.
 //
 // A tensor product of per-axis cuts balances work that varies along the axes
 // (a slab with vacuum, an interface, a layered system); work that varies in 3-D
@@ -91,11 +91,11 @@ class Balancer {
   // run on the balanced domains: potentials, charge sets). Updates the
   // statistics; with balancing on, may move the cuts (per the mode). Returns
   // whether they changed.
-  // This rank's candidate pairs and pair-loop seconds, and their sums over the
-  // ranks (the caller's reduction carries them: the balancer adds one Allreduce,
-  // the maxima).
+  // This rank's candidate pairs and pair-loop seconds, and their sums and maxima
+  // over the ranks (the caller's result reduction carries them: measuring the
+  // imbalance costs no reduction of its own).
   struct Work {
-    double pairs = 0, seconds = 0, sum_pairs = 0, sum_seconds = 0;
+    double pairs = 0, seconds = 0, sum_pairs = 0, sum_seconds = 0, max_pairs = 0, max_seconds = 0;
   };
   bool after_call(const Work& work, const WorkSample* where);
 

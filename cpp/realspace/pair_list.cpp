@@ -462,7 +462,7 @@ std::string PairList::exclusion_problem(double cutoff) {
   return "";
 }
 
-RealSpaceTerms PairList::finish(double* forces_out) {
+RealSpaceTerms PairList::finish(double* forces_out, std::string* deferred_error) {
   Sweep& sw = *sweep_;
   if (!sw.active) throw std::logic_error("PairList::finish: no begin");
   const bool by_clusters = active_layout_ == PairLayout::Clusters && sw.rows > 0;
@@ -502,7 +502,10 @@ RealSpaceTerms PairList::finish(double* forces_out) {
   }
   stats_.evaluate_seconds += seconds + (wall_seconds() - t0);
   mig_.reverse_ghosts(f_ghost_.data(), f_owned_.data());
-  agree_or_throw(comm_, err);
+  if (deferred_error)
+    *deferred_error = std::move(err);
+  else
+    agree_or_throw(comm_, err);
   mig_.reverse(f_owned_.data(), 3, forces_out);
   t.t_pairs = seconds;
   return t;

@@ -125,8 +125,10 @@ class PairList {
   // and the forces to the caller: forces_out (n x 3, the caller's order)
   // receives the real-space + exclusion forces. Returns this rank's share of the
   // terms (as RealSpace::finish_local). An excluded pair not closer than the
-  // cutoff raises ValueError on every rank.
-  RealSpaceTerms finish(double* forces_out);
+  // cutoff raises ValueError on every rank, or with `deferred_error` is this
+  // rank's problem there, for the caller to raise on every rank (as
+  // RealSpace::finish_local).
+  RealSpaceTerms finish(double* forces_out, std::string* deferred_error = nullptr);
 
   // Counters since construction: builds, and seconds in building (migration,
   // ghosts, search), refreshing (vote: displacements; between builds their

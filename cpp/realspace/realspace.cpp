@@ -391,7 +391,7 @@ void RealSpace::row_work(const PeriodicCell& cell, std::vector<double>& s, std::
   }
 }
 
-RealSpaceTerms RealSpace::finish_local() {
+RealSpaceTerms RealSpace::finish_local(std::string* deferred_error) {
   if (!sweep_ || !sweep_->mig) throw std::logic_error("RealSpace::finish_local: no begin_local");
   PairSweep& sw = *sweep_;
   sw.run_rest();
@@ -454,7 +454,10 @@ RealSpaceTerms RealSpace::finish_local() {
     if (want_pot_) mig.reverse_ghosts(ghost_pot_.data(), pot_out_.data(), 4);
     if (n_sets_ > 0) mig.reverse_ghosts(ghost_sets_.data(), sets_out_.data(), kSetCols * n_sets_);
   }
-  agree_or_throw(comm_, err);
+  if (deferred_error)
+    *deferred_error = std::move(err);
+  else
+    agree_or_throw(comm_, err);
   return t;
 }
 

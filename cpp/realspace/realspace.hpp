@@ -92,11 +92,14 @@ class RealSpace {
   // list (no MPI); pairs() is the pair loop as work in pieces of kPairBlockRows
   // rows (valid until finish_local); finish_local runs the pieces left and does
   // the rest of compute_local (collective: the ghost forces' return and the
-  // error agreement). compute_local is begin_local + finish_local.
+  // error agreement). compute_local is begin_local + finish_local. With
+  // `deferred_error`, the agreement is the caller's: this rank's problem ("" when
+  // none) goes there, and the caller must raise it on every rank before the
+  // results are used (the solver folds it into its result reduction).
   void begin_local(Migration& mig, double cutoff, double alpha, double coulomb_constant,
                    View2<double> forces, bool pair_terms = true);
   BackgroundWork& pairs();
-  RealSpaceTerms finish_local();
+  RealSpaceTerms finish_local(std::string* deferred_error = nullptr);
 
   // Potentials and fields (on request): before begin_local, on = true and `out`
   // (n_owned x 4, row-major) for the next begin_local/finish_local; finish_local

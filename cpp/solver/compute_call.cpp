@@ -81,11 +81,12 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   std::vector<SolverResult> res = mesh(call, overlap);
   t = wall_seconds();
   if (s.work) {
+    // (a problem found in the pair loop is raised on every rank by reduce)
     if (s.use_list) {
       f_list_.resize(3 * call.n);
-      s.local = list_->finish(f_list_.data());
+      s.local = list_->finish(f_list_.data(), &s.pair_error);
     } else {
-      s.local = realspace_.finish_local();
+      s.local = realspace_.finish_local(&s.pair_error);
     }
     stop_work(overlap, hidden0);
     t = timers_.lap("real_space", t);
@@ -125,7 +126,7 @@ void PMESolver::balance_after(const Call& call, const CallState& s) {
     where.n = m.n_owned();
   }
   const Balancer::Work work{pairs ? s.local.candidates : 0.0, pairs ? s.local.t_pairs : 0.0, pair_work_sums_[1],
-                            pair_work_sums_[0]};
+                            pair_work_sums_[0], pair_work_max_[1], pair_work_max_[0]};
   if (balancer_->after_call(work, s.balancing ? &where : nullptr)) apply_domains();  // (balancing: every rank alike)
 }
 
@@ -228,7 +229,7 @@ void PMESolver::reduce(const Call& call, CallState& s, std::vector<SolverResult>
     local.push_back(s.local);
     f2.push_back(total_forces(call, s, t));
   }
-  reduce_results(res, local, f2, call.n, call.sets || !opt_.real_space ? nullptr : &s.local);
+  reduce_results(res, local, f2, call.n, call.sets || !opt_.real_space ? nullptr : &s.local, s.pair_error);
   t = timers_.lap("reduce", t);
 }
 
@@ -261,18 +262,26 @@ double PMESolver::total_forces(const Call& call, CallState& s, double& t) {
   return f2;
 }
 
-// One Allreduce: per set the real-space terms' sums, reciprocal energy, virial
-// and sum |F|^2, then the atom count (exact in a double below 2^53), then (one
-// set) the pair loop's seconds and candidate pairs for the balancer's means.
+// One Allreduce (sums and maxima together): per set the real-space terms' sums,
+// reciprocal energy, virial and sum |F|^2, then the atom count (exact in a double
+// below 2^53), then (one set) the pair loop's seconds and candidate pairs, summed
+// and maximised for the balancer's imbalance, and the lowest rank whose pair loop
+// found a problem (`pair_error`: the call then raises it on every rank here, the
+// agreement the pair loop would otherwise make with a reduction of its own).
 void PMESolver::reduce_results(std::vector<SolverResult>& res, const std::vector<RealSpaceTerms>& local,
-                               const std::vector<double>& f2, std::size_t n, const RealSpaceTerms* pair_work) {
+                               const std::vector<double>& f2, std::size_t n, const RealSpaceTerms* pair_work,
+                               const std::string& pair_error) {
   const std::size_t Ms = res.size();
   constexpr int kReal = RealSpace::kSums, kPer = kReal + 2 + Virial::kComponents;
-  std::vector<double> sums(kPer * Ms + 3, 0.0);
+  std::vector<double> sums(kPer * Ms + 3, 0.0), maxima(3, 0.0);
   if (pair_work) {
-    sums[kPer * Ms + 1] = pair_work->t_pairs;
-    sums[kPer * Ms + 2] = pair_work->candidates;
+    sums[kPer * Ms + 1] = maxima[0] = pair_work->t_pairs;
+    sums[kPer * Ms + 2] = maxima[1] = pair_work->candidates;
   }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm_.get(), &rank);
+  MPI_Comm_size(comm_.get(), &size);
+  if (!pair_error.empty()) maxima[2] = size - rank;
   for (std::size_t c = 0; c < Ms; ++c) {
     double* out = &sums[kPer * c];
     RealSpace::terms_to_sum(local[c], out);
@@ -281,11 +290,13 @@ void PMESolver::reduce_results(std::vector<SolverResult>& res, const std::vector
     out[kPer - 1] = f2[c];
   }
   sums[kPer * Ms] = static_cast<double>(n);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, comm_.get()),
-            "MPI_Allreduce");
+  allreduce_sums_and_maxima(comm_.get(), sums, maxima);
+  if (maxima[2] > 0) throw_error_of_rank(comm_.get(), size - static_cast<int>(maxima[2]), pair_error);
   const std::int64_t n_total = static_cast<std::int64_t>(sums[kPer * Ms]);
   pair_work_sums_[0] = sums[kPer * Ms + 1];
   pair_work_sums_[1] = sums[kPer * Ms + 2];
+  pair_work_max_[0] = maxima[0];
+  pair_work_max_[1] = maxima[1];
   for (std::size_t c = 0; c < Ms; ++c) {
     const double* in = &sums[kPer * c];
     const RealSpaceTerms terms = RealSpace::terms_from_sums(in, cell_, opt_.alpha, opt_.coulomb_constant);

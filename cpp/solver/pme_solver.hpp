@@ -221,6 +221,7 @@ class PMESolver {
     bool separate() const { return use_list || balanced; }
     BackgroundWork* work = nullptr;
     RealSpaceTerms local;
+    std::string pair_error;  // this rank's problem in the pair loop, raised by reduce
   };
   // The call path and its stages in order (compute_call.cpp); t is the phase
   // timer's running mark.
@@ -231,7 +232,8 @@ class PMESolver {
   void reduce(const Call& call, CallState& s, std::vector<SolverResult>& res, double& t);
   double total_forces(const Call& call, CallState& s, double& t);
   void reduce_results(std::vector<SolverResult>& res, const std::vector<RealSpaceTerms>& local,
-                      const std::vector<double>& f2, std::size_t n, const RealSpaceTerms* pair_work);
+                      const std::vector<double>& f2, std::size_t n, const RealSpaceTerms* pair_work,
+                      const std::string& pair_error);
   void return_forces(const Call& call, const CallState& s, const std::vector<SolverResult>& res, double& t);
   // The owned atoms' B-spline stencils (stencil_), for reciprocal() of any charges.
   void stencils();
@@ -320,6 +322,7 @@ class PMESolver {
   View2<double> f_real_rs_;
   std::vector<double> row_s_, row_w_;  // the pair loop's work and where (balance_after)
   double pair_work_sums_[2] = {0, 0};   // the last call's pair-loop seconds and candidates, summed over ranks
+  double pair_work_max_[2] = {0, 0};    // ... and their maxima
   // Potentials (compute(..., potentials)): per owned atom (phi, E) of the real-space
   // part, the reciprocal phi and E, unit charges for the field gathers.
   View2<double> real_pot_, rec_field_;

@@ -28,6 +28,10 @@ Each simulation runs one warm-up and ``--steps`` timed calls per variant. A prog
 in ``_percall``) or, as in every study before 2026-12-07, once per request it tests
 (``per-request``, SimGrid's smpi/test alone). ``--poll ROWS,US`` sets the overlap's interval.
 ``--one-solver`` builds one solver for the fixed-mode variants and switches it between them.
+``--tag T`` adds ``_T`` to every result's name (a rerun with changed solver code beside the
+committed results of the code before: ``r3`` is the solver with three reductions a call,
+2026-12-07); ``model`` then calibrates and validates on the tagged runs only
+(``model_water98k_T.json``).
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ def costs_for(system, params, args):
 def simulate(name, P, platform, system, params, args, *, modes, costs=None, ghosts="auto", balance="off",
              speedup=1.0, comm_only=False, extra=(), warmup=1):
     per_call = args.progress_cost == "per-call"
+    if args.tag:
+        name += f"_{args.tag}"
     if per_call:
         name += "_percall"
     poll = args.poll
@@ -179,8 +185,9 @@ def study_model(args):
         runs = {}
         # the separate solvers' run where a one-solver run of the same ranks exists too
         merged = _merged(f"regime_water98k_fat_tree_P*_K{k:g}_*.json")
+        tagged = re.compile(rf"_K{k:g}_{re.escape(args.tag)}_" if args.tag else rf"_K{k:g}_percall")
         for name in sorted(merged, key=lambda n: "_onesolver" in n):
-            if "_percall" in name and "_simgrid" in name and "_poll" not in name:
+            if "_percall" in name and "_simgrid" in name and "_poll" not in name and tagged.search(name):
                 runs.setdefault(merged[name]["ranks"], merged[name])
         if 64 not in runs:
             sys.exit(f"no 64-rank regime run at K = {k:g} to calibrate on (run the regime study first)")
@@ -191,8 +198,9 @@ def study_model(args):
         pred = predict.predictions(WATER98K, PARAMS["water98k"], "fat_tree", [1024, 4096, 16384, 65536], cal,
                                    allreduces)
         out["speedups"][f"{k:g}"] = {"validation": rows, "predictions": pred}
-    (RESULTS / "model_water98k.json").write_text(json.dumps(out, indent=1) + "\n")
-    print(report_model())
+    model = RESULTS / (f"model_water98k_{args.tag}.json" if args.tag else "model_water98k.json")
+    model.write_text(json.dumps(out, indent=1) + "\n")
+    print(report_model(model))
 
 
 def study_wall(args):
@@ -324,8 +332,8 @@ def report_wall():
     return "\n".join(rows)
 
 
-def report_model():
-    path = RESULTS / "model_water98k.json"
+def report_model(path=None):
+    path = path or RESULTS / "model_water98k.json"
     if not path.exists():
         return "(no model study yet)"
     doc = json.loads(path.read_text())
@@ -385,6 +393,8 @@ def main():
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=None,
                     help="regime and auto studies: only these variants, each in a simulation of its own (cached "
                          "apart: a 1,024-rank simulation of all of them did not finish in two hours)")
+    ap.add_argument("--tag", default="", help="a suffix for the results' names (_TAG): solver code changed since "
+                                              "the committed results")
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)

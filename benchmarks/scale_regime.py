@@ -357,7 +357,48 @@ def report_model(path=None):
     return "\n".join(rows)
 
 
+def report_tagged(tag):
+    """The regime runs tagged `tag` against the same runs before the change (names without the
+    tag): each variant's step before -> after, the reductions a call, overlap's share of the exposed
+    communication recovered (where that is >= 20% of the plain step), auto's pick."""
+    rows = ["| run | variant | step before ms | step after ms | change | Allreduce a call | exposed comm "
+            "(share of plain) | recovered by overlap | auto's pick (off the fastest) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    before_all = _merged("regime_*.json")
+    for name, res in _merged(f"regime_*_{tag}_*.json").items():
+        runs = {r["variant"]: r for r in res["runs"]}
+        old = before_all.get(name.replace(f"_{tag}_", "_", 1), {"runs": []})
+        before = {r["variant"]: r for r in old["runs"]}
+        again = RESULTS / f"{name.replace('regime_', 'regime-auto_', 1)}.json"
+        auto = json.loads(again.read_text())["runs"][0] if again.exists() else runs.get("auto")
+        fixed = {v: r for v, r in runs.items() if v != "auto"}
+        first = True
+        for v in VARIANTS[:-1]:
+            if v not in fixed:
+                continue
+            r, b = fixed[v], before.get(v)
+            exposed = share = recovered = ""
+            if not r["overlap"]:
+                e = r["phases"]["comm_wait"]["mean"]
+                exposed = f"{e * 1e3:.3f} ({100 * e / r['step_s']:.0f}%)"
+                o = fixed.get(v + "+overlap")
+                if o is not None and e >= 0.2 * r["step_s"]:
+                    recovered = f"{100 * (r['step_s'] - o['step_s']) / e:.0f}%"
+            pick = _auto_pick(fixed, auto) if first else ""
+            rows.append(f"| {name if first else ''} | {v} | {b['step_s'] * 1e3:.4f} | " if b else
+                        f"| {name if first else ''} | {v} | - | ")
+            rows[-1] += (f"{r['step_s'] * 1e3:.4f} | {100 * (r['step_s'] / b['step_s'] - 1):+.1f}% | " if b else
+                         f"{r['step_s'] * 1e3:.4f} | | ")
+            rows[-1] += f"{r['mpi']['calls'].get('Allreduce', {}).get('max', 0):.0f} | {exposed} | {recovered} | {pick} |"
+            first = False
+    return "\n".join(rows)
+
+
 def report(args):
+    if args.tag:
+        print(f"### Regime runs tagged {args.tag} against before\n\n" + report_tagged(args.tag) + "\n")
+        print("### The model on the tagged runs\n\n" + report_model(RESULTS / f"model_water98k_{args.tag}.json"))
+        return
     print("### What a simulation costs\n\n" + report_wall() + "\n")
     print("### Ghost exchange\n\n" + report_ghosts() + "\n")
     print("### Balance\n\n" + report_balance() + "\n")

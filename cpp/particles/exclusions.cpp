@@ -49,6 +49,14 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
 
 void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs,
                            std::size_t m) {
+  int flags[kFlags], all[kFlags];
+  check(ids, n_local, pairs, m, flags);
+  check_mpi(MPI_Allreduce(flags, all, kFlags, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  settle(all);
+}
+
+void ExclusionList::check(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs, std::size_t m,
+                          int flags[kFlags]) {
   std::string err;
   for (std::size_t k = 0; k < m && err.empty(); ++k)
     if (pairs[2 * k] == pairs[2 * k + 1])
@@ -58,9 +66,19 @@ void ExclusionList::update(const std::int64_t* ids, std::size_t n_local, const s
   for (std::size_t i = 0; i < n_local; ++i) fp = mix(fp, static_cast<std::uint64_t>(ids[i]));
   fp = mix(fp, m);
   for (std::size_t k = 0; k < 2 * m; ++k) fp = mix(fp, static_cast<std::uint64_t>(pairs[k]));
-  int flags[3] = {valid_ && fp == fingerprint_ ? 0 : 1, m > 0 ? 1 : 0, err.empty() ? 0 : 1};
-  int all[3];
-  check_mpi(MPI_Allreduce(flags, all, 3, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  flags[0] = valid_ && fp == fingerprint_ ? 0 : 1;
+  flags[1] = m > 0 ? 1 : 0;
+  flags[2] = err.empty() ? 0 : 1;
+  pending_ = Pending{ids, pairs, n_local, m, fp, std::move(err)};
+}
+
+void ExclusionList::settle(const int all[kFlags]) {
+  const std::int64_t* const ids = pending_.ids;
+  const std::int64_t* const pairs = pending_.pairs;
+  const std::size_t n_local = pending_.n_local, m = pending_.m;
+  const std::uint64_t fp = pending_.fp;
+  std::string err = std::move(pending_.err);
+  pending_ = Pending{};
   if (all[2]) {
     valid_ = false;
     agree_or_throw(comm_, err);  // throws on every rank

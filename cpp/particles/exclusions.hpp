@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/sparse_exchange.hpp"
@@ -31,6 +32,17 @@ class ExclusionList {
   void update(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs,
               std::size_t m);
 
+  // update() in two halves around an agreement someone else makes (the solver
+  // folds it into the migration's: Migration::SharedAgreement), so that an
+  // unchanged step costs no reduction of its own. check() is local: this rank's
+  // flags (kFlags ints: changed here, pairs here, a problem here); the arrays must
+  // stay valid until settle(), which takes the flags' maxima over the ranks and
+  // does the rest of update() (collective when some rank changed or failed).
+  static constexpr int kFlags = 3;
+  void check(const std::int64_t* ids, std::size_t n_local, const std::int64_t* pairs, std::size_t m,
+             int flags[kFlags]);
+  void settle(const int agreed[kFlags]);
+
   // CSR over the local atoms (n_local + 1 offsets), or nullptr when no rank
   // has exclusions.
   const std::int64_t* offsets() const { return any_ ? off_.data() : nullptr; }
@@ -46,6 +58,13 @@ class ExclusionList {
   SparseExchange nbx_dir_, nbx_origin_;
   bool valid_ = false, any_ = false, changed_ = false;
   std::uint64_t fingerprint_ = 0;
+  // Between check() and settle(): the arrays, this call's fingerprint, its problem.
+  struct Pending {
+    const std::int64_t *ids = nullptr, *pairs = nullptr;
+    std::size_t n_local = 0, m = 0;
+    std::uint64_t fp = 0;
+    std::string err;
+  } pending_;
   std::vector<std::int64_t> off_, ids_;
 };
 

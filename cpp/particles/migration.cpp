@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "comm/mpi_helpers.hpp"
@@ -101,14 +102,19 @@ void Migration::wrap(const double r[3], double s_out[3], double r_out[3]) const 
 
 void Migration::forward(const double* positions, const double* charges, const std::int64_t* ids,
                         std::size_t n_local, const std::int64_t* payload_offsets,
-                        const std::int64_t* payload, int vote) {
+                        const std::int64_t* payload, int vote, SharedAgreement* shared) {
   if (!have_geometry_) throw std::logic_error("Migration::forward before set_geometry");
   const std::string err = forward_input_error(positions, charges, n_local);
   forward_wrap(positions, n_local, err.empty());
-  const bool same = err.empty() && forward_same_plan(ids, n_local, payload_offsets);
+  const bool same = err.empty() && !(shared && shared->changes_plan) &&
+                    forward_same_plan(ids, n_local, payload_offsets);
   std::unordered_map<int, int> slot_of;
   const int far = same ? plan_far_ : forward_owners(n_local, err.empty(), slot_of);
-  forward_agree(err, far, vote, same ? 0 : 1);
+  forward_agree(err, far, vote, same ? 0 : 1, shared);
+  if (shared) {
+    if (shared->settle) shared->settle(shared->flags);  // (every rank, the agreed flags)
+    if (shared->payload) std::tie(payload_offsets, payload) = shared->payload();
+  }
   if (reused_) {
     forward_reused(charges);
   } else {
@@ -187,13 +193,18 @@ int Migration::forward_owners(std::size_t n_local, bool valid, std::unordered_ma
   return far;
 }
 
-void Migration::forward_agree(const std::string& err, int far, int vote, int changed) {
+void Migration::forward_agree(const std::string& err, int far, int vote, int changed, SharedAgreement* shared) {
   // One collective decides everything: bad input anywhere (then every rank
   // raises), whether any atom changes rank, whether all stay adjacent, the
-  // caller's vote, and whether every rank keeps its plan.
-  int flags[5] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far, vote, changed};
-  int any[5] = {0, 0, 0, 0, 0};
-  check_mpi(MPI_Allreduce(flags, any, 5, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  // caller's vote, and whether every rank keeps its plan; and another stage's
+  // flags where it shares the reduction.
+  constexpr int kOwn = 5, kAll = kOwn + SharedAgreement::kFlags;
+  int flags[kAll] = {err.empty() ? 0 : 1, send_dests_.empty() ? 0 : 1, far, vote, changed};
+  int any[kAll] = {};
+  const int n = shared ? kAll : kOwn;
+  if (shared) std::copy(shared->flags, shared->flags + SharedAgreement::kFlags, flags + kOwn);
+  check_mpi(MPI_Allreduce(flags, any, n, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  if (shared) std::copy(any + kOwn, any + kAll, shared->flags);
   if (any[0]) agree_or_throw(comm_, err);
   agreed_vote_ = any[3];
   reused_ = any[4] == 0;

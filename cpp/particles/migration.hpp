@@ -25,8 +25,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "geometry/domain_grid.hpp"
@@ -64,9 +66,23 @@ class Migration {
   // `vote` rides on the Allreduce forward does anyway (its input check):
   // agreed_vote() is then the largest vote of any rank (the solver's pair list
   // agrees on a rebuild this way, with no collective of its own).
+  //
+  // `shared`: another stage's agreement folded into the same Allreduce (one
+  // reduction for both; the solver's exclusions use it): its flags (this rank's
+  // in; the maxima over the ranks out), then `settle` runs on every rank with
+  // them before any atom moves (it may be collective, and may throw on every
+  // rank), and the payload is re-read from `payload` afterwards (settle may
+  // replace it; payload_offsets as passed only says whether one existed).
+  struct SharedAgreement {
+    static constexpr int kFlags = 3;
+    int flags[kFlags] = {0, 0, 0};
+    bool changes_plan = false;  // this rank's flags change its payload: no plan reuse anywhere
+    std::function<void(const int* agreed)> settle;
+    std::function<std::pair<const std::int64_t*, const std::int64_t*>()> payload;
+  };
   void forward(const double* positions, const double* charges, const std::int64_t* ids,
                std::size_t n_local, const std::int64_t* payload_offsets = nullptr,
-               const std::int64_t* payload = nullptr, int vote = 0);
+               const std::int64_t* payload = nullptr, int vote = 0, SharedAgreement* shared = nullptr);
   int agreed_vote() const { return agreed_vote_; }
 
   // Collective. `owned_values` is n_owned x ncomp (row-major), one row per
@@ -315,7 +331,7 @@ class Migration {
   int forward_owners(std::size_t n_local, bool valid, std::unordered_map<int, int>& slot_of);
   // The Allreduce: throws on bad input anywhere, picks the path, agrees on the vote
   // and on whether every rank keeps its plan (`changed`: this one does not).
-  void forward_agree(const std::string& err, int far, int vote, int changed);
+  void forward_agree(const std::string& err, int far, int vote, int changed, SharedAgreement* shared);
   // The atoms sent to each partner, and their messages (counts, records, payload).
   void forward_messages(const double* charges, const std::int64_t* ids, const std::int64_t* payload_offsets,
                         const std::int64_t* payload, std::unordered_map<int, int>& slot_of);

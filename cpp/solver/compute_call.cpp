@@ -57,15 +57,20 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   const double t_call = wall_seconds();
   double t = t_call;
   // Exclusions are routed to the ranks holding their atoms (cached while the
-  // ids and pairs do not change) and travel with the atoms as payload.
-  exclusions_.update(call.ids, call.n, call.exclusions, call.m);
-  if (!call.sets) charge(Work::Exclusions, static_cast<double>(call.n));
-  t = timers_.lap("exclusions", t);
+  // ids and pairs do not change) and travel with the atoms as payload. Whether
+  // they changed on any rank rides on the migration's agreement (migrate); the
+  // sets' calls agree here.
   CallState s;
+  if (call.sets) {
+    exclusions_.update(call.ids, call.n, call.exclusions, call.m);
+  } else {
+    exclusions_.check(call.ids, call.n, call.exclusions, call.m, s.exclusion_flags);
+    charge(Work::Exclusions, static_cast<double>(call.n));
+  }
+  t = timers_.lap("exclusions", t);
   // The reused pair list serves one set without potentials; any other call
   // searches afresh, and exclusions changed in it make the list's next call rebuild.
   s.use_list = list_skin_ > 0 && !call.potentials && !call.sets;
-  if (list_skin_ > 0 && !s.use_list && exclusions_.changed()) list_stale_ = true;
   // pair_layout "auto": the list's calls evaluate by each layout in turn (layout_choice.hpp).
   const bool layout_trial = s.use_list && layout_trial_.running();
   if (layout_trial) list_->set_layout(layout_trial_.next());
@@ -75,6 +80,7 @@ std::vector<SolverResult> PMESolver::run(const Call& call) {
   s.balancing = balancer_->on() && opt_.real_space && !call.potentials && !call.sets;
   s.balanced = s.balancing && !s.use_list && balancer_->moved();
   migrate(call, s, t);
+  if (list_skin_ > 0 && !s.use_list && exclusions_.changed()) list_stale_ = true;
   begin_pairs(call, s, t);
   Overlap* overlap = start_work(s.work, t);
   const double hidden0 = overlap_ ? overlap_->stats().work_seconds : 0;
@@ -132,29 +138,38 @@ void PMESolver::balance_after(const Call& call, const CallState& s) {
 
 // Atoms to their owners by current position. With the pair list the real-space
 // atoms keep their owners between rebuilds (the list's own migration); this one
-// is the reciprocal part's, and the list's rebuild vote rides on its Allreduce.
+// is the reciprocal part's, and the list's rebuild vote and the exclusions' check
+// ride on its Allreduce.
 void PMESolver::migrate(const Call& call, CallState& s, double& t) {
   if (call.sets) {
     migrate_sets(call.positions, call.charges, call.sets, call.ids, call.n, call.potentials);
     t = timers_.lap("migrate", t);
     return;
   }
+  // The exclusions' flags ride on the (first) forward's agreement, which then
+  // settles them on every rank before any atom moves (rerouted where changed).
+  Migration::SharedAgreement excl;
+  std::copy(s.exclusion_flags, s.exclusion_flags + ExclusionList::kFlags, excl.flags);
+  excl.settle = [this](const int* agreed) { exclusions_.settle(agreed); };
   if (s.use_list) {
-    const int vote = list_->vote(call.positions, call.ids, call.n, list_skin_) |
-                     (exclusions_.changed() || list_stale_ ? 1 : 0);
+    // (the list's own migration carries the exclusions, at its rebuilds)
+    const int vote = list_->vote(call.positions, call.ids, call.n, list_skin_) | (list_stale_ ? 1 : 0);
     list_stale_ = false;
     t = timers_.lap("real_space", t);
-    migration_.forward(call.positions, call.charges, call.ids, call.n, nullptr, nullptr, vote);
+    migration_.forward(call.positions, call.charges, call.ids, call.n, nullptr, nullptr, vote, &excl);
+    s.rebuild_list = migration_.agreed_vote() != 0 || exclusions_.changed();
   } else if (s.balanced) {
     // The mesh's owners without the exclusions; the real-space owners with them.
-    migration_.forward(call.positions, call.charges, call.ids, call.n);
+    migration_.forward(call.positions, call.charges, call.ids, call.n, nullptr, nullptr, 0, &excl);
     rs_migration_->forward(call.positions, call.charges, call.ids, call.n, exclusions_.offsets(),
                            exclusions_.partners());
     const std::size_t n_rs = rs_migration_->n_owned();
     if (f_real_rs_.extent(0) != n_rs) f_real_rs_ = View2<double>("pme_f_real_balanced", n_rs, 3);
   } else {
+    excl.changes_plan = excl.flags[0] != 0;  // (the payload the atoms carry changes)
+    excl.payload = [this] { return std::make_pair(exclusions_.offsets(), exclusions_.partners()); };
     migration_.forward(call.positions, call.charges, call.ids, call.n, exclusions_.offsets(),
-                       exclusions_.partners());
+                       exclusions_.partners(), 0, &excl);
   }
   charge(Work::Migrate, static_cast<double>(call.n));
   t = timers_.lap("migrate", t);
@@ -176,7 +191,7 @@ void PMESolver::begin_pairs(const Call& call, CallState& s, double& t) {
     realspace_.request_sets(0);
   }
   if (s.use_list) {
-    list_->begin(migration_.agreed_vote() != 0, call.positions, call.charges, call.ids, call.n,
+    list_->begin(s.rebuild_list, call.positions, call.charges, call.ids, call.n,
                  exclusions_.offsets(), exclusions_.partners(), opt_.cutoff, list_skin_, opt_.alpha,
                  opt_.coulomb_constant);
     s.work = &list_->pairs();

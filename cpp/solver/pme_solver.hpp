@@ -222,6 +222,8 @@ class PMESolver {
     BackgroundWork* work = nullptr;
     RealSpaceTerms local;
     std::string pair_error;  // this rank's problem in the pair loop, raised by reduce
+    int exclusion_flags[ExclusionList::kFlags] = {0, 0, 0};  // ExclusionList::check's, agreed by migrate
+    bool rebuild_list = false;  // the list rebuilds this call (the agreed vote, or the exclusions changed)
   };
   // The call path and its stages in order (compute_call.cpp); t is the phase
   // timer's running mark.

@@ -19,7 +19,9 @@ inline namespace particles {
 // hash(id) % P: two NBX rounds, no O(P) data) to the ranks that hold the atoms
 // in the caller's split, as a CSR list per local atom. Migration::forward then
 // carries each atom's list to its owner as payload, so steady-state steps
-// (same ids and pairs on every rank) cost one small allreduce and no routing.
+// (same ids and pairs on every rank) cost no routing, and no reduction of their
+// own where the caller folds check() into another agreement (the solver: the
+// migration's), else one small allreduce (update()).
 class ExclusionList {
  public:
   explicit ExclusionList(MPI_Comm comm);

@@ -54,24 +54,38 @@ MpiProfile& mpi_profile() { return g_profile; }
 
 void set_progress_call_seconds(double seconds) { g_progress_seconds = seconds; }
 
+namespace {
+// What both alltoallv schedules do first: the communicator's rank and size, the
+// types' extents, and the local piece copied (contiguous types, as the library uses).
+struct A2av {
+  int rank = 0, size = 1;
+  MPI_Aint sext = 0, rext = 0;
+};
+A2av alltoallv_local(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
+                     void* recvbuf, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm) {
+  A2av a;
+  PMPI_Comm_rank(comm, &a.rank);
+  PMPI_Comm_size(comm, &a.size);
+  MPI_Aint lb = 0;
+  PMPI_Type_get_extent(sendtype, &lb, &a.sext);
+  PMPI_Type_get_extent(recvtype, &lb, &a.rext);
+  int ssize = 0;
+  PMPI_Type_size(sendtype, &ssize);
+  if (sendcounts[a.rank] > 0)
+    std::memcpy(static_cast<char*>(recvbuf) + rdispls[a.rank] * a.rext,
+                static_cast<const char*>(sendbuf) + sdispls[a.rank] * a.sext,
+                static_cast<std::size_t>(sendcounts[a.rank]) * static_cast<std::size_t>(ssize));
+  return a;
+}
+}  // namespace
+
 int alltoallv_scattered(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
                         void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
                         MPI_Comm comm) {
   constexpr int kThrottle = 32;   // MPICH's MPIR_CVAR_ALLTOALL_THROTTLE default
   constexpr int kTag = 0x7a2b;    // on the communicator the caller gave (the library's own duplicate)
-  int rank = 0, size = 1;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
-  MPI_Aint lb = 0, sext = 0, rext = 0;
-  PMPI_Type_get_extent(sendtype, &lb, &sext);
-  PMPI_Type_get_extent(recvtype, &lb, &rext);
-  int ssize = 0;
-  PMPI_Type_size(sendtype, &ssize);
-  // The local piece: a copy (contiguous types, as the library uses).
-  if (sendcounts[rank] > 0)
-    std::memcpy(static_cast<char*>(recvbuf) + rdispls[rank] * rext,
-                static_cast<const char*>(sendbuf) + sdispls[rank] * sext,
-                static_cast<std::size_t>(sendcounts[rank]) * static_cast<std::size_t>(ssize));
+  const auto [rank, size, sext, rext] =
+      alltoallv_local(sendbuf, sendcounts, sdispls, sendtype, recvbuf, rdispls, recvtype, comm);
   std::vector<MPI_Request> reqs;
   reqs.reserve(2 * kThrottle);
   for (int ii = 0; ii < size; ii += kThrottle) {
@@ -122,18 +136,8 @@ int ialltoallv_linear(const void* sendbuf, const int* sendcounts, const int* sdi
                       void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm,
                       MPI_Request* request) {
   constexpr int kTag = 0x7a2c;  // not the blocking one's: both may share a communicator
-  int rank = 0, size = 1;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
-  MPI_Aint lb = 0, sext = 0, rext = 0;
-  PMPI_Type_get_extent(sendtype, &lb, &sext);
-  PMPI_Type_get_extent(recvtype, &lb, &rext);
-  int ssize = 0;
-  PMPI_Type_size(sendtype, &ssize);
-  if (sendcounts[rank] > 0)
-    std::memcpy(static_cast<char*>(recvbuf) + rdispls[rank] * rext,
-                static_cast<const char*>(sendbuf) + sdispls[rank] * sext,
-                static_cast<std::size_t>(sendcounts[rank]) * static_cast<std::size_t>(ssize));
+  const auto [rank, size, sext, rext] =
+      alltoallv_local(sendbuf, sendcounts, sdispls, sendtype, recvbuf, rdispls, recvtype, comm);
   auto* h = new NbcAlltoallv;
   for (int i = 0; i < size; ++i) {
     if (i == rank) continue;

@@ -86,17 +86,17 @@ class Balancer {
     std::size_t stride = 3, n = 0;
     const double* w = nullptr;
   };
-  // Collective, after every call: this rank's candidate pairs and pair-loop
-  // seconds, and where they were (nullptr on every rank when the call did not
-  // run on the balanced domains: potentials, charge sets). Updates the
-  // statistics; with balancing on, may move the cuts (per the mode). Returns
-  // whether they changed.
   // This rank's candidate pairs and pair-loop seconds, and their sums and maxima
   // over the ranks (the caller's result reduction carries them: measuring the
   // imbalance costs no reduction of its own).
   struct Work {
     double pairs = 0, seconds = 0, sum_pairs = 0, sum_seconds = 0, max_pairs = 0, max_seconds = 0;
   };
+  // On every rank, after every call: the work and where it was (nullptr on every
+  // rank when the call did not run on the balanced domains: potentials, charge
+  // sets). Updates the statistics; with balancing on, may move the cuts (per the
+  // mode; collective then, one Allreduce of the work's histograms, decided alike
+  // on every rank from the reduced work). Returns whether they changed.
   bool after_call(const Work& work, const WorkSample* where);
 
   struct Stats {
